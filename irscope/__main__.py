@@ -1,0 +1,5 @@
+"""``python -m irscope`` runs the command line."""
+
+from irscope.cli import main
+
+raise SystemExit(main())

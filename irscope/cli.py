@@ -1,0 +1,55 @@
+"""Command line entry point: builds the parser from irscope.commands and owns exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from irscope import __version__
+from irscope.console import error
+from irscope.errors import IrscopeError
+
+# Subcommands in the order --help lists them; each is irscope.commands.<name>.
+COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "stats", "ptx", "sass",
+            "report", "diff", "compile")
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="irscope",
+        description="See what the compiler did to your function: every IR stage of every "
+                    "compiled PyTorch, JAX and Triton function, with PTX/SASS analysis.",
+    )
+    parser.add_argument("--version", action="version", version=f"irscope {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"irscope.commands.{name.replace('-', '_')}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"irscope.commands.{name}":
+                raise
+            continue
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args) or 0)
+    except IrscopeError as exc:
+        error(str(exc))
+        return exc.exit_code
+    except KeyboardInterrupt:
+        error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        sys.stderr.close()
+        return EXIT_OK

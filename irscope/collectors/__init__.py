@@ -1,0 +1,1 @@
+"""In-process hooks that capture what PyTorch, Triton and JAX compile."""

@@ -1,0 +1,1 @@
+"""One module per `irscope` subcommand; each offers add_parser(subparsers)."""

@@ -1,0 +1,1 @@
+"""One module per report format over the same report records."""

@@ -1,0 +1,395 @@
+"""The run store: run.json, content-addressed blobs/ and a schema-versioned SQLite index.
+
+A run holds units (compiled things), each with ordered stages (IR text or binaries kept
+as blobs) and relations between units. Nothing stored is ever executed: blobs are bytes,
+the index is SQLite, metadata is JSON.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+from irscope.errors import RunError
+
+SCHEMA_VERSION = 1
+RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
+DEFAULT_ROOT = Path(".irscope") / "runs"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS units (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    framework TEXT NOT NULL,
+    source_file TEXT,
+    source_line INTEGER,
+    attrs TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (framework, name)
+);
+CREATE TABLE IF NOT EXISTS stages (
+    id INTEGER PRIMARY KEY,
+    unit_id INTEGER NOT NULL REFERENCES units(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    blob TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    origin TEXT,
+    UNIQUE (unit_id, kind, name)
+);
+CREATE TABLE IF NOT EXISTS relations (
+    src INTEGER NOT NULL REFERENCES units(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    dst INTEGER NOT NULL REFERENCES units(id) ON DELETE CASCADE,
+    attrs TEXT NOT NULL DEFAULT '{}',
+    UNIQUE (src, kind, dst)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY,
+    unit_id INTEGER REFERENCES units(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS stats (
+    blob TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (blob, kind, version)
+);
+CREATE INDEX IF NOT EXISTS stages_unit ON stages(unit_id);
+"""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A compiled thing: a Dynamo graph, a jitted JAX function, a Triton kernel."""
+
+    id: int
+    name: str
+    framework: str
+    source_file: str | None = None
+    source_line: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One IR of a unit: its kind (see irscope.parsers.registry), a label and its blob."""
+
+    id: int
+    unit_id: int
+    kind: str
+    name: str
+    position: int
+    blob: str
+    size: int
+    origin: str | None = None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A directed link between units, e.g. graph --launches--> kernel."""
+
+    src: int
+    kind: str
+    dst: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened while compiling: a graph break, a recompilation, a failure."""
+
+    id: int
+    unit_id: int | None
+    kind: str
+    data: dict[str, Any]
+
+
+def default_run_dir(name: str = "run", root: Path | None = None) -> Path:
+    """A fresh directory name ``<root>/<timestamp>-<name>`` (root: ./.irscope/runs)."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "run"
+    base = (root or DEFAULT_ROOT) / f"{stamp}-{safe}"
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = base.with_name(f"{base.name}-{n}")
+    return path
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Run:
+    """An open run directory. Reads are plain; writes go through ``transaction()``."""
+
+    def __init__(self, path: Path, db: sqlite3.Connection, meta: dict[str, Any]):
+        self.path = path
+        self.db = db
+        self.meta = meta
+
+    # -- opening -------------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> "Run":
+        """Create the run at ``path`` (or open it if it already is one) and record ``meta``."""
+        path = Path(path)
+        if (path / INDEX).exists():
+            run = cls.open(path)
+            if meta:
+                run.update_meta(meta)
+            return run
+        if path.exists() and any(path.iterdir()):
+            raise RunError(f"{path}: exists and is not an irscope run")
+        (path / BLOBS).mkdir(parents=True, exist_ok=True)
+        db = _connect(path / INDEX)
+        with db:
+            db.executescript(_SCHEMA)
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                       (str(SCHEMA_VERSION),))
+        run = cls(path, db, {})
+        run.update_meta({"irscope_run": SCHEMA_VERSION, **(meta or {})})
+        return run
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Run":
+        """Open an existing run; refuses missing, damaged and newer-schema runs clearly."""
+        path = Path(path)
+        if not path.exists():
+            raise RunError(f"{path}: no such run")
+        if not (path / INDEX).is_file():
+            raise RunError(f"{path}: not an irscope run (no {INDEX})")
+        try:
+            db = _connect(path / INDEX)
+            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise RunError(f"{path / INDEX}: damaged index ({exc})") from None
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise RunError(f"{path}: made by a newer irscope (run schema {version}, this "
+                           f"irscope reads up to {SCHEMA_VERSION}); upgrade irscope")
+        if version < 1:
+            raise RunError(f"{path / INDEX}: damaged index (no schema version)")
+        meta = {}
+        if (path / RUN_JSON).is_file():
+            try:
+                meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                meta = {"damaged": f"{RUN_JSON}: {exc}"}
+        return cls(path, db, meta)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- metadata ------------------------------------------------------------------
+    def update_meta(self, changes: dict[str, Any]) -> None:
+        """Merge ``changes`` into run.json, written atomically."""
+        self.meta = {**self.meta, **changes}
+        _atomic_write(self.path / RUN_JSON, json.dumps(self.meta, indent=2, default=str).encode())
+
+    @property
+    def name(self) -> str:
+        return self.meta.get("name") or self.path.name
+
+    # -- blobs ---------------------------------------------------------------------
+    def blob_path(self, blob: str) -> Path:
+        return self.path / BLOBS / blob[:2] / blob
+
+    def put_blob(self, data: bytes) -> str:
+        """Store ``data`` once by its SHA-256; returns the digest."""
+        key = digest(data)
+        target = self.blob_path(key)
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _atomic_write(target, data)
+        return key
+
+    def read_blob(self, blob: str) -> bytes:
+        try:
+            return self.blob_path(blob).read_bytes()
+        except FileNotFoundError:
+            raise RunError(f"{self.path}: blob {blob[:12]} is missing") from None
+
+    def read_text(self, stage: Stage) -> str:
+        return self.read_blob(stage.blob).decode("utf-8", errors="replace")
+
+    # -- writing -------------------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator["Writer"]:
+        """All-or-nothing writes; other processes wait (SQLite's lock) rather than corrupt."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield Writer(self)
+        except BaseException:
+            self.db.rollback()
+            raise
+        else:
+            self.db.commit()
+
+    # -- reading -------------------------------------------------------------------
+    def units(self, framework: str | None = None) -> list[Unit]:
+        sql = "SELECT id, name, framework, source_file, source_line, attrs FROM units"
+        rows = self.db.execute(sql + (" WHERE framework=?" if framework else "") + " ORDER BY id",
+                               (framework,) if framework else ())
+        return [Unit(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+    def unit(self, key: str | int) -> Unit:
+        """A unit by id, exact name, or unique name prefix/substring."""
+        units = self.units()
+        for u in units:
+            if str(u.id) == str(key) or u.name == key:
+                return u
+        matches = [u for u in units if str(key) in u.name]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise RunError(f"{self.path}: no unit named {key!r}")
+        names = ", ".join(u.name for u in matches[:5])
+        raise RunError(f"{self.path}: {key!r} matches {len(matches)} units ({names}, ...)")
+
+    def stages(self, unit_id: int | None = None) -> list[Stage]:
+        sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
+        if unit_id is None:
+            rows = self.db.execute(sql + " ORDER BY unit_id, position, name")
+        else:
+            rows = self.db.execute(sql + " WHERE unit_id=? ORDER BY position, name", (unit_id,))
+        return [Stage(*r) for r in rows]
+
+    def stage(self, unit: Unit, key: str) -> Stage:
+        """A unit's stage by kind or name (first of that kind when several)."""
+        stages = self.stages(unit.id)
+        for s in stages:
+            if s.name == key:
+                return s
+        for s in stages:
+            if s.kind == key:
+                return s
+        have = ", ".join(s.name for s in stages) or "none"
+        raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")
+
+    def relations(self, kind: str | None = None) -> list[Relation]:
+        sql = "SELECT src, kind, dst, attrs FROM relations"
+        rows = self.db.execute(sql + (" WHERE kind=?" if kind else ""), (kind,) if kind else ())
+        return [Relation(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def events(self, kind: str | None = None) -> list[Event]:
+        sql = "SELECT id, unit_id, kind, data FROM events"
+        rows = self.db.execute(sql + (" WHERE kind=?" if kind else "") + " ORDER BY id",
+                               (kind,) if kind else ())
+        return [Event(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    # -- parsed statistics, cached ---------------------------------------------------
+    def parsed(self, stage: Stage) -> dict[str, Any]:
+        """The parser's JSON for a stage, from the cache when the blob was parsed before."""
+        from irscope.parsers import registry
+
+        version = registry.parser_version(stage.kind)
+        row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
+                              (stage.blob, stage.kind, version)).fetchone()
+        if row:
+            return json.loads(row[0])
+        data = registry.parse(stage.kind, self.read_text(stage)).to_json()
+        try:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)",
+                                (stage.blob, stage.kind, version, json.dumps(data)))
+        except sqlite3.OperationalError:
+            pass  # read-only or busy run: the figures are still right, just not cached
+        return data
+
+
+class Writer:
+    """Write handle inside a transaction: units, stages, relations, events."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.db = run.db
+
+    def add_unit(self, name: str, framework: str, source_file: str | None = None,
+                 source_line: int | None = None, attrs: dict[str, Any] | None = None) -> int:
+        """Insert the unit or merge into the existing one of that framework and name."""
+        row = self.db.execute("SELECT id, attrs, source_file, source_line FROM units "
+                              "WHERE framework=? AND name=?", (framework, name)).fetchone()
+        if row:
+            merged = {**json.loads(row[1]), **(attrs or {})}
+            self.db.execute("UPDATE units SET attrs=?, source_file=?, source_line=? WHERE id=?",
+                            (json.dumps(merged, default=str), source_file or row[2],
+                             source_line or row[3], row[0]))
+            return row[0]
+        cur = self.db.execute(
+            "INSERT INTO units (name, framework, source_file, source_line, attrs) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
+        return cur.lastrowid
+
+    def add_stage(self, unit_id: int, kind: str, data: bytes | str, name: str | None = None,
+                  origin: str | None = None) -> int:
+        """Store ``data`` as a blob and attach it to the unit; replaces a same-named stage."""
+        from irscope.parsers import registry
+
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        blob = self.run.put_blob(data)
+        cur = self.db.execute(
+            "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
+            "blob=excluded.blob, size=excluded.size, origin=excluded.origin",
+            (unit_id, kind, name or kind, registry.get(kind).order, blob, len(data), origin))
+        return cur.lastrowid
+
+    def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
+        self.db.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
+                        (src, kind, dst, json.dumps(attrs or {}, default=str)))
+
+    def add_event(self, kind: str, data: dict[str, Any], unit_id: int | None = None) -> None:
+        self.db.execute("INSERT INTO events (unit_id, kind, data) VALUES (?, ?, ?)",
+                        (unit_id, kind, json.dumps(data, default=str)))
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 60000")
+    db.execute("PRAGMA foreign_keys = ON")
+    try:
+        db.execute("PRAGMA journal_mode = WAL")
+    except sqlite3.OperationalError:
+        pass  # read-only media: rollback journal is fine
+    return db
+
+
+def _atomic_write(target: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def find_runs(root: Path | None = None) -> list[Path]:
+    """Run directories under ``root`` (default ./.irscope/runs), oldest first."""
+    root = root or DEFAULT_ROOT
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if (p / INDEX).is_file())

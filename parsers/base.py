@@ -1,0 +1,58 @@
+"""The one small interface every parser module shares: diagnostics, results, JSON form."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A problem found in the input: 1-based line (0 when not tied to one) and a message."""
+
+    line: int
+    message: str
+    severity: str = "warning"
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """Base of every parser's result: the kind, an op histogram, and diagnostics.
+
+    Parser modules subclass it (frozen) and add their own fields. ``histogram`` maps an
+    op name to its count, most frequent first; ``totals`` holds headline figures
+    (instructions, kernels, fusions, ...) that reports and the TUI show without knowing
+    the format.
+    """
+
+    kind: str
+    histogram: Mapping[str, int] = field(default_factory=dict)
+    totals: Mapping[str, int | float] = field(default_factory=dict)
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain JSON-able dict of every field (dataclasses, tuples and mappings expanded)."""
+        return to_jsonable(self)
+
+
+def sorted_histogram(counts: Mapping[str, int] | Iterable[str]) -> dict[str, int]:
+    """Histogram as a dict ordered by count (descending), then name, so output is stable."""
+    if not isinstance(counts, Mapping):
+        counts = Counter(counts)
+    return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
+
+
+def to_jsonable(value: Any) -> Any:
+    """Convert frozen dataclasses, tuples, sets and mappings to plain JSON types."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_jsonable(v) for v in value)
+    return value

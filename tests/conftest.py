@@ -1,0 +1,44 @@
+"""Shared test fixtures: the public corpus beside the checkout, fresh runs, the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+CORPUS = Path(os.environ.get("IRSCOPE_CORPUS", ROOT.parent / "shared" / "corpus"))
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/kernels.py and other helpers
+
+
+def corpus_files(kind: str) -> list[Path]:
+    """Files of one corpus folder (ptx, sass, ttir, ...); empty when the corpus is absent."""
+    folder = CORPUS / kind
+    return sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+
+
+@pytest.fixture
+def corpus():
+    """The shared corpus folder; skips the test when it is not beside the checkout."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"corpus not found at {CORPUS}")
+    return CORPUS
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
+            input: str | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m irscope ARGS`` in a subprocess, as a user would, capturing output."""
+    full_env = {**os.environ, "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "irscope", *map(str, args)], cwd=cwd,
+                          env=full_env, input=input, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli

@@ -1,0 +1,1 @@
+"""The Textual TUI that browses a run."""
