@@ -49,6 +49,7 @@ FORMATS: tuple[Format, ...] = (
     Format("memory_usage", "Memory usage", 76, (), "xla_memory", None, sniffed=False),
     Format("ttir", "TTIR", 80, (".ttir",), "ttir", "_mlir:MlirLexer"),
     Format("ttgir", "TTGIR", 90, (".ttgir",), "ttgir", "_mlir:MlirLexer"),
+    Format("cpp_kernel", "C++ kernel", 98, (".cpp",), None, "cpp", sniffed=False),
     Format("llir", "LLVM IR", 100, (".llir", ".ll"), "llir", "llvm"),
     Format("llvm_ir", "LLVM IR (XLA)", 101, (), "llir", "llvm", sniffed=False),
     Format("ptx", "PTX", 110, (".ptx",), "ptx", "ptx:PtxLexer"),

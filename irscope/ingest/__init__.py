@@ -1,0 +1,1 @@
+"""Filing existing dumps into a run: one module per kind of dump source."""
