@@ -24,6 +24,7 @@ from irscope.errors import RunError
 SCHEMA_VERSION = 1
 RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
+_RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, INDEX + "-wal", INDEX + "-shm", INDEX + "-journal"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -133,6 +134,47 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(frozen=True)
+class BlobRef:
+    """A blob already in the store: its SHA-256 and size (stages can point at it directly)."""
+
+    blob: str
+    size: int
+
+
+class BlobSink:
+    """Streams bytes into the store, hashing as it goes, so large artifacts never sit in memory."""
+
+    def __init__(self, run: "Run"):
+        self._run = run
+        self._hash = hashlib.sha256()
+        self._size = 0
+        fd, self._tmp = tempfile.mkstemp(dir=run.path / BLOBS, prefix=".tmp-")
+        self._fh = os.fdopen(fd, "wb")
+
+    def write(self, data: bytes) -> None:
+        self._hash.update(data)
+        self._size += len(data)
+        self._fh.write(data)
+
+    def close(self) -> BlobRef:
+        """Finish the blob and file it under its digest (dropping the copy if already stored)."""
+        self._fh.close()
+        key = self._hash.hexdigest()
+        target = self._run.blob_path(key)
+        if target.exists():
+            os.unlink(self._tmp)
+        else:
+            target.parent.mkdir(exist_ok=True)
+            os.replace(self._tmp, target)
+        return BlobRef(key, self._size)
+
+    def discard(self) -> None:
+        self._fh.close()
+        if os.path.exists(self._tmp):
+            os.unlink(self._tmp)
+
+
 class Run:
     """An open run directory. Reads are plain; writes go through ``transaction()``."""
 
@@ -146,20 +188,25 @@ class Run:
     def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> "Run":
         """Create the run at ``path`` (or open it if it already is one) and record ``meta``."""
         path = Path(path)
-        if (path / INDEX).exists():
-            run = cls.open(path)
+        fresh = not (path / INDEX).exists()
+        if fresh and path.exists() and not path.is_dir():
+            raise RunError(f"{path}: exists and is not a directory")
+        if fresh and path.exists() and set(os.listdir(path)) - _RUN_ENTRIES:
+            raise RunError(f"{path}: exists and is not an irscope run")
+        (path / BLOBS).mkdir(parents=True, exist_ok=True)
+        try:
+            db = _connect(path / INDEX)
+            # One idempotent script in one transaction: a concurrent creator waits for it.
+            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
+                             f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
+            db.close()
+        except sqlite3.DatabaseError as exc:
+            raise RunError(f"{path / INDEX}: damaged index ({exc})") from None
+        run = cls.open(path)
+        if not fresh:
             if meta:
                 run.update_meta(meta)
             return run
-        if path.exists() and any(path.iterdir()):
-            raise RunError(f"{path}: exists and is not an irscope run")
-        (path / BLOBS).mkdir(parents=True, exist_ok=True)
-        db = _connect(path / INDEX)
-        with db:
-            db.executescript(_SCHEMA)
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                       (str(SCHEMA_VERSION),))
-        run = cls(path, db, {})
         run.update_meta({"irscope_run": SCHEMA_VERSION, **(meta or {})})
         return run
 
@@ -182,13 +229,7 @@ class Run:
                            f"irscope reads up to {SCHEMA_VERSION}); upgrade irscope")
         if version < 1:
             raise RunError(f"{path / INDEX}: damaged index (no schema version)")
-        meta = {}
-        if (path / RUN_JSON).is_file():
-            try:
-                meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                meta = {"damaged": f"{RUN_JSON}: {exc}"}
-        return cls(path, db, meta)
+        return cls(path, db, _read_meta(path))
 
     def close(self) -> None:
         self.db.close()
@@ -201,8 +242,9 @@ class Run:
 
     # -- metadata ------------------------------------------------------------------
     def update_meta(self, changes: dict[str, Any]) -> None:
-        """Merge ``changes`` into run.json, written atomically."""
-        self.meta = {**self.meta, **changes}
+        """Merge ``changes`` into run.json (as another writer may have left it), atomically."""
+        on_disk = {k: v for k, v in _read_meta(self.path).items() if k != "damaged"}
+        self.meta = {**self.meta, **on_disk, **changes}
         _atomic_write(self.path / RUN_JSON, json.dumps(self.meta, indent=2, default=str).encode())
 
     @property
@@ -221,6 +263,22 @@ class Run:
             target.parent.mkdir(parents=True, exist_ok=True)
             _atomic_write(target, data)
         return key
+
+    def put_blob_file(self, source: str | os.PathLike, chunk: int = 1 << 20) -> BlobRef:
+        """Store a file's bytes by streaming them (memory stays flat for large files)."""
+        sink = BlobSink(self)
+        try:
+            with open(source, "rb") as fh:
+                while block := fh.read(chunk):
+                    sink.write(block)
+        except BaseException:
+            sink.discard()
+            raise
+        return sink.close()
+
+    def blob_sink(self) -> BlobSink:
+        """A streaming blob writer: ``write()`` pieces, then ``close()`` for its BlobRef."""
+        return BlobSink(self)
 
     def read_blob(self, blob: str) -> bytes:
         try:
@@ -268,9 +326,9 @@ class Run:
     def stages(self, unit_id: int | None = None) -> list[Stage]:
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
         if unit_id is None:
-            rows = self.db.execute(sql + " ORDER BY unit_id, position, name")
+            rows = self.db.execute(sql + " ORDER BY unit_id, position, id")
         else:
-            rows = self.db.execute(sql + " WHERE unit_id=? ORDER BY position, name", (unit_id,))
+            rows = self.db.execute(sql + " WHERE unit_id=? ORDER BY position, id", (unit_id,))
         return [Stage(*r) for r in rows]
 
     def stage(self, unit: Unit, key: str) -> Stage:
@@ -340,19 +398,25 @@ class Writer:
             (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
         return cur.lastrowid
 
-    def add_stage(self, unit_id: int, kind: str, data: bytes | str, name: str | None = None,
-                  origin: str | None = None) -> int:
-        """Store ``data`` as a blob and attach it to the unit; replaces a same-named stage."""
+    def add_stage(self, unit_id: int, kind: str, data: bytes | str | BlobRef,
+                  name: str | None = None, origin: str | None = None) -> int:
+        """Attach ``data`` (bytes, text, or a blob already stored) to the unit as a stage.
+
+        A stage of the same kind and name on that unit is replaced.
+        """
         from irscope.parsers import registry
 
-        if isinstance(data, str):
-            data = data.encode("utf-8")
-        blob = self.run.put_blob(data)
+        if isinstance(data, BlobRef):
+            blob, size = data.blob, data.size
+        else:
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            blob, size = self.run.put_blob(data), len(data)
         cur = self.db.execute(
             "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
             "blob=excluded.blob, size=excluded.size, origin=excluded.origin",
-            (unit_id, kind, name or kind, registry.get(kind).order, blob, len(data), origin))
+            (unit_id, kind, name or kind, registry.get(kind).order, blob, size, origin))
         return cur.lastrowid
 
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
@@ -375,6 +439,17 @@ def _connect(path: Path) -> sqlite3.Connection:
     return db
 
 
+def _read_meta(path: Path) -> dict[str, Any]:
+    """run.json as a dict (plain JSON, never executed); a damaged file is reported, not fatal."""
+    try:
+        meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        return {"damaged": f"{RUN_JSON}: {exc}"}
+    return meta if isinstance(meta, dict) else {"damaged": f"{RUN_JSON}: not an object"}
+
+
 def _atomic_write(target: Path, data: bytes) -> None:
     fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
     try:
@@ -393,3 +468,25 @@ def find_runs(root: Path | None = None) -> list[Path]:
     if not root.is_dir():
         return []
     return sorted(p for p in root.iterdir() if (p / INDEX).is_file())
+
+
+def locate_run(spec: str, root: Path | None = None) -> Path:
+    """The run a user means by ``spec``: a path, "latest", or a run name/prefix under root."""
+    path = Path(spec)
+    if (path / INDEX).is_file():
+        return path
+    runs = find_runs(root)
+    if spec == "latest":
+        if not runs:
+            raise RunError(f"no runs under {root or DEFAULT_ROOT}")
+        return max(runs, key=lambda p: (p / INDEX).stat().st_mtime)
+    named = [p for p in runs if p.name == spec] or [p for p in runs if p.name.startswith(spec)]
+    named = named or [p for p in runs if "-" in p.name and spec in p.name]
+    if len(named) == 1:
+        return named[0]
+    if len(named) > 1:
+        listing = ", ".join(p.name for p in named[:4])
+        raise RunError(f"{spec!r} matches {len(named)} runs ({listing}, ...): be more precise")
+    if path.exists():
+        raise RunError(f"{path}: not an irscope run (no {INDEX})")
+    raise RunError(f"{spec}: no such run (nor a run named so under {root or DEFAULT_ROOT})")

@@ -1,0 +1,130 @@
+"""JAX collector: each jitted function's jaxpr, StableHLO, cost and memory analysis, compile times.
+
+Two light wraps of jax's own pipeline: ``pxla.lower_sharding_computation`` (sees the
+closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp``) and
+``MeshComputation.compile`` (returns the executable whose analyses JAX offers). Phase
+timings come from ``jax.monitoring``. Optimized HLO, buffer assignment and LLVM IR are
+left to the XLA dump.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import re
+import time
+from typing import Any
+
+from irscope.collectors.staging import Staging
+
+# mlp at /home/me/seed_jax.py:10
+SRC_INFO = re.compile(r" at (?P<file>.+):(?P<line>\d+)$")
+# /jax/core/compile/backend_compile_duration
+COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
+
+_counter = itertools.count(1)
+
+
+def install(staging: Staging) -> None:
+    """Wrap the already-imported jax so every jit lowering and compile is written to staging."""
+    from jax._src import monitoring
+    from jax._src.interpreters import pxla
+
+    lower = pxla.lower_sharding_computation
+    if getattr(lower, "__irscope__", False):
+        return
+
+    @functools.wraps(lower)
+    def lower_sharding_computation(closed_jaxpr, api_name, fun_name, *args, **kwargs):
+        start = time.perf_counter()
+        computation = lower(closed_jaxpr, api_name, fun_name, *args, **kwargs)
+        try:
+            _stage_lowering(staging, computation, closed_jaxpr, time.perf_counter() - start)
+        except Exception as exc:
+            staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
+        return computation
+
+    lower_sharding_computation.__irscope__ = True
+    pxla.lower_sharding_computation = lower_sharding_computation
+
+    compile_method = pxla.MeshComputation.compile
+
+    @functools.wraps(compile_method)
+    def compile(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            executable = compile_method(self, *args, **kwargs)
+        except Exception as exc:
+            staging.record_event("compile_failure", {
+                "framework": "jax", "name": getattr(self, "_name", "?"),
+                "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        try:
+            _stage_executable(staging, self, executable, time.perf_counter() - start)
+        except Exception as exc:
+            staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
+        return executable
+
+    pxla.MeshComputation.compile = compile
+
+    def on_duration(event: str, seconds: float, **kwargs) -> None:
+        match = COMPILE_EVENT.match(event)
+        name = kwargs.get("fun_name")
+        if match and name:
+            unit = name if str(name).startswith("jit_") else f"jit_{name}"
+            staging.record_event("compile_time", {"framework": "jax", "unit": unit,
+                                                  "phase": match["phase"], "seconds": seconds})
+
+    monitoring.register_event_duration_secs_listener(on_duration)
+
+
+def _folder(staging: Staging, computation):
+    folder = getattr(computation, "_irscope_folder", None)
+    if folder is None:
+        name = re.sub(r"[^\w.-]+", "_", getattr(computation, "_name", "jit_unknown"))
+        folder = staging.jax / f"{next(_counter):04d}.{name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        computation._irscope_folder = folder
+    return folder
+
+
+def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float) -> None:
+    from jax._src.interpreters import mlir
+
+    folder = _folder(staging, computation)
+    (folder / "jaxpr.txt").write_text(str(closed_jaxpr), encoding="utf-8")
+    (folder / "stablehlo.mlir").write_text(mlir.module_to_string(computation.stablehlo()),
+                                          encoding="utf-8")
+    info: dict[str, Any] = {"module": computation._name, "lowering_seconds": seconds}
+    debug = getattr(closed_jaxpr.jaxpr, "_debug_info", None)
+    match = SRC_INFO.search(getattr(debug, "func_src_info", "") or "")
+    if match:
+        info.update(source_file=match["file"], source_line=int(match["line"]))
+    _write_json(folder / "lowering.json", info)
+
+
+def _stage_executable(staging: Staging, computation, executable, seconds: float) -> None:
+    folder = _folder(staging, computation)
+    info: dict[str, Any] = {"module": computation._name, "compile_seconds": seconds}
+    for key, method in (("cost_analysis", "cost_analysis"), ("memory_analysis", "memory_analysis")):
+        try:
+            info[key] = _jsonable(getattr(executable, method)())
+        except Exception as exc:  # not offered on every backend
+            info[key + "_error"] = f"{type(exc).__name__}: {exc}"
+    _write_json(folder / "compile.json", info)
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    fields = {k: getattr(value, k) for k in dir(value) if not k.startswith("_")}
+    return {k: _jsonable(v) for k, v in fields.items() if not callable(v)}
+
+
+def _write_json(path, data: dict[str, Any]) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")

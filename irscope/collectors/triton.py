@@ -1,0 +1,122 @@
+"""Triton collector: copies every compiled kernel's files into staging, cold compile or cache hit.
+
+Triton's compilation listener fires on both paths with the kernel's cache files
+(``metadata_group``: file name -> path), so a warm cache is read, never bypassed. A wrapper
+around ``triton.compile`` records kernels that fail to compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from irscope.collectors.staging import Staging
+
+SIDECAR = "_irscope.json"
+
+
+def install(staging: Staging) -> None:
+    """Hook the already-imported triton package so its compiles land in ``staging.triton``."""
+    import triton
+    import triton.compiler
+    from triton import knobs
+
+    previous = knobs.compilation.listener
+
+    def listener(*, src, metadata, metadata_group, times, cache_hit):
+        try:
+            _stage_kernel(staging, src, metadata, metadata_group, times, cache_hit)
+        except Exception as exc:  # never break the user's compile over a copy
+            staging.record_event("collector_error", {"collector": "triton", "error": repr(exc)})
+        if previous is not None:
+            previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
+                     cache_hit=cache_hit)
+
+    knobs.compilation.listener = listener
+    original = triton.compiler.compile
+    if getattr(original, "__irscope__", False):
+        return
+
+    @functools.wraps(original)
+    def compile(src, *args, **kwargs):
+        try:
+            return original(src, *args, **kwargs)
+        except Exception as exc:
+            staging.record_event("compile_failure", {
+                "framework": "triton", "name": getattr(src, "name", str(src)[:200]),
+                "error": f"{type(exc).__name__}: {exc}", **_source_of(src)})
+            raise
+
+    compile.__irscope__ = True
+    triton.compiler.compile = compile
+    triton.compile = compile
+    for name in ("triton.compiler.compiler",):
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "compile", None) is original:
+            module.compile = compile
+
+
+def _stage_kernel(staging: Staging, src, metadata: dict[str, Any], group: dict[str, str],
+                  times, cache_hit: bool) -> None:
+    kernel_hash = str(metadata.get("hash") or "")[:32] or f"nohash-{id(src)}"
+    folder = staging.triton / kernel_hash
+    if (folder / SIDECAR).exists():
+        return  # the same kernel compiled again in this process
+    folder.mkdir(parents=True, exist_ok=True)
+    for file_name, path in group.items():
+        _link_or_copy(Path(path), folder / file_name)
+    sidecar = {
+        "name": getattr(src, "name", None) or metadata.get("name"),
+        "hash": metadata.get("hash"),
+        "cache_hit": bool(cache_hit),
+        "compile_time_us": getattr(times, "total", None) if times is not None else None,
+        **_source_of(src),
+    }
+    tmp = folder / (SIDECAR + ".tmp")
+    tmp.write_text(json.dumps(sidecar, indent=2, default=str), encoding="utf-8")
+    os.replace(tmp, folder / SIDECAR)
+
+
+def _source_of(src) -> dict[str, Any]:
+    """The Python source, file and line of an ASTSource's kernel; empty for IR sources."""
+    fn = getattr(src, "fn", None)
+    py = getattr(fn, "fn", None)
+    code = getattr(py, "__code__", None)
+    if code is None:
+        return {}
+    info: dict[str, Any] = {"source_file": code.co_filename, "source_line": code.co_firstlineno}
+    text = getattr(fn, "src", None)
+    if isinstance(text, str):
+        info["python_source"] = text
+    signature = getattr(src, "signature", None)
+    if isinstance(signature, dict):
+        info["signature"] = {str(k): str(v) for k, v in signature.items()}
+    constants = getattr(src, "constants", None)
+    if isinstance(constants, dict):
+        names = getattr(fn, "arg_names", [])
+        info["constexprs"] = {_arg_name(k, names): _plain(v) for k, v in constants.items()}
+    return info
+
+
+def _arg_name(key, names) -> str:
+    if isinstance(key, tuple) and len(key) == 1 and isinstance(key[0], int) and key[0] < len(names):
+        return names[key[0]]
+    return str(key)
+
+
+def _plain(value):
+    return value if isinstance(value, (int, float, str, bool)) or value is None else str(value)
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    if target.exists():
+        return
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)

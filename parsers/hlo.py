@@ -1,0 +1,209 @@
+"""XLA HLO text (before and after optimizations, CPU and GPU dumps): computations, opcodes, fusions."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from pygments.lexer import RegexLexer, bygroups
+from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
+
+from .base import Diagnostic, ParseResult, sorted_histogram
+from .xla_memory import MemorySummary, parse_summary
+
+VERSION = 1
+
+# HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
+MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
+# ENTRY %main.2 (x.1: f32[32,64]) -> f32[32,64] {      %fused_computation {      reducer1 {
+COMPUTATION_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-$]+)\s*(?:\(.*\)\s*->\s*.*?)?\{\s*$")
+# ROOT %add.3 = f32[32,64]{1,0} add(...)   /   fusion.3 = (f32[2], s32[]) fusion(...)
+INSTRUCTION_RE = re.compile(r"^\s+(ROOT\s+)?%?([\w.\-$]+)(?:\s+=\s*|=\s+)(.*)$")
+# "    update_window_dims={1,2}," or "      %operand_1, %p2)," : the tail of a wrapped instruction
+CONTINUATION_RE = re.compile(r"^(\s{4,}|\s+[\w.]+=)")
+# f32[32,64]{1,0} fusion(      token[] after-all(
+OPCODE_AFTER_SHAPE_RE = re.compile(r"\S*\s+([a-z][\w\-]*)\(")
+# kind=kLoop, calls=%fused_computation.3
+FUSION_KIND_RE = re.compile(r"\bkind=(k\w+)")
+CALLS_RE = re.compile(r"\bcalls=%?([\w.\-$]+)")
+# custom_call_target="__cublas$gemm"
+TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
+# backend_config={..."fusion_backend_config":{"kind":"__triton_gemm"...  /  "fusion_config":{"kind":"__ynn_fusion"}
+BACKEND_KIND_RE = re.compile(r'"kind":"([^"]+)"')
+
+
+@dataclass(frozen=True)
+class Computation:
+    """One HLO computation: its name, instruction count and role."""
+
+    name: str
+    instructions: int
+    is_fusion_body: bool = False
+    is_entry: bool = False
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """A fusion instruction: its kind, the computation it calls and the ops fused into it."""
+
+    name: str
+    kind: str
+    calls: str
+    members: Mapping[str, int] = field(default_factory=dict)
+    backend_kind: str = ""
+    computation: str = ""  # the computation holding the fusion instruction
+
+
+@dataclass(frozen=True)
+class HloModule(ParseResult):
+    """A parsed HLO module."""
+
+    name: str = ""
+    entry: str = ""
+    computations: tuple[Computation, ...] = ()
+    entry_histogram: Mapping[str, int] = field(default_factory=dict)
+    fusions: tuple[Fusion, ...] = ()
+    custom_calls: Mapping[str, int] = field(default_factory=dict)
+    memory: MemorySummary | None = None
+
+
+def sniff(text: str) -> float:
+    """HloModule header, or computations whose lines look like `x = f32[..] op(`."""
+    head = text[:8192]
+    if head.lstrip().startswith("HloModule ") or MODULE_RE.search(head):
+        return 0.95
+    if re.search(r"^\s+(ROOT\s+)?%?[\w.\-]+\s*=\s*\(?[a-z]+\d*\[[\d,]*\]", head, re.MULTILINE):
+        return 0.7 if re.search(r"^\s+ROOT\s", head, re.MULTILINE) else 0.4
+    return 0.0
+
+
+def _opcode(rhs: str) -> str | None:
+    """The opcode of an instruction's right-hand side (after its shape, tuple shapes included)."""
+    if rhs.startswith("("):
+        depth = 0
+        for index, char in enumerate(rhs):
+            if char == "(":
+                depth += 1
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    match = re.match(r"\s*([a-z][\w\-]*)\(", rhs[index + 1:])
+                    return match.group(1) if match else None
+        return None
+    match = OPCODE_AFTER_SHAPE_RE.match(rhs)
+    return match.group(1) if match else None
+
+
+def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
+    """Parse HLO text; ``buffer_assignment`` (the dump's report) adds a memory summary."""
+    diagnostics: list[Diagnostic] = []
+    module = MODULE_RE.search(text)
+    histograms: dict[str, Counter] = {}
+    order: list[str] = []
+    entry = ""
+    fusion_rows: list[tuple[str, str, str, str, str]] = []
+    custom_calls: Counter = Counter()
+    current: str | None = None
+    for number, line in enumerate(text.splitlines(), 1):
+        if current is None:
+            header = COMPUTATION_RE.match(line)
+            if header and not line.startswith((" ", "\t", "HloModule")):
+                current = header.group(2)
+                if current in histograms:
+                    diagnostics.append(Diagnostic(number, f"computation {current} defined twice"))
+                histograms[current] = Counter()
+                order.append(current)
+                if header.group(1):
+                    entry = current
+            continue
+        if line.startswith("}"):
+            current = None
+            continue
+        instruction = INSTRUCTION_RE.match(line)
+        if not instruction:
+            stripped = line.strip()
+            if stripped and not stripped.startswith("//") and not CONTINUATION_RE.match(line):
+                diagnostics.append(Diagnostic(number, "unreadable HLO line"))
+            continue
+        rhs = instruction.group(3)
+        opcode = _opcode(rhs)
+        if opcode is None:
+            diagnostics.append(Diagnostic(number, "instruction without an opcode"))
+            continue
+        histograms[current][opcode] += 1
+        if opcode == "fusion":
+            kind = FUSION_KIND_RE.search(rhs)
+            calls = CALLS_RE.search(rhs)
+            backend = BACKEND_KIND_RE.search(rhs)
+            fusion_rows.append((instruction.group(2), kind.group(1) if kind else "",
+                                calls.group(1) if calls else "",
+                                backend.group(1) if backend else "", current))
+        elif opcode == "custom-call":
+            target = TARGET_RE.search(rhs)
+            custom_calls[target.group(1) if target else "?"] += 1
+    if current is not None:
+        diagnostics.append(Diagnostic(0, f"computation {current} is not closed (truncated file?)"))
+    if not entry and order:
+        entry = order[-1]  # a lone fused computation or emitter test: its last computation
+    fusion_bodies = {row[2] for row in fusion_rows}
+    fusions = tuple(
+        Fusion(name, kind, calls,
+               sorted_histogram({op: n for op, n in histograms.get(calls, {}).items()
+                                 if op != "parameter"}), backend, holder)
+        for name, kind, calls, backend, holder in fusion_rows)
+    computations = tuple(Computation(name, sum(histograms[name].values()), name in fusion_bodies,
+                                     name == entry) for name in order)
+    total: Counter = Counter()
+    for counts in histograms.values():
+        total.update(counts)
+    entry_counts = histograms.get(entry, Counter())
+    memory = parse_summary(buffer_assignment) if buffer_assignment else None
+    if memory is None and "\nBufferAssignment:" in text:
+        memory = parse_summary(text[text.index("\nBufferAssignment:") + 1:])
+    if not order and text.strip():
+        diagnostics.append(Diagnostic(0, "no HLO computation found"))
+    totals = {
+        "instructions": sum(total.values()),
+        "computations": len(order),
+        "fusions": len(fusions),
+        "entry_instructions": sum(entry_counts.values()),
+        "custom_calls": sum(custom_calls.values()),
+    }
+    if memory is not None:
+        totals["total_bytes"] = memory.total_bytes
+    header = text[module.start():text.find("\n", module.start())] if module else ""
+    return HloModule(kind="hlo_after_opt" if "is_scheduled=true" in header else "hlo_before_opt", histogram=sorted_histogram(total), totals=totals,
+                     diagnostics=tuple(diagnostics), name=module.group(1) if module else "",
+                     entry=entry, computations=computations,
+                     entry_histogram=sorted_histogram(entry_counts), fusions=fusions,
+                     custom_calls=sorted_histogram(custom_calls), memory=memory)
+
+
+class HloLexer(RegexLexer):
+    """Pygments lexer for XLA HLO text; every character lands in some token (no Error)."""
+
+    name = "HLO"
+    aliases = ["hlo"]
+    filenames = ["*.hlo"]
+
+    tokens = {
+        "root": [
+            (r"//.*?$", Comment.Single),
+            (r"/\*.*?\*/", Comment.Multiline),
+            (r'"(\\\\|\\"|[^"])*"', String),
+            (r"\b(HloModule|ENTRY|ROOT)\b", Keyword),
+            (r"%[\w.\-$]+", Name.Variable),
+            (r"\b(pred|[subf]\d+|bf16|f8e\w+|c64|c128|token|tuple)(\[)",
+             bygroups(Keyword.Type, Punctuation)),
+            (r"\b([a-z][\w\-]*)(\()", bygroups(Name.Function, Punctuation)),
+            (r"\b\w+(?==)", Name.Attribute),
+            (r"-?\d+(\.\d+)?([eE][+-]?\d+)?\b", Number),
+            (r"->|=", Operator),
+            (r"[\[\](){},:;]", Punctuation),
+            (r"\s+", Text),
+            (r"[\w.\-$]+", Name),
+            (r".", Text),
+        ],
+    }

@@ -1,0 +1,69 @@
+"""The one table of key bindings: it builds every Binding, the footer and the help screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.binding import Binding
+
+
+@dataclass(frozen=True)
+class KeyAction:
+    """A key, the action it runs, what it does, and whether the footer shows it."""
+
+    id: str
+    key: str
+    action: str
+    description: str
+    footer: bool = False
+    scope: str = "app"  # "app", "viewer" or "navigator": where the binding lives
+    label: str = ""  # how the help screen spells the key, when it differs from ``key``
+
+
+ACTIONS: tuple[KeyAction, ...] = (
+    KeyAction("help", "question_mark", "help", "Help: every key", True, label="?"),
+    KeyAction("quit", "q", "quit", "Quit", True),
+    KeyAction("filter", "f", "focus_filter", "Filter units", True),
+    KeyAction("focus-next", "tab", "app.focus_next", "Next pane"),
+    KeyAction("search", "slash", "search", "Search the stage", True, label="/"),
+    KeyAction("search-next", "n", "search_next", "Next match"),
+    KeyAction("search-prev", "N", "search_prev", "Previous match", label="N (shift+n)"),
+    KeyAction("goto-line", "colon", "goto_line", "Go to line", True, label=":"),
+    KeyAction("next-stage", "right_square_bracket", "follow(1)",
+              "Same source in the next stage", True, label="]"),
+    KeyAction("prev-stage", "left_square_bracket", "follow(-1)",
+              "Same source in the previous stage", True, label="["),
+    KeyAction("python-source", "p", "python_source", "Open the Python source line"),
+    KeyAction("collapse", "z", "toggle_collapsed", "Collapsed (folded) listing", True),
+    KeyAction("loops", "o", "loops", "Hot loops with their histograms"),
+    KeyAction("histogram-mode", "h", "cycle_histogram", "Histogram: opcode / op / category"),
+    KeyAction("panel", "a", "toggle_panel", "Show or hide the analysis panel"),
+    KeyAction("mark", "m", "mark", "Mark this stage for compare", True),
+    KeyAction("compare", "c", "compare", "Compare marked stage with this one", True),
+    KeyAction("copy-line", "y", "copy_line", "Copy the cursor line"),
+    KeyAction("copy-stage", "Y", "copy_stage", "Copy the whole stage", label="Y (shift+y)"),
+    KeyAction("theme", "ctrl+t", "toggle_dark", "Dark / light theme"),
+    KeyAction("line-down", "down", "cursor(1)", "Line down", scope="viewer"),
+    KeyAction("line-up", "up", "cursor(-1)", "Line up", scope="viewer"),
+    KeyAction("vim-down", "j", "cursor(1)", "Line down", scope="viewer"),
+    KeyAction("vim-up", "k", "cursor(-1)", "Line up", scope="viewer"),
+    KeyAction("page-down", "pagedown", "page(1)", "Page down", scope="viewer"),
+    KeyAction("page-up", "pageup", "page(-1)", "Page up", scope="viewer"),
+    KeyAction("space-down", "space", "page(1)", "Page down", scope="viewer"),
+    KeyAction("top", "home", "edge(0)", "First line", scope="viewer"),
+    KeyAction("bottom", "end", "edge(1)", "Last line", scope="viewer"),
+    KeyAction("vim-top", "g", "edge(0)", "First line", scope="viewer"),
+    KeyAction("vim-bottom", "G", "edge(1)", "Last line", scope="viewer", label="G (shift+g)"),
+    KeyAction("scroll-left", "left", "scroll_left", "Scroll left", scope="viewer"),
+    KeyAction("scroll-right", "right", "scroll_right", "Scroll right", scope="viewer"),
+)
+
+
+def bindings(scope: str) -> list[Binding]:
+    """Textual bindings for one scope, each with its id so users can remap it."""
+    return [Binding(a.key, a.action, a.description, show=a.footer, id=a.id)
+            for a in ACTIONS if a.scope == scope]
+
+
+def key_label(action: KeyAction) -> str:
+    return action.label or action.key

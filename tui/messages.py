@@ -1,0 +1,78 @@
+"""Small messages workers post to the app: results of reading, parsing and following."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from textual.message import Message
+
+from irscope.store import Event, Stage
+from irscope.views import Badges, FrameworkGroup
+
+
+@dataclass
+class RunLoaded(Message):
+    """The run's units are grouped and ready for the navigator."""
+
+    groups: list[FrameworkGroup]
+    events: list[Event] = field(default_factory=list)
+
+
+@dataclass
+class BadgesReady(Message):
+    """Headline figures per unit id, computed after the navigator is shown."""
+
+    badges: dict[int, Badges]
+
+
+@dataclass
+class StageLoaded(Message):
+    """A stage's text, split into lines, ready to render; ``lexer`` highlights it."""
+
+    stage: Stage
+    lines: list[str]
+    lexer: Any
+    cursor: int = 0
+    marks: tuple[int, ...] = ()
+    collapsed: bool = False
+
+
+@dataclass
+class StageFailed(Message):
+    """A stage could not be read (missing blob, unreadable file)."""
+
+    stage: Stage
+    reason: str
+
+
+@dataclass
+class AnalysisReady(Message):
+    """The parser's JSON for a stage."""
+
+    stage: Stage
+    parsed: dict[str, Any]
+
+
+@dataclass
+class FollowResolved(Message):
+    """Where a line's source location lands in a neighbouring stage, or why it does not."""
+
+    target: Stage | None
+    lines: tuple[int, ...]
+    note: str
+
+
+@dataclass
+class CompareReady(Message):
+    """Both sides of a comparison: titles, lines, lexers and parsed histograms."""
+
+    sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]]
+
+
+@dataclass
+class Problem(Message):
+    """Something the user should know about, shown as a notification."""
+
+    text: str
+    severity: str = "error"
