@@ -69,6 +69,7 @@ CREATE TABLE IF NOT EXISTS stats (
     PRIMARY KEY (blob, kind, version)
 );
 CREATE INDEX IF NOT EXISTS stages_unit ON stages(unit_id);
+CREATE INDEX IF NOT EXISTS events_unit ON events(unit_id, kind);
 """
 
 
@@ -243,8 +244,8 @@ class Run:
     # -- metadata ------------------------------------------------------------------
     def update_meta(self, changes: dict[str, Any]) -> None:
         """Merge ``changes`` into run.json (as another writer may have left it), atomically."""
-        on_disk = {k: v for k, v in _read_meta(self.path).items() if k != "damaged"}
-        self.meta = {**self.meta, **on_disk, **changes}
+        merged = {**self.meta, **_read_meta(self.path), **changes}
+        self.meta = {k: v for k, v in merged.items() if k != "damaged" or "damaged" in changes}
         _atomic_write(self.path / RUN_JSON, json.dumps(self.meta, indent=2, default=str).encode())
 
     @property
@@ -420,12 +421,16 @@ class Writer:
         return cur.lastrowid
 
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
+        """Link two units (kept once per source, kind and destination)."""
         self.db.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
                         (src, kind, dst, json.dumps(attrs or {}, default=str)))
 
     def add_event(self, kind: str, data: dict[str, Any], unit_id: int | None = None) -> None:
-        self.db.execute("INSERT INTO events (unit_id, kind, data) VALUES (?, ?, ?)",
-                        (unit_id, kind, json.dumps(data, default=str)))
+        """Record an event once: the same event of the same unit is not repeated."""
+        text = json.dumps(data, default=str, sort_keys=True)
+        self.db.execute("INSERT INTO events (unit_id, kind, data) SELECT ?, ?, ? WHERE NOT EXISTS "
+                        "(SELECT 1 FROM events WHERE unit_id IS ? AND kind=? AND data=?)",
+                        (unit_id, kind, text, unit_id, kind, text))
 
 
 def _connect(path: Path) -> sqlite3.Connection:

@@ -70,14 +70,14 @@ class Badges:
 
     def text(self) -> str:
         parts = []
-        if self.kernels:
-            parts.append(f"{self.kernels}k")
+        if self.kernels and self.kernels > 1:
+            parts.append(f"{self.kernels} krn")
         if self.instructions:
-            parts.append(f"{compact(self.instructions)}i")
+            parts.append(f"{compact(self.instructions)} ins")
         if self.registers:
-            parts.append(f"{self.registers}r")
+            parts.append(f"{self.registers} reg")
         if self.spills:
-            parts.append(f"{self.spills}sp")
+            parts.append(f"{self.spills} spill")
         return " ".join(parts)
 
 

@@ -1,4 +1,4 @@
-"""XLA HLO text (before and after optimizations, CPU and GPU dumps): computations, opcodes, fusions."""
+"""XLA HLO text (before/after optimizations, CPU and GPU dumps): computations, ops and fusions."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ CONTINUATION_RE = re.compile(r"^(\s{4,}|\s+[\w.]+=)")
 # f32[32,64]{1,0} fusion(      token[] after-all(
 OPCODE_AFTER_SHAPE_RE = re.compile(r"\S*\s+([a-z][\w\-]*)\(")
 # kind=kLoop, calls=%fused_computation.3
-FUSION_KIND_RE = re.compile(r"\bkind=(k\w+)")
-CALLS_RE = re.compile(r"\bcalls=%?([\w.\-$]+)")
+FUSION_KIND_RE = re.compile(r" kind=(k\w+)")
+CALLS_RE = re.compile(r" calls=%?([\w.\-$]+)")
 # custom_call_target="__cublas$gemm"
 TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
-# backend_config={..."fusion_backend_config":{"kind":"__triton_gemm"...  /  "fusion_config":{"kind":"__ynn_fusion"}
+# backend_config={"fusion_backend_config":{"kind":"__triton_gemm",...}}  (CPU: "fusion_config")
 BACKEND_KIND_RE = re.compile(r'"kind":"([^"]+)"')
 
 
@@ -107,9 +107,14 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
     custom_calls: Counter = Counter()
     current: str | None = None
     for number, line in enumerate(text.splitlines(), 1):
-        if current is None:
-            header = COMPUTATION_RE.match(line)
-            if header and not line.startswith((" ", "\t", "HloModule")):
+        if not line.startswith((" ", "\t")):  # a computation header, its closing brace, or noise
+            if line.startswith("}"):
+                current = None
+                continue
+            header = COMPUTATION_RE.match(line) if not line.startswith("HloModule") else None
+            if header:
+                if current is not None:
+                    diagnostics.append(Diagnostic(number, f"computation {current} is not closed"))
                 current = header.group(2)
                 if current in histograms:
                     diagnostics.append(Diagnostic(number, f"computation {current} defined twice"))
@@ -118,8 +123,7 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                 if header.group(1):
                     entry = current
             continue
-        if line.startswith("}"):
-            current = None
+        if current is None:
             continue
         instruction = INSTRUCTION_RE.match(line)
         if not instruction:
@@ -170,11 +174,13 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
         "fusions": len(fusions),
         "entry_instructions": sum(entry_counts.values()),
         "custom_calls": sum(custom_calls.values()),
+        "triton_fusions": sum(1 for fusion in fusions if "triton" in fusion.backend_kind),
     }
     if memory is not None:
         totals["total_bytes"] = memory.total_bytes
     header = text[module.start():text.find("\n", module.start())] if module else ""
-    return HloModule(kind="hlo_after_opt" if "is_scheduled=true" in header else "hlo_before_opt", histogram=sorted_histogram(total), totals=totals,
+    kind = "hlo_after_opt" if "is_scheduled=true" in header else "hlo_before_opt"
+    return HloModule(kind=kind, histogram=sorted_histogram(total), totals=totals,
                      diagnostics=tuple(diagnostics), name=module.group(1) if module else "",
                      entry=entry, computations=computations,
                      entry_histogram=sorted_histogram(entry_counts), fusions=fusions,

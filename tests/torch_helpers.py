@@ -1,12 +1,17 @@
-"""Real torch.compile and jax.jit artifacts for tests, made once per session in subprocesses."""
+"""Real torch.compile and jax.jit artifacts for tests, made in subprocesses and shared by tests."""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
+from importlib import metadata
 from pathlib import Path
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "samples" / "scripts"
@@ -30,7 +35,7 @@ torch.compile(seed_torch.mlp_dead_gate)(x, w1, w2, gating)
 """
 
 JAX_PROGRAM = """
-import os, sys
+import json, os, sys
 os.environ["XLA_FLAGS"] = "--xla_dump_to=" + {dump!r}
 sys.path.insert(0, {scripts!r})
 import jax, jax.numpy as jnp, seed_jax
@@ -43,19 +48,73 @@ for name, args in [("mlp", (x, w1, w2)), ("activation_chain", (x,)),
     jax.jit(fn)(*args).block_until_ready()
     with open(os.path.join({dump!r}, name + ".jaxpr"), "w") as out:
         out.write(str(jax.make_jaxpr(fn)(*args)))
+
+
+def control_flow(carry, xs):
+    def body(c, x):
+        return c + jnp.sin(x), c * 2
+    carry, ys = jax.lax.scan(body, carry, xs)
+    z = jax.lax.cond(carry.sum() > 0, lambda v: v + 1, lambda v: v - 1, carry)
+    w = jax.lax.while_loop(lambda v: v.sum() < 100, lambda v: v * 2, z)
+    return jax.nn.gelu(w), ys
+
+
+def walk(jaxpr, counts):
+    for eqn in jaxpr.eqns:
+        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                inner = getattr(item, "jaxpr", item)
+                if hasattr(inner, "eqns"):
+                    walk(inner, counts)
+    return counts
+
+
+closed = jax.make_jaxpr(control_flow)(jnp.ones(4), jnp.ones((3, 4)))
+with open(os.path.join({dump!r}, "control_flow.jaxpr"), "w") as out:
+    out.write(str(closed))
+with open(os.path.join({dump!r}, "control_flow.counts.json"), "w") as out:
+    json.dump(walk(closed.jaxpr, {{}}), out)
+"""
+
+LARGE_JAX_PROGRAM = """
+import os
+os.environ["XLA_FLAGS"] = "--xla_dump_to=" + {dump!r}
+import jax, jax.numpy as jnp
+
+
+def block(x, w):
+    h = jax.nn.gelu(x @ w)
+    return jax.lax.cond(h.sum() > 0, lambda v: v * 2, lambda v: v - 1, h)
+
+
+def deep_model(x, ws):
+    for i in range(ws.shape[0]):
+        x = block(x, ws[i]) + x
+        x = (x - x.mean(-1, keepdims=True)) / jnp.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    return x
+
+
+x, ws = jnp.ones((8, 64)), jnp.ones(({layers}, 64, 64))
+jax.jit(deep_model)(x, ws).block_until_ready()
+with open(os.path.join({dump!r}, "deep_model.jaxpr"), "w") as out:
+    out.write(str(jax.make_jaxpr(deep_model)(x, ws)))
 """
 
 
-def read_trace_payloads(folder: Path) -> list[tuple[str, dict, str]]:
-    """(record kind, envelope, payload text) for every record of TORCH_TRACE logs in ``folder``."""
+def read_trace_payloads(where: Path) -> list[tuple[str, dict, str]]:
+    """(record kind, envelope, payload) for every record of a TORCH_TRACE log or folder of logs."""
     records = []
-    for log in sorted(folder.glob("*.log")):
+    for log in sorted(where.glob("*.log")) if where.is_dir() else [where]:
         lines = log.read_text(errors="replace").splitlines()
         for index, line in enumerate(lines):
             match = ENVELOPE_RE.match(line)
             if not match:
                 continue
-            envelope = json.loads(match.group(1))
+            try:
+                envelope = json.loads(match.group(1))
+            except ValueError:  # a corrupted record: skip it, as tlparse does
+                continue
             payload = []
             for following in lines[index + 1:]:
                 if not following.startswith("\t"):
@@ -66,24 +125,60 @@ def read_trace_payloads(folder: Path) -> list[tuple[str, dict, str]]:
     return records
 
 
-def compile_torch_seeds(folder: Path) -> dict[str, list[str]]:
-    """torch.compile every seed example on CPU; payloads grouped by record kind."""
-    trace = folder / "trace"
-    env = {**os.environ, "TORCH_TRACE": str(trace),
-           "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor_cache")}
-    subprocess.run([sys.executable, "-c", TORCH_PROGRAM.format(scripts=str(SCRIPTS))], env=env,
-                   check=True, capture_output=True, timeout=900)
+@contextmanager
+def _cached(program: str, package: str):
+    """A per-user folder keyed by the program and package version, filled once under a lock.
+
+    Yields (folder, fresh): compiles are slow on small machines, so test modules and reruns
+    share one real compile of the same program by the same compiler version.
+    """
+    key = hashlib.sha256(f"{program}{metadata.version(package)}{sys.executable}".encode())
+    base = Path(tempfile.gettempdir()) / f"irscope-tests-{os.getuid()}"
+    folder = base / f"{package}-{key.hexdigest()[:16]}"
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = folder / ".complete"
+        yield folder, not done.exists()
+        done.touch()
+
+
+def compile_torch_seeds() -> dict[str, list[str]]:
+    """torch.compile every seed example on CPU; TORCH_TRACE payloads grouped by record kind."""
+    program = TORCH_PROGRAM.format(scripts=str(SCRIPTS))
+    with _cached(program, "torch") as (folder, fresh):
+        trace = folder / "trace"
+        if fresh:
+            folder.mkdir(exist_ok=True)
+            env = {**os.environ, "TORCH_TRACE": str(trace),
+                   "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor_cache")}
+            subprocess.run([sys.executable, "-c", program], env=env, check=True,
+                           capture_output=True, timeout=900)
     grouped: dict[str, list[str]] = {}
     for kind, _, payload in read_trace_payloads(trace):
         grouped.setdefault(kind, []).append(payload)
     return grouped
 
 
-def jit_jax_seeds(folder: Path) -> Path:
-    """jax.jit every seed example on CPU with an XLA dump in ``folder`` (plus NAME.jaxpr files)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    program = JAX_PROGRAM.format(dump=str(folder), scripts=str(SCRIPTS))
-    subprocess.run([sys.executable, "-c", program], check=True, capture_output=True, timeout=600)
+def jit_jax_seeds() -> Path:
+    """jax.jit every seed example on CPU with an XLA dump (plus NAME.jaxpr files); the folder."""
+    with _cached(JAX_PROGRAM, "jax") as (folder, fresh):
+        if fresh:
+            folder.mkdir(exist_ok=True)
+            program = JAX_PROGRAM.format(dump=str(folder), scripts=str(SCRIPTS))
+            subprocess.run([sys.executable, "-c", program], check=True, capture_output=True,
+                           timeout=600)
+    return folder
+
+
+def jit_jax_large(layers: int = 120) -> Path:
+    """An XLA dump and jaxpr of a deep unrolled model: large real artifacts for benchmarks."""
+    program = LARGE_JAX_PROGRAM.replace("{layers}", str(layers))
+    with _cached(program, "jax") as (folder, fresh):
+        if fresh:
+            folder.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, "-c", program.format(dump=str(folder))], check=True,
+                           capture_output=True, timeout=900)
     return folder
 
 

@@ -18,28 +18,31 @@ class KeyAction:
     footer: bool = False
     scope: str = "app"  # "app", "viewer" or "navigator": where the binding lives
     label: str = ""  # how the help screen spells the key, when it differs from ``key``
+    short: str = ""  # the footer's word for it, when the description is too long there
 
 
 ACTIONS: tuple[KeyAction, ...] = (
-    KeyAction("help", "question_mark", "help", "Help: every key", True, label="?"),
+    KeyAction("help", "question_mark", "help", "Help: every key", True, label="?", short="Help"),
     KeyAction("quit", "q", "quit", "Quit", True),
-    KeyAction("filter", "f", "focus_filter", "Filter units", True),
+    KeyAction("filter", "f", "focus_filter", "Filter units", True, short="Filter"),
     KeyAction("focus-next", "tab", "app.focus_next", "Next pane"),
-    KeyAction("search", "slash", "search", "Search the stage", True, label="/"),
+    KeyAction("search", "slash", "search", "Search the stage", True, label="/", short="Search"),
     KeyAction("search-next", "n", "search_next", "Next match"),
     KeyAction("search-prev", "N", "search_prev", "Previous match", label="N (shift+n)"),
-    KeyAction("goto-line", "colon", "goto_line", "Go to line", True, label=":"),
+    KeyAction("goto-line", "colon", "goto_line", "Go to line", True, label=":", short="Line"),
     KeyAction("next-stage", "right_square_bracket", "follow(1)",
-              "Same source in the next stage", True, label="]"),
+              "Same source in the next stage", True, label="]", short="Next stage"),
     KeyAction("prev-stage", "left_square_bracket", "follow(-1)",
-              "Same source in the previous stage", True, label="["),
+              "Same source in the previous stage", True, label="[",
+              short="Prev stage"),
     KeyAction("python-source", "p", "python_source", "Open the Python source line"),
-    KeyAction("collapse", "z", "toggle_collapsed", "Collapsed (folded) listing", True),
+    KeyAction("collapse", "z", "toggle_collapsed", "Collapsed (folded) listing", True, short="Fold"),
     KeyAction("loops", "o", "loops", "Hot loops with their histograms"),
     KeyAction("histogram-mode", "h", "cycle_histogram", "Histogram: opcode / op / category"),
     KeyAction("panel", "a", "toggle_panel", "Show or hide the analysis panel"),
-    KeyAction("mark", "m", "mark", "Mark this stage for compare", True),
-    KeyAction("compare", "c", "compare", "Compare marked stage with this one", True),
+    KeyAction("mark", "m", "mark", "Mark this stage for compare", True, short="Mark"),
+    KeyAction("compare", "c", "compare", "Compare marked stage with this one", True,
+              short="Compare"),
     KeyAction("copy-line", "y", "copy_line", "Copy the cursor line"),
     KeyAction("copy-stage", "Y", "copy_stage", "Copy the whole stage", label="Y (shift+y)"),
     KeyAction("theme", "ctrl+t", "toggle_dark", "Dark / light theme"),
@@ -61,7 +64,8 @@ ACTIONS: tuple[KeyAction, ...] = (
 
 def bindings(scope: str) -> list[Binding]:
     """Textual bindings for one scope, each with its id so users can remap it."""
-    return [Binding(a.key, a.action, a.description, show=a.footer, id=a.id)
+    return [Binding(a.key, a.action, a.short or a.description, show=a.footer, id=a.id,
+                    tooltip=a.description)
             for a in ACTIONS if a.scope == scope]
 
 

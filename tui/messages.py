@@ -35,7 +35,7 @@ class StageLoaded(Message):
     lexer: Any
     cursor: int = 0
     marks: tuple[int, ...] = ()
-    collapsed: bool = False
+    folded_spans: list[tuple[int, int]] = field(default_factory=list)  # when collapsed
 
 
 @dataclass

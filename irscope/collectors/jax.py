@@ -14,26 +14,32 @@ import itertools
 import json
 import re
 import time
-from typing import Any
+from typing import Any, Callable
 
 from irscope.collectors.staging import Staging
 
 # mlp at /home/me/seed_jax.py:10
 SRC_INFO = re.compile(r" at (?P<file>.+):(?P<line>\d+)$")
+# jit(mlp) -> jit_mlp, the XLA module name
+MODULE_NAME_UNSAFE = re.compile(r"[^\w.-]")
 # /jax/core/compile/backend_compile_duration
 COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
 
 _counter = itertools.count(1)
 
 
-def install(staging: Staging) -> None:
-    """Wrap the already-imported jax so every jit lowering and compile is written to staging."""
+def install(staging: Staging, dump_options: dict[str, Any] | None = None) -> Callable[[], None]:
+    """Wrap the already-imported jax so every jit lowering and compile is written to staging.
+
+    ``dump_options`` (e.g. ``{"xla_dump_to": ...}``) are passed to each compile as XLA
+    options: the way to get an XLA dump in a process whose XLA already read its flags.
+    Returns a function that takes the wraps off again.
+    """
     from jax._src import monitoring
     from jax._src.interpreters import pxla
 
     lower = pxla.lower_sharding_computation
-    if getattr(lower, "__irscope__", False):
-        return
+    compile_method = pxla.MeshComputation.compile
 
     @functools.wraps(lower)
     def lower_sharding_computation(closed_jaxpr, api_name, fun_name, *args, **kwargs):
@@ -45,19 +51,16 @@ def install(staging: Staging) -> None:
             staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
         return computation
 
-    lower_sharding_computation.__irscope__ = True
-    pxla.lower_sharding_computation = lower_sharding_computation
-
-    compile_method = pxla.MeshComputation.compile
-
     @functools.wraps(compile_method)
-    def compile(self, *args, **kwargs):
+    def compile(self, compiler_options=None, **kwargs):
+        if dump_options:
+            compiler_options = {**dump_options, **(compiler_options or {})}
         start = time.perf_counter()
         try:
-            executable = compile_method(self, *args, **kwargs)
+            executable = compile_method(self, compiler_options, **kwargs)
         except Exception as exc:
             staging.record_event("compile_failure", {
-                "framework": "jax", "name": getattr(self, "_name", "?"),
+                "framework": "jax", "unit": module_name(getattr(self, "_name", "jit_unknown")),
                 "error": f"{type(exc).__name__}: {exc}"})
             raise
         try:
@@ -66,23 +69,36 @@ def install(staging: Staging) -> None:
             staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
         return executable
 
-    pxla.MeshComputation.compile = compile
-
     def on_duration(event: str, seconds: float, **kwargs) -> None:
         match = COMPILE_EVENT.match(event)
         name = kwargs.get("fun_name")
         if match and name:
-            unit = name if str(name).startswith("jit_") else f"jit_{name}"
+            name = str(name)
+            unit = module_name(name) if "(" in name else f"jit_{module_name(name)}"
             staging.record_event("compile_time", {"framework": "jax", "unit": unit,
                                                   "phase": match["phase"], "seconds": seconds})
 
+    pxla.lower_sharding_computation = lower_sharding_computation
+    pxla.MeshComputation.compile = compile
     monitoring.register_event_duration_secs_listener(on_duration)
+
+    def restore() -> None:
+        pxla.lower_sharding_computation = lower
+        pxla.MeshComputation.compile = compile_method
+        monitoring.unregister_event_duration_listener(on_duration)
+
+    return restore
+
+
+def module_name(jax_name: str) -> str:
+    """The XLA module name JAX gives a lowering (as jax's mlir.sanitize_name): ``jit_mlp``."""
+    return MODULE_NAME_UNSAFE.sub("_", jax_name).rstrip("_")
 
 
 def _folder(staging: Staging, computation):
     folder = getattr(computation, "_irscope_folder", None)
     if folder is None:
-        name = re.sub(r"[^\w.-]+", "_", getattr(computation, "_name", "jit_unknown"))
+        name = module_name(getattr(computation, "_name", "jit_unknown"))
         folder = staging.jax / f"{next(_counter):04d}.{name}"
         folder.mkdir(parents=True, exist_ok=True)
         computation._irscope_folder = folder
@@ -96,7 +112,7 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float)
     (folder / "jaxpr.txt").write_text(str(closed_jaxpr), encoding="utf-8")
     (folder / "stablehlo.mlir").write_text(mlir.module_to_string(computation.stablehlo()),
                                           encoding="utf-8")
-    info: dict[str, Any] = {"module": computation._name, "lowering_seconds": seconds}
+    info: dict[str, Any] = {"module": module_name(computation._name), "lowering_seconds": seconds}
     debug = getattr(closed_jaxpr.jaxpr, "_debug_info", None)
     match = SRC_INFO.search(getattr(debug, "func_src_info", "") or "")
     if match:
@@ -106,7 +122,7 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float)
 
 def _stage_executable(staging: Staging, computation, executable, seconds: float) -> None:
     folder = _folder(staging, computation)
-    info: dict[str, Any] = {"module": computation._name, "compile_seconds": seconds}
+    info: dict[str, Any] = {"module": module_name(computation._name), "compile_seconds": seconds}
     for key, method in (("cost_analysis", "cost_analysis"), ("memory_analysis", "memory_analysis")):
         try:
             info[key] = _jsonable(getattr(executable, method)())

@@ -11,22 +11,26 @@ import functools
 import json
 import os
 import shutil
-import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from irscope.collectors.staging import Staging
 
 SIDECAR = "_irscope.json"
 
 
-def install(staging: Staging) -> None:
-    """Hook the already-imported triton package so its compiles land in ``staging.triton``."""
+def install(staging: Staging) -> Callable[[], None]:
+    """Hook the already-imported triton so its compiles land in ``staging.triton``.
+
+    Returns a function that puts the previous listener and compile function back.
+    """
     import triton
     import triton.compiler
     from triton import knobs
 
     previous = knobs.compilation.listener
+    original = triton.compiler.compile
+    top_level = triton.compile
 
     def listener(*, src, metadata, metadata_group, times, cache_hit):
         try:
@@ -36,11 +40,6 @@ def install(staging: Staging) -> None:
         if previous is not None:
             previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
                      cache_hit=cache_hit)
-
-    knobs.compilation.listener = listener
-    original = triton.compiler.compile
-    if getattr(original, "__irscope__", False):
-        return
 
     @functools.wraps(original)
     def compile(src, *args, **kwargs):
@@ -52,13 +51,15 @@ def install(staging: Staging) -> None:
                 "error": f"{type(exc).__name__}: {exc}", **_source_of(src)})
             raise
 
-    compile.__irscope__ = True
-    triton.compiler.compile = compile
-    triton.compile = compile
-    for name in ("triton.compiler.compiler",):
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "compile", None) is original:
-            module.compile = compile
+    knobs.compilation.listener = listener
+    triton.compiler.compile = triton.compile = compile
+
+    def restore() -> None:
+        knobs.compilation.listener = previous
+        triton.compiler.compile = original
+        triton.compile = top_level
+
+    return restore
 
 
 def _stage_kernel(staging: Staging, src, metadata: dict[str, Any], group: dict[str, str],
@@ -89,7 +90,8 @@ def _source_of(src) -> dict[str, Any]:
     code = getattr(py, "__code__", None)
     if code is None:
         return {}
-    info: dict[str, Any] = {"source_file": code.co_filename, "source_line": code.co_firstlineno}
+    line = getattr(fn, "def_file_line_number", None) or code.co_firstlineno  # the `def`, not `@jit`
+    info: dict[str, Any] = {"source_file": code.co_filename, "source_line": line}
     text = getattr(fn, "src", None)
     if isinstance(text, str):
         info["python_source"] = text

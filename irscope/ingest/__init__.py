@@ -1,1 +1,142 @@
-"""Filing existing dumps into a run: one module per kind of dump source."""
+"""Filing existing dumps into a run: one module per kind of dump source, one transaction.
+
+``ingest(run, paths)`` walks every path, recognises each source by content (TORCH_TRACE
+logs, TORCH_LOGS text, Triton cache entries, XLA dump modules, single IR files), files
+them as units and stages, then links graphs to the kernels they launch. Everything is
+written in one transaction: an ingest that fails or is interrupted leaves the run as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from irscope.store import Run
+
+from . import linking, single_file, torch_logs, torch_trace, triton_cache, xla_dump
+
+HEAD_BYTES = 64 << 10
+SKIP_DIRS = {"__pycache__", ".git", ".irscope"}
+
+
+@dataclass
+class IngestReport:
+    """What an ingest filed, what it skipped and why, and what it warned about."""
+
+    sources: list[tuple[str, str]] = field(default_factory=list)  # (path, source kind)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    warnings: list[str] = field(default_factory=list)
+    artifacts: int = 0
+    units_before: int = 0
+    units_after: int = 0
+    stages_before: int = 0
+    stages_after: int = 0
+
+    @property
+    def ingested(self) -> bool:
+        return self.artifacts > 0
+
+
+@dataclass
+class _Plan:
+    """The work found under the given paths, before anything is written."""
+
+    traces: list[Path] = field(default_factory=list)
+    logs: list[Path] = field(default_factory=list)
+    triton_entries: list[Path] = field(default_factory=list)
+    xla_files: list[Path] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return (len(self.traces) + len(self.logs) + len(self.triton_entries)
+                + len(self.xla_files) + len(self.files))
+
+
+def ingest(run: Run, paths, progress=None) -> IngestReport:
+    """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item."""
+    report = IngestReport()
+    report.units_before, report.stages_before = _counts(run)
+    plan = _Plan()
+    for path in map(Path, paths):
+        _classify(path, plan, report, top=True)
+    if progress is not None:
+        progress.total(plan.count)
+
+    def step(label: str) -> None:
+        if progress is not None:
+            progress.advance(1, description=label[-40:])
+
+    with run.transaction() as writer:
+        for entry in plan.triton_entries:
+            report.artifacts += triton_cache.ingest_entry(writer, entry, report)
+            step(entry.name)
+        report.artifacts += xla_dump.ingest_files(writer, plan.xla_files, report)
+        for _ in plan.xla_files:
+            step("xla dump")
+        for log in plan.traces:
+            report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append)
+            report.sources.append((str(log), "torch_trace"))
+            step(log.name)
+        for log in plan.logs:
+            report.artifacts += torch_logs.ingest_log(writer, log, report)
+            step(log.name)
+        for path in plan.files:
+            report.artifacts += single_file.ingest_file(writer, path, report)
+            step(path.name)
+        linking.link(run, writer, report)
+    report.units_after, report.stages_after = _counts(run)
+    return report
+
+
+def _counts(run: Run) -> tuple[int, int]:
+    units = run.db.execute("SELECT count(*) FROM units").fetchone()[0]
+    stages = run.db.execute("SELECT count(*) FROM stages").fetchone()[0]
+    return units, stages
+
+
+def _classify(path: Path, plan: _Plan, report: IngestReport, top: bool = False) -> None:
+    """Sort one path (a file or a folder, walked) into the plan, or record why it is skipped."""
+    if not path.exists() and not path.is_symlink():
+        report.skipped.append((str(path), "no such file or folder"))
+        return
+    if path.is_dir():
+        _classify_dir(path, plan, report)
+        return
+    if not path.is_file():
+        report.skipped.append((str(path), "not a regular file"))
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(HEAD_BYTES)
+    except OSError as exc:
+        report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+        return
+    if not head:
+        report.skipped.append((str(path), "empty file"))
+    elif xla_dump.is_xla_file(path):
+        plan.xla_files.append(path)
+    elif torch_trace.is_torch_trace(head):
+        plan.traces.append(path)
+    elif torch_logs.is_torch_log(head):
+        plan.logs.append(path)
+    else:
+        plan.files.append(path)
+
+
+def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
+    found_before = plan.count + len(report.skipped)
+    for root, dirs, files in os.walk(folder, onerror=lambda exc: report.skipped.append(
+            (str(exc.filename), f"unreadable folder ({exc.strerror})"))):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
+        here = Path(root)
+        if triton_cache.is_entry(here, files):
+            plan.triton_entries.append(here)
+            continue
+        for name in sorted(files):
+            if name.startswith(".") or triton_cache.is_group_file(name):
+                continue
+            _classify(here / name, plan, report)
+    if plan.count + len(report.skipped) == found_before:
+        report.skipped.append((str(folder), "empty folder (no files to ingest)"))

@@ -1,0 +1,81 @@
+"""`irscope report` over a run of 1,000 real Triton units: target under 2 s (JSON, warm cache).
+
+Builds the run from ahead-of-time compiles of the four sample kernels (TTIR, TTGIR, LLVM IR,
+PTX and cubin per unit), each unit's texts made unique by a trailing comment so that a cold
+cache really parses 4,000 stages. Times `irscope report RUN --format json` in process with
+the parse cache cold and warm, and every other format warm.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+UNITS = 1000
+TARGET_S = 2.0
+KERNELS = ("add_kernel", "softmax_kernel", "matmul_kernel", "layernorm_gelu_kernel")
+COMMENT = {"ttir": "// unit {}", "ttgir": "// unit {}", "llir": "; unit {}", "ptx": "// unit {}"}
+
+
+def build_run(path: Path):
+    from kernels import compile_aot
+
+    from irscope.nvtools import add_cubin
+    from irscope.store import Run
+
+    compiled = [compile_aot(k) for k in KERNELS]
+    run = Run.create(path, {"name": "bench-1000"})
+    with run.transaction() as w:
+        for i in range(UNITS):
+            asm = compiled[i % len(compiled)]
+            unit = w.add_unit(f"{asm['name']}_{i}", "triton", "triton_kernels.py", i + 1)
+            for kind, comment in COMMENT.items():
+                w.add_stage(unit, kind, asm[kind] + "\n" + comment.format(i) + "\n")
+            add_cubin(w, unit, asm["cubin"])
+    return run
+
+
+def timed(argv: list[str]) -> float:
+    from irscope.cli import main
+
+    start = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - start
+    if code:
+        raise SystemExit(f"irscope {' '.join(argv)} exited {code}")
+    return elapsed
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run"
+        start = time.perf_counter()
+        run = build_run(path)
+        run.db.execute("DELETE FROM stats")
+        run.close()
+        print(f"built a run of {UNITS} units in {time.perf_counter() - start:.1f} s")
+        out = Path(tmp) / "report"
+        rows = [("json, cold parse cache", timed(["report", str(path), "-o", f"{out}.json"]))]
+        rows.append(("json, warm parse cache", timed(["report", str(path), "-o", f"{out}.json"])))
+        for fmt in ("csv", "md", "html", "table"):
+            rows.append((f"{fmt}, warm parse cache",
+                         timed(["report", str(path), "--format", fmt, "-o", f"{out}.{fmt}"])))
+        size = Path(f"{out}.json").stat().st_size
+
+    warm = rows[1][1]
+    print(f"\n{'irscope report, ' + str(UNITS) + ' units':<34} {'seconds':>8} {'vs 2 s':>8}")
+    for label, seconds in rows:
+        print(f"{label:<34} {seconds:>8.3f} {seconds / TARGET_S:>7.2f}x")
+    print(f"\nJSON report: {size / 1e6:.1f} MB")
+    verdict = "PASS" if warm < TARGET_S else "FAIL"
+    print(f"{verdict}: warm JSON report {warm:.3f} s (target < {TARGET_S:.0f} s)")
+    return 0 if warm < TARGET_S else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""TUI speed with Textual's headless driver: opening a 1,000-unit run, showing 50,000 PTX lines.
+
+Baseline: the same 50,000 lines loaded into Textual's own read-only TextArea, the
+stock widget one would otherwise use. Targets: open < 1 s, big stage < 150 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from kernels import compile_aot  # noqa: E402
+from tui_helpers import build_run, file_kernel  # noqa: E402
+
+from irscope.store import Run  # noqa: E402
+
+UNITS, BIG_LINES = 1000, 50_000
+OPEN_TARGET, STAGE_TARGET = 1.0, 0.150
+SIZE = (120, 40)
+REPEATS = 3
+
+
+async def wait_for(pilot, condition, step: float = 0.002, timeout: float = 30.0) -> None:
+    deadline = time.perf_counter() + timeout
+    while not condition():
+        if time.perf_counter() > deadline:
+            raise TimeoutError("benchmark condition never held")
+        await pilot.pause(step)
+
+
+def first_render_probe(widget, has_text) -> dict:
+    """Record when ``widget`` first draws a line once ``has_text()`` holds."""
+    seen = {"at": None}
+    original = widget.render_line
+
+    def render_line(y):
+        if seen["at"] is None and has_text():
+            seen["at"] = time.perf_counter()
+        return original(y)
+
+    widget.render_line = render_line
+    return seen
+
+
+async def time_open(path: Path) -> float:
+    """Seconds from starting the app to the navigator filled and the first stage drawn."""
+    from irscope.tui.app import IrscopeApp
+
+    start = time.perf_counter()
+    app = IrscopeApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        probe = first_render_probe(app.viewer, lambda: app.viewer.lines)
+        await wait_for(pilot, lambda: app.units and probe["at"] is not None)
+        assert len(app.units) >= UNITS
+        return probe["at"] - start
+
+
+async def time_big_stage(path: Path, stage) -> float:
+    """Seconds from selecting the big PTX stage to its first drawn line."""
+    from irscope.tui.app import IrscopeApp
+
+    app = IrscopeApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.viewer.lines)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.2)
+        probe = first_render_probe(app.viewer, lambda: len(app.viewer.lines) >= BIG_LINES)
+        start = time.perf_counter()
+        app.navigator.select_stage(stage)
+        await wait_for(pilot, lambda: probe["at"] is not None
+                       and len(app.viewer.lines) >= BIG_LINES)
+        return probe["at"] - start
+
+
+async def time_textarea(text: str) -> float:
+    """Baseline: Textual's read-only TextArea with the same text, to its first frame."""
+    from textual.app import App
+    from textual.widgets import TextArea
+
+    class Baseline(App):
+        def compose(self):
+            yield TextArea(read_only=True, show_line_numbers=True, id="ta")
+
+    app = Baseline()
+    async with app.run_test(size=SIZE) as pilot:
+        area = app.query_one(TextArea)
+        probe = first_render_probe(area, lambda: area.document.line_count > 1)
+        start = time.perf_counter()
+        area.load_text(text)
+        await wait_for(pilot, lambda: probe["at"] is not None)
+        return probe["at"] - start
+
+
+def build(workdir: Path) -> tuple[Path, Path, object]:
+    run_path = build_run(workdir / "run1000", copies=UNITS // 3 + 1)
+    ptx = compile_aot("matmul_kernel")["ptx"]
+    big = "\n".join([ptx] * (BIG_LINES // ptx.count("\n") + 1))
+    big_path = build_run(workdir / "big", kernels=("softmax_kernel",))
+    run = Run.open(big_path)
+    with run.transaction() as writer:
+        unit = file_kernel(writer, "matmul_kernel", compile_aot("matmul_kernel"), "matmul_big")
+        writer.add_stage(unit, "ptx", big, origin="benchmark")
+    stage = run.stage(run.unit("matmul_big"), "ptx")
+    run.close()
+    return run_path, big_path, (stage, big)
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        run_path, big_path, (stage, big) = build(Path(tmp))
+        opens = [asyncio.run(time_open(run_path)) for _ in range(REPEATS)]
+        stages = [asyncio.run(time_big_stage(big_path, stage)) for _ in range(REPEATS)]
+        baseline = asyncio.run(time_textarea(big))
+    open_s, stage_s = statistics.median(opens), statistics.median(stages)
+    rows = [
+        (f"open run, {UNITS} units", open_s, None, OPEN_TARGET),
+        (f"show {big.count(chr(10)) + 1:,}-line PTX", stage_s, baseline, STAGE_TARGET),
+    ]
+    print(f"{'measure':<28} {'irscope':>10} {'TextArea':>10} {'ratio':>7} {'target':>8}  result")
+    ok = True
+    for name, value, base, target in rows:
+        passed = value < target
+        ok &= passed
+        ratio = f"{base / value:6.1f}x" if base else "      -"
+        base_s = f"{base * 1000:8.0f}ms" if base else "         -"
+        print(f"{name:<28} {value * 1000:8.0f}ms {base_s} {ratio} {target * 1000:6.0f}ms  "
+              f"{'pass' if passed else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

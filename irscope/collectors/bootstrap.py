@@ -1,0 +1,141 @@
+"""Child-process entry of ``irscope inspect``: install the collectors, then run the user's script.
+
+Usage: ``python -m irscope.collectors.bootstrap CONFIG.json -- script.py [args]`` or
+``... CONFIG.json -m package.module [args]``. The script sees its own ``sys.argv``,
+``sys.path[0]``, working directory and standard streams, and the process exits with the
+status the script would have exited with; ``status.json`` in staging says how it ended.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import runpy
+import signal
+import sys
+from pathlib import Path
+
+from irscope.collectors import imports
+from irscope.collectors.staging import FRAMEWORKS, Staging
+
+EXIT_INTERRUPTED = 130
+
+
+class Collectors:
+    """The hooks installed for one collection; ``remove()`` takes them all off again."""
+
+    def __init__(self, staging: Staging, only, jax_dump_options: dict | None = None):
+        self.staging = staging
+        self.jax_dump_options = jax_dump_options
+        self.restores: list = []
+        self.finder = imports.when_imported(
+            {name: self._hook(name) for name in ("triton", "jax") if name in only})
+
+    def _hook(self, framework: str):
+        def install(_module) -> None:
+            try:
+                if framework == "triton":
+                    from irscope.collectors import triton
+
+                    self.restores.append(triton.install(self.staging))
+                else:
+                    from irscope.collectors import jax
+
+                    self.restores.append(jax.install(self.staging, self.jax_dump_options))
+            except Exception as exc:  # a framework version irscope does not know: run on
+                self.staging.record_event("collector_error", {
+                    "collector": framework, "error": f"{type(exc).__name__}: {exc}"})
+        return install
+
+    def remove(self) -> None:
+        imports.remove(self.finder)
+        while self.restores:
+            self.restores.pop()()
+
+
+def imported_frameworks() -> list[str]:
+    return [name for name in FRAMEWORKS if name in sys.modules]
+
+
+def missing_frameworks(only) -> list[str]:
+    """Selected frameworks that this interpreter cannot import (found without importing)."""
+    return [name for name in only if importlib.util.find_spec(name) is None]
+
+
+def write_status(staging: Staging, status: dict, only=()) -> None:
+    status = {**status, "frameworks": imported_frameworks(), "missing": missing_frameworks(only)}
+    tmp = staging.status.with_suffix(".tmp")
+    tmp.write_text(json.dumps(status, default=str), encoding="utf-8")
+    os.replace(tmp, staging.status)
+
+
+def exit_code(code) -> int:
+    """The process status ``SystemExit(code)`` gives, as the interpreter computes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    return 1
+
+
+def run_target(target: list[str]) -> None:
+    """Run ``script.py args`` or ``-m module args`` as ``__main__``, like the interpreter does."""
+    if target[0] == "-m":
+        if len(target) < 2:
+            raise SystemExit("irscope: -m needs a module name")
+        sys.argv = [target[1], *target[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(target[1], run_name="__main__", alter_sys=True)
+    else:
+        script = target[0]
+        sys.argv = list(target)
+        sys.path[0] = str(Path(script).resolve().parent)
+        runpy.run_path(script, run_name="__main__")
+
+
+def _user_traceback(exc: BaseException):
+    """The traceback from the user's first frame on, as ``python script.py`` would print it."""
+    tb = exc.__traceback__
+    while tb is not None and _is_launcher_frame(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb or exc.__traceback__
+
+
+def _is_launcher_frame(filename: str) -> bool:
+    return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        sys.stderr.write("usage: python -m irscope.collectors.bootstrap CONFIG -- script [args]\n")
+        return 2
+    config = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    target = argv[2:] if argv[1] == "--" else argv[1:]
+    staging = Staging(Path(config["staging"]))
+    only = tuple(config.get("only", ()))
+    if config.get("interruptible", True):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    Collectors(staging, only)
+    try:
+        run_target(target)
+    except SystemExit as exc:
+        code = exit_code(exc.code)
+        write_status(staging, {"exit_status": code, "ended": "exit"}, only)
+        raise
+    except BaseException as exc:
+        interrupted = isinstance(exc, KeyboardInterrupt)
+        code = EXIT_INTERRUPTED if interrupted else 1
+        write_status(staging, {"exit_status": code,
+                               "ended": "interrupted" if interrupted else "exception",
+                               "error": None if interrupted else f"{type(exc).__name__}: {exc}"},
+                     only)
+        tb = _user_traceback(exc)
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+        return code
+    write_status(staging, {"exit_status": 0, "ended": "exit"}, only)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""Turn a filled staging folder into a run: ingest the standard dumps, then file irscope's extras.
+
+The standard dumps (TORCH_TRACE, Triton kernel folders, XLA dump) go through
+``irscope.ingest``; what only the collectors know (JAX jaxpr/StableHLO/analyses, a Triton
+kernel's Python source and cache state, compile failures and timings) is written here into
+the same units, named as the ingest names them (``jit_<fn>`` for JAX, the kernel name for
+Triton).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from irscope.collectors.staging import Staging
+from irscope.collectors.triton import SIDECAR
+from irscope.store import Run, Writer
+
+EVENT_KINDS = ("compile_failure", "compile_time", "collector_error")
+
+
+def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
+    """Staging folders that received something, plus the user's own dump folders."""
+    paths = [p for p in (staging.torch_trace, staging.triton, staging.xla)
+             if p.is_dir() and any(p.iterdir())]
+    return paths + [p for p in extra if p.exists() and p not in paths]
+
+
+def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
+                 progress=None) -> tuple[list[str], bool]:
+    """Ingest everything staged into ``run``: (notes on what went wrong, whether all was read)."""
+    notes: list[str] = []
+    complete = True
+    paths = dump_paths(staging, list(extra))
+    if paths:
+        try:
+            from irscope.ingest import ingest
+
+            ingest(run, paths, progress=progress)
+        except Exception as exc:  # keep the staging folder and everything filed below
+            notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); kept in {staging.root}")
+            complete = False
+    with run.transaction() as writer:
+        _file_jax(writer, staging)
+        _file_triton_sidecars(run, writer, staging)
+        for event in staging.read_events():
+            kind = event.pop("kind", None)
+            if kind in EVENT_KINDS:
+                unit_id = _unit_id(run, event.get("framework"), event.get("unit") or event.get("name"))
+                writer.add_event(kind, event, unit_id=unit_id)
+                if kind == "collector_error":
+                    notes.append(f"{event.get('collector')} collector: {event.get('error')}")
+    return notes, complete
+
+
+def _file_jax(writer: Writer, staging: Staging) -> None:
+    seen: dict[str, int] = {}
+    for folder in sorted(p for p in staging.jax.glob("*") if p.is_dir()):
+        lowering = _read_json(folder / "lowering.json")
+        compiled = _read_json(folder / "compile.json")
+        name = lowering.get("module") or compiled.get("module") or folder.name.split(".", 1)[-1]
+        seen[name] = seen.get(name, 0) + 1
+        suffix = "" if seen[name] == 1 else f"#{seen[name]}"
+        timing = {k: v for k, v in {**lowering, **compiled}.items() if k.endswith("_seconds")}
+        unit_id = writer.add_unit(name, "jax", lowering.get("source_file"),
+                                  lowering.get("source_line"),
+                                  {"compiles": seen[name], **timing})
+        origin = "irscope jax collector"
+        for file_name, kind in (("jaxpr.txt", "jaxpr"), ("stablehlo.mlir", "stablehlo")):
+            if (folder / file_name).is_file():
+                writer.add_stage(unit_id, kind, (folder / file_name).read_bytes(),
+                                 name=kind + suffix, origin=origin)
+        analyses = {k: compiled[k] for k in ("cost_analysis", "memory_analysis") if k in compiled}
+        if analyses:
+            writer.add_stage(unit_id, "cost_analysis", json.dumps(analyses, indent=2),
+                             name="cost_analysis" + suffix, origin=origin)
+
+
+def _file_triton_sidecars(run: Run, writer: Writer, staging: Staging) -> None:
+    for sidecar in sorted(staging.triton.glob(f"*/{SIDECAR}")):
+        info = _read_json(sidecar)
+        name = info.get("name")
+        if not name:
+            continue
+        unit_id = _unit_id(run, "triton", name, info.get("hash"))
+        if unit_id is None:
+            unit_id = writer.add_unit(name, "triton")
+        attrs = {"cache_hit": info.get("cache_hit"), "compile_time_us": info.get("compile_time_us"),
+                 "constexprs": info.get("constexprs"), "signature": info.get("signature")}
+        writer.add_unit(_unit_name(run, unit_id) or name, "triton", info.get("source_file"),
+                        info.get("source_line"), {k: v for k, v in attrs.items() if v is not None})
+        if info.get("python_source"):
+            writer.add_stage(unit_id, "python_source", info["python_source"],
+                             origin=info.get("source_file"))
+        writer.add_event("cache_hit" if info.get("cache_hit") else "cache_miss",
+                         {"framework": "triton", "name": name, "hash": info.get("hash")},
+                         unit_id=unit_id)
+
+
+def _unit_id(run: Run, framework: str | None, name: str | None, kernel_hash: str | None = None):
+    """The id of the unit ingest made for (framework, name), trying ``name-<hash8>`` too."""
+    if not framework or not name:
+        return None
+    candidates = [name]
+    if kernel_hash:
+        candidates.insert(0, f"{name}-{kernel_hash[:8]}")
+    for candidate in candidates:
+        row = run.db.execute("SELECT id FROM units WHERE framework=? AND name=?",
+                             (framework, candidate)).fetchone()
+        if row:
+            return row[0]
+    return None
+
+
+def _unit_name(run: Run, unit_id: int) -> str | None:
+    row = run.db.execute("SELECT name FROM units WHERE id=?", (unit_id,)).fetchone()
+    return row[0] if row else None
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}

@@ -1,0 +1,276 @@
+"""Ahead-of-time Triton compiles of one kernel configuration for any GPU target, no GPU needed.
+
+Functions here run inside worker processes (see irscope.sweep): they import the user's
+kernel file, compile one configuration with ``triton.compile`` for a ``GPUTarget``, and
+return plain picklable data — every IR stage, the metadata, ptxas's own resource report —
+or a structured error carrying the compiler's message and the kernel's source line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STAGES = ("ttir", "ttgir", "llir", "ptx")
+
+# ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 432 bytes cmem[0]
+PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+#     6592 bytes stack frame, 16756 bytes spill stores, 17240 bytes spill loads
+PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+# ptxas-blackwell fatal   : Value 'sm_101a' is not defined for option 'gpu-name'
+PTXAS_MESSAGE = re.compile(r"^ptxas\S*\s+(?:fatal|error)\s*:.*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One configuration to compile: the kernel, its full signature, constexprs and target."""
+
+    path: str
+    kernel: str
+    signature: dict[str, str]
+    constexprs: dict[str, Any]
+    capability: int
+    options: dict[str, int]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What compiling one Job produced: the stages and metadata, or the compiler's error."""
+
+    ok: bool
+    seconds: float
+    asm: dict[str, str] = field(default_factory=dict)
+    cubin: bytes = b""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    ptxas: dict[str, int] = field(default_factory=dict)
+    ptxas_log: str = ""
+    error: str = ""
+    error_file: str | None = None
+    error_line: int | None = None
+    error_source: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """A kernel's parameters as the command needs them, read in a child process."""
+
+    name: str
+    params: tuple[str, ...]
+    constexpr_params: tuple[str, ...]
+    defaults: dict[str, Any]
+    source_file: str
+    source_line: int
+    source: str
+
+
+class KernelLookupError(Exception):
+    """The file or kernel named on the command line cannot be used (a one-line message)."""
+
+
+class ExampleNeedsTorch(KernelLookupError):
+    """An example-arguments file was given but torch is not installed."""
+
+
+# torch dtype name -> Triton pointer element type
+TORCH_DTYPES = {
+    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
+    "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "bool": "i1",
+    "float8_e4m3fn": "fp8e4nv", "float8_e5m2": "fp8e5",
+}
+
+
+def load_module(path: str):
+    """Import the user's kernel file once per process (its folder joins sys.path for siblings)."""
+    resolved = str(Path(path).resolve())
+    name = "_irscope_kernels_" + re.sub(r"\W", "_", resolved)
+    if name in sys.modules:
+        return sys.modules[name]
+    if not os.path.isfile(resolved):
+        raise KernelLookupError(f"{path}: no such file")
+    folder = os.path.dirname(resolved)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        del sys.modules[name]
+        raise KernelLookupError(f"{path}: importing it failed: {type(exc).__name__}: {exc}") from None
+    return module
+
+
+def find_kernel(path: str, name: str):
+    """The ``@triton.jit`` function ``name`` in the file; a clear error for anything else."""
+    from triton.runtime.jit import JITFunction
+
+    module = load_module(path)
+    obj = getattr(module, name, None)
+    kernels = sorted(k for k, v in vars(module).items() if isinstance(v, JITFunction))
+    if obj is None:
+        have = ", ".join(kernels) or "none"
+        raise KernelLookupError(f"{path}: no kernel named {name!r} (@triton.jit kernels: {have})")
+    if not isinstance(obj, JITFunction):
+        hint = f" (@triton.jit kernels: {', '.join(kernels)})" if kernels else ""
+        raise KernelLookupError(f"{path}::{name} is a {type(obj).__name__}, not a @triton.jit "
+                                f"kernel{hint}")
+    return obj
+
+
+def describe(path: str, name: str) -> KernelInfo:
+    """Parameters, constexpr parameters, defaults and source location of a kernel."""
+    fn = find_kernel(path, name)
+    params = tuple(p.name for p in fn.params)
+    constexprs = tuple(p.name for p in fn.params if p.is_constexpr)
+    defaults = {p.name: p.default for p in fn.params
+                if p.has_default and isinstance(p.default, (int, float, bool, str))}
+    return KernelInfo(name, params, constexprs, defaults, fn.file_name, fn.def_file_line_number,
+                      fn.src)
+
+
+def infer_signature(path: str, kernel: str, example: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """Types (and constexprs) from an example file defining ``args = (...)`` and ``kwargs``.
+
+    Positional ``args`` follow the kernel's parameters in order, ``kwargs`` name them, as at a
+    call site ``kernel[grid](*args, **kwargs)``. Tensors become pointers to their dtype, ints
+    i32 (i64 when they do not fit), floats fp32, bools i1; values for constexpr parameters
+    become constexprs.
+    """
+    try:
+        import torch
+    except ImportError:
+        raise ExampleNeedsTorch("--example needs torch, which is not installed") from None
+    info = describe(path, kernel)
+    namespace: dict[str, Any] = {"torch": torch, "__file__": str(Path(example).resolve())}
+    try:
+        code = compile(Path(example).read_text(encoding="utf-8"), example, "exec")
+        exec(code, namespace)  # the user's own example file, named on the command line
+    except OSError as exc:
+        raise KernelLookupError(f"{example}: {exc.strerror or exc}") from None
+    except Exception as exc:
+        raise KernelLookupError(f"{example}: {type(exc).__name__}: {exc}") from None
+    args, kwargs = tuple(namespace.get("args", ())), dict(namespace.get("kwargs", {}))
+    if len(args) > len(info.params):
+        raise KernelLookupError(f"{example}: {len(args)} args for {len(info.params)} parameters")
+    unknown = sorted(set(kwargs) - set(info.params))
+    if unknown:
+        raise KernelLookupError(f"{example}: {kernel} has no parameter {unknown[0]!r}")
+    signature, constexprs = {}, {}
+    for name, value in {**dict(zip(info.params, args)), **kwargs}.items():
+        if name in info.constexpr_params:
+            constexprs[name] = value
+        else:
+            signature[name] = _triton_type(value, torch, f"{example}: {name}")
+    return signature, constexprs
+
+
+def _triton_type(value: Any, torch, where: str) -> str:
+    if isinstance(value, torch.Tensor):
+        dtype = str(value.dtype).removeprefix("torch.")
+        if dtype not in TORCH_DTYPES:
+            raise KernelLookupError(f"{where}: no Triton type for tensors of {value.dtype}")
+        return "*" + TORCH_DTYPES[dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if -2**31 <= value < 2**31 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise KernelLookupError(f"{where}: cannot infer a Triton type for {type(value).__name__}")
+
+
+def compile_job(job: Job) -> Outcome:
+    """Compile one configuration; never raises for compiler errors (they become the Outcome)."""
+    import triton
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    start = time.perf_counter()
+    fn = find_kernel(job.path, job.kernel)
+    signature = {**job.signature, **{k: "constexpr" for k in job.constexprs}}
+    source = ASTSource(fn=fn, signature=signature, constexprs=dict(job.constexprs))
+    captured = io.StringIO()  # ptxas's -v report, and the PTX dump Triton prints on failure
+    knobs.nvidia.dump_ptxas_log = True
+    try:
+        with contextlib.redirect_stdout(captured):
+            kernel = triton.compile(source, target=GPUTarget("cuda", job.capability, 32),
+                                    options=dict(job.options))
+    except Exception as exc:
+        return _failure(exc, fn, time.perf_counter() - start)
+    log = captured.getvalue().strip()
+    return Outcome(
+        ok=True, seconds=time.perf_counter() - start,
+        asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
+        cubin=kernel.asm.get("cubin", b""), metadata=_plain(kernel.metadata._asdict()),
+        ptxas=parse_ptxas_log(log), ptxas_log=log)
+
+
+def parse_ptxas_log(log: str) -> dict[str, int]:
+    """Registers, static shared memory, stack and spill bytes from ``ptxas -v`` output."""
+    figures: dict[str, int] = {}
+    used = PTXAS_USED.search(log)
+    if used:
+        figures["registers"] = int(used.group(1))
+        figures["static_shared_bytes"] = int(used.group(2) or 0)
+    frame = PTXAS_FRAME.search(log)
+    if frame:
+        figures["stack_bytes"], figures["spill_stores"], figures["spill_loads"] = map(
+            int, frame.groups())
+    return figures
+
+
+def _failure(exc: Exception, fn, seconds: float) -> Outcome:
+    """The compiler's message and, for front-end errors, the kernel source line it points at."""
+    from triton.compiler.errors import CompilationError
+
+    if isinstance(exc, CompilationError):
+        message = (exc.error_message or exc.message).strip()
+        where = _jit_function_with_source(fn, exc.src)
+        lineno = getattr(exc.node, "lineno", None)
+        if where is not None and lineno:
+            file_name, line = where.file_name, where.def_file_line_number + lineno - 1
+            text = exc.src.splitlines()[lineno - 1].strip() if exc.src else None
+            return Outcome(False, seconds, error=message, error_file=file_name,
+                           error_line=line, error_source=text)
+        return Outcome(False, seconds, error=message)
+    text = str(exc)
+    ptxas = PTXAS_MESSAGE.findall(text)
+    message = "; ".join(m.strip() for m in ptxas) if ptxas else (
+        f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}")
+    return Outcome(False, seconds, error=message, error_file=fn.file_name,
+                   error_line=fn.def_file_line_number)
+
+
+def _jit_function_with_source(kernel, src: str | None):
+    """The jitted function (the kernel or one it calls) whose source is ``src``."""
+    from triton.runtime.jit import JITFunction
+
+    if src is None or kernel.src == src:
+        return kernel
+    for value in list(vars(sys.modules.get(kernel.fn.__module__, object())).values()):
+        if isinstance(value, JITFunction) and value.src == src:
+            return value
+    return None
+
+
+def _plain(value: Any) -> Any:
+    """Metadata as JSON types (GPUTarget and other objects become strings or lists)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    if hasattr(value, "_asdict"):
+        return _plain(value._asdict())
+    return str(value)

@@ -1,0 +1,93 @@
+"""`irscope diff A B`: what changed between two runs, reports or artifacts; CI gates."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from irscope.commands.report import add_format_options, chosen_format, emit, stage_filter
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "diff", help="compare two runs, reports or artifacts; fail CI on regressions",
+        description="Match units of A and B (by name, then by name without compile indices, "
+                    "then by source location) and show units added and removed and, for "
+                    "matched ones, every changed figure: op counts per stage, kernels, "
+                    "fusions, registers, spills. JSON follows the irscope.diff/1 schema.",
+        epilog="gates: --fail-on 'ptx.spills > 0'  --fail-on 'kernels_launched increased'  "
+               "--fail-on 'sass.category.global_load > +10%%'. Exit 1 when a gate holds, "
+               "2 for a malformed gate.")
+    parser.add_argument("a", help="before: run directory or name, report JSON, or artifact file")
+    parser.add_argument("b", help="after: run directory or name, report JSON, or artifact file")
+    add_format_options(parser)
+    parser.add_argument("--fail-on", metavar="EXPR", action="append", default=[],
+                        help="exit 1 when EXPR holds for a matched unit or the run total "
+                             "(repeatable), e.g. 'ptx.spills > 0', 'fusions decreased', "
+                             "'sass.instructions > +10%%'")
+    parser.set_defaults(func=run)
+
+
+def load_side(spec: str, stages, unit_pattern):
+    """A Report for one side: a report JSON file, an artifact file, or a run."""
+    from irscope.errors import InputError
+    from irscope.parsers import registry
+    from irscope.reports.records import (build_report, filtered, report_from_json,
+                                         report_from_parsed)
+    from irscope.store import Run, locate_run
+
+    path = Path(spec)
+    if path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"{path}: cannot read as text ({exc})") from None
+        if path.suffix.lower() == ".json" and '"schema"' in text[:4096]:
+            try:
+                return filtered(report_from_json(json.loads(text), str(path)), stages,
+                                unit_pattern)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise InputError(f"{path}: not a readable irscope report ({exc})") from None
+        kind = registry.detect(text, path.name)
+        if not registry.get(kind).module:
+            raise InputError(f"{path}: neither a run, an irscope report nor a known artifact")
+        return report_from_parsed(path.name, kind, registry.parse(kind, text).to_json(),
+                                  str(path))
+    with Run.open(locate_run(spec)) as opened:
+        return build_report(opened, stages, unit_pattern)
+
+
+def run(args: argparse.Namespace) -> int:
+    from irscope.console import error, warn
+    from irscope.reports import renderer
+    from irscope.reports.diff import diff_reports
+    from irscope.reports.gates import evaluate, known_figure, parse_gate
+
+    gates = [parse_gate(expr) for expr in args.fail_on]  # malformed: exit 2 before any work
+    fmt = chosen_format(args)
+    stages = stage_filter(args)
+    diff = diff_reports(load_side(args.a, stages, args.unit), load_side(args.b, stages, args.unit))
+    violations = []
+    for gate in gates:
+        if not known_figure(gate, diff):
+            warn(f"--fail-on {gate.text!r}: neither side reports a figure named {gate.figure!r}")
+        violations += evaluate(gate, diff)
+    failures = [f"{v.gate}: {v.describe()}" for v in violations]
+    emit(lambda: rendered(fmt, diff, violations, failures),
+         lambda: renderer(fmt).diff_renderable(diff), fmt, args.output)
+    for line in failures:
+        error(f"gate failed: {line}")
+    return 1 if violations else 0
+
+
+def rendered(fmt: str, diff, violations, failures: list[str]) -> str:
+    """The diff as text in ``fmt``; JSON carries the gate rows, md/html list the failures."""
+    from irscope.reports import renderer
+
+    module = renderer(fmt)
+    if fmt == "json":
+        return module.render_diff(diff, [v.to_json() for v in violations])
+    if fmt in ("md", "html"):
+        return module.render_diff(diff, failures)
+    return module.render_diff(diff)

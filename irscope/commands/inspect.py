@@ -1,0 +1,138 @@
+"""`irscope inspect script.py [args]`: run a script unmodified and collect everything it compiles."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+EXIT_SIGNAL_BASE = 128
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "inspect", help="run a Python script and capture every compiled function, stage and kernel",
+        description="Run SCRIPT (or -m MODULE) in a child Python with irscope's collectors, then "
+                    "file what PyTorch, Triton and JAX compiled into a run. irscope's options go "
+                    "before the script; everything after it is the script's own arguments.")
+    p.add_argument("-o", "--output", metavar="RUN", help="run directory (default: "
+                   "./.irscope/runs/<time>-<name>)")
+    p.add_argument("--name", help="run name (default: the script or module name)")
+    p.add_argument("--only", metavar="LIST", help="collect only these frameworks, e.g. torch,jax")
+    p.add_argument("--python", metavar="PATH", help="interpreter for the script "
+                   "(default: the one running irscope)")
+    p.add_argument("--open", action="store_true", help="open the run in the TUI afterwards")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--keep-staging", action="store_true",
+                   help="keep the raw collection folder <run>/staging after filing it")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
+                   help="run a module as a script, like python -m")
+    p.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]",
+                   help="the script and its arguments")
+    p.set_defaults(func=run)
+
+
+def _target(args) -> list[str]:
+    from irscope.errors import InputError, UsageError
+
+    target = list(args.target or [])
+    if target[:1] == ["--"]:
+        target = target[1:]
+    if args.module:
+        return ["-m", *args.module, *target]
+    if not target:
+        raise UsageError("inspect: give a script to run, or -m MODULE")
+    if not Path(target[0]).is_file():
+        raise InputError(f"{target[0]}: no such script")
+    return target
+
+
+def run(args) -> int:
+    from irscope.collectors.session import Session
+    from irscope.collectors.staging import frameworks_arg
+    from irscope.console import progress
+
+    target = _target(args)
+    only = frameworks_arg(args.only)
+    name = args.name or (target[1] if target[0] == "-m" else Path(target[0]).stem)
+    python = args.python or sys.executable
+    session = Session(args.output, name, only, {
+        "kind": "inspect", "target": target, "interpreter": python,
+        **_describe([sys.argv[0], "inspect", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv)})
+    config = session.staging.write_config({
+        "staging": str(session.staging.root), "only": list(only),
+        # The child inherits this process's ignored SIGINT; it restores what the user had.
+        "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN})
+    env = {**os.environ, **session.env(), **_import_path(python, session.staging.root)}
+    command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
+    status = _run_child(command, env, session.staging)
+    with progress("filing the run") as bar:
+        session.finish(status, keep_staging=args.keep_staging, progress=bar)
+    _report(session.path, args)
+    return int(status["exit_status"])
+
+
+def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
+    """Run the child with the terminal's signals going to it; how it ended, as status.json says."""
+    import json
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to handle
+    try:
+        child = subprocess.Popen(command, env=env)
+        returncode = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    try:
+        status = json.loads(staging.status.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        status = {"ended": "killed", "frameworks": []}
+    if returncode < 0:
+        sig = -returncode
+        ended = "interrupted" if sig == signal.SIGINT else f"killed by {signal.Signals(sig).name}"
+        status.update(exit_status=EXIT_SIGNAL_BASE + sig, ended=ended)
+    else:
+        status["exit_status"] = returncode
+    return status
+
+
+def _report(path: Path, args) -> None:
+    from irscope import summary
+    from irscope.console import note, print_json
+    from irscope.store import Run
+
+    with Run.open(path) as run:
+        data = summary.summarize(run)
+    if args.json:
+        print_json(data)
+    else:
+        summary.render(data, stderr=True)
+    if args.open:
+        try:
+            from irscope.tui.app import run_app
+        except ImportError as exc:
+            note(f"irscope: the TUI is not available here ({exc}); open the run later with "
+                 f"`irscope open {path}`")
+            return
+        run_app(path)
+
+
+def _describe(command: list[str]) -> dict:
+    from irscope import environment
+
+    return environment.describe(command)
+
+
+def _import_path(python: str, staging_root: Path) -> dict[str, str]:
+    """PYTHONPATH that lets another interpreter import irscope (and nothing else of ours)."""
+    if os.path.realpath(python) == os.path.realpath(sys.executable):
+        return {}
+    import irscope
+
+    shim = staging_root / "import"
+    shim.mkdir(exist_ok=True)
+    (shim / "irscope").symlink_to(Path(irscope.__file__).resolve().parent, target_is_directory=True)
+    existing = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": os.pathsep.join(p for p in (existing, str(shim)) if p)}

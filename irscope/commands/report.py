@@ -1,0 +1,93 @@
+"""`irscope report RUN`: op counts and headline figures of every unit, in five formats."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+FORMATS = ("table", "json", "csv", "md", "html")
+
+
+def add_format_options(parser: argparse.ArgumentParser) -> None:
+    """--format, -o, --stage and --unit, shared by `report` and `diff`."""
+    parser.add_argument("--format", "-f", choices=FORMATS, default=None,
+                        help="output format (default: table on a terminal, json with --json; "
+                             "for -o, taken from the file extension)")
+    parser.add_argument("--json", action="store_true", help="same as --format json")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    parser.add_argument("--stage", metavar="KINDS",
+                        help="comma-separated stage kinds or families to include "
+                             "(e.g. ptx,sass,ttgir or hlo,inductor)")
+    parser.add_argument("--unit", metavar="PATTERN",
+                        help="only units whose name matches (glob, or substring without wildcards)")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "report", help="export op counts and headline figures of a run (table/json/csv/md/html)",
+        description="Per unit and per stage: op counts from the parsers plus kernels generated "
+                    "and launched, fused ops, extern calls, PTX/SASS instruction categories, "
+                    "registers, spills, shared memory, HLO fusions, graph breaks and "
+                    "recompilations. JSON follows the irscope.report/1 schema.")
+    parser.add_argument("run", nargs="?", default="latest",
+                        help="run directory, run name under ./.irscope/runs, or 'latest' (default)")
+    add_format_options(parser)
+    parser.set_defaults(func=run)
+
+
+_EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "md", ".markdown": "md", ".html": "html",
+               ".htm": "html", ".txt": "table"}
+
+
+def chosen_format(args: argparse.Namespace) -> str:
+    """--format, else --json, else the -o extension, else table."""
+    if args.format:
+        return args.format
+    if args.json:
+        return "json"
+    if args.output:
+        return _EXTENSIONS.get(Path(args.output).suffix.lower(), "table")
+    return "table"
+
+
+def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
+    if not args.stage:
+        return None
+    return tuple(s.strip() for s in args.stage.split(",") if s.strip()) or None
+
+
+def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -> None:
+    """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise)."""
+    import sys
+
+    from irscope.console import rich_console
+    from irscope.errors import InputError
+
+    if output:
+        try:
+            Path(output).write_text(text_for_file(), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"{output}: cannot write ({exc.strerror})") from None
+    elif fmt == "table":
+        rich_console().print(renderable_for_terminal())
+    else:
+        sys.stdout.write(text_for_file())
+
+
+def run(args: argparse.Namespace) -> int:
+    from irscope.console import note
+    from irscope.reports import renderer
+    from irscope.reports.records import build_report
+    from irscope.store import Run, locate_run
+
+    fmt = chosen_format(args)
+    with Run.open(locate_run(args.run)) as opened:
+        report = build_report(opened, stage_filter(args), args.unit)
+    if not report.units:
+        note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
+    module = renderer(fmt)
+    emit(lambda: module.render_report(report), lambda: module.report_renderable(report),
+         fmt, args.output)
+    if args.output:
+        note(f"wrote {fmt} report of {len(report.units)} units to {args.output}")
+    return 0

@@ -1,0 +1,124 @@
+"""`irscope sass FILE`: resource card (registers, spills, occupancy) and SASS histograms per kernel."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from irscope.console import print_json, rich_console, warn
+from irscope.errors import InputError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "sass", help="analyze a cubin (or SASS text): registers, spills, occupancy, histograms",
+        description="Disassemble a cubin with nvdisasm/cuobjdump (PATH, the Triton wheel or "
+                    "$IRSCOPE_CUDA_BIN) and show per kernel its resource usage, theoretical "
+                    "occupancy with what limits it, and its SASS opcode histogram. A SASS "
+                    "listing (.sass, cuobjdump or nvdisasm output) is read directly.")
+    parser.add_argument("file", type=Path, help="a .cubin, or a SASS text listing")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="threads per block for occupancy (default: the kernel's "
+                             ".reqntid/.maxntid, else 128)")
+    parser.add_argument("--shared", type=int, default=0, metavar="BYTES",
+                        help="dynamic shared memory per block added to the static amount")
+    parser.add_argument("--arch", type=int, metavar="SM", help="architecture for occupancy, e.g. 90")
+    parser.add_argument("--by", choices=("opcode", "op", "category"), default="op",
+                        help="histogram granularity (default: op)")
+    parser.add_argument("--top", type=int, default=20, metavar="N", help="histogram rows (0 = all)")
+    parser.add_argument("--json", action="store_true", help="print JSON on stdout")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from irscope import nvtools
+    from irscope.parsers import sass
+
+    try:
+        data = args.file.read_bytes()
+    except FileNotFoundError:
+        raise InputError(f"{args.file}: no such file") from None
+    except OSError as exc:
+        raise InputError(f"{args.file}: cannot read ({exc.strerror})") from None
+    if not data.strip():
+        raise InputError(f"{args.file}: empty file")
+    if data[:4] == b"\x7fELF":
+        if not any(nvtools.find_tool(t) for t in nvtools.TOOLS):
+            nvtools.warn_missing_once("cannot disassemble the cubin")
+            return 1
+        text, module = nvtools.analyze(data)
+        if module is None:
+            raise InputError(f"{args.file}: nvdisasm/cuobjdump could not read this cubin")
+    elif b"\x00" in data[:4096]:
+        raise InputError(f"{args.file}: binary file that is neither a cubin (ELF) nor SASS text")
+    else:
+        module = sass.parse(data.decode("utf-8", errors="replace"))
+        if not module.kernels:
+            raise InputError(f"{args.file}: no SASS instructions found")
+    cards = [_card(args, module, kernel) for kernel in module.kernels]
+    if args.json:
+        print_json({"file": str(args.file), "format": module.format, "arch": module.arch,
+                    "totals": dict(module.totals), "histogram": dict(module.histogram),
+                    "ops": dict(module.ops), "categories": dict(module.categories),
+                    "kernels": [{**_kernel_json(k), "occupancy": card}
+                                for k, card in zip(module.kernels, cards)]})
+        return 0
+    _print(args, module, cards)
+    return 0
+
+
+def _card(args, module, kernel) -> dict | None:
+    """Occupancy of one kernel, or None when its register count is unknown."""
+    from irscope.parsers.occupancy import occupancy
+
+    res = kernel.resources
+    arch = args.arch or module.arch
+    if "registers" not in res or not arch:
+        return None
+    threads = args.threads or res.get("threads_per_block") or 128
+    occ = occupancy(arch, threads, res["registers"], res.get("shared_bytes", 0) + args.shared)
+    return {"arch": arch, "threads_per_block": threads, "active_blocks": occ.active_blocks,
+            "active_warps": occ.active_warps, "max_warps": occ.max_warps,
+            "ratio": round(occ.ratio, 4), "limiter": occ.limiter, "blocks_by": occ.blocks_by}
+
+
+def _kernel_json(kernel) -> dict:
+    return {"name": kernel.name, "instructions": kernel.instructions,
+            "histogram": kernel.histogram, "ops": kernel.ops, "categories": kernel.categories,
+            "resources": kernel.resources}
+
+
+def _print(args, module, cards) -> None:
+    from rich.table import Table
+
+    console = rich_console()
+    arch = f"sm_{module.arch}" if module.arch else "unknown arch"
+    console.print(f"[bold]{args.file}[/]  {module.format}, {arch}, "
+                  f"{len(module.kernels)} kernel(s), {module.totals['instructions']:,} instructions")
+    for kernel, card in zip(module.kernels, cards):
+        res = kernel.resources
+        console.print()
+        console.print(f"[bold cyan]{kernel.name}[/]")
+        if "registers" in res:
+            console.print(f"  registers {res['registers']}  spills: stores "
+                          f"{res.get('spill_stores', 0)} B, loads {res.get('spill_loads', 0)} B  "
+                          f"stack {res.get('stack_bytes', 0)} B  shared "
+                          f"{res.get('shared_bytes', 0):,} B  const {res.get('const_bytes', 0):,} B")
+        else:
+            console.print("  resource usage unknown (no -res-usage data in this listing)")
+        if card:
+            console.print(f"  occupancy on sm_{card['arch']} at {card['threads_per_block']} "
+                          f"threads/block: [bold]{card['ratio']:.0%}[/] ({card['active_warps']}/"
+                          f"{card['max_warps']} warps, {card['active_blocks']} blocks/SM), "
+                          f"limited by {card['limiter'].replace('_', ' ')}")
+        histogram = {"opcode": kernel.histogram, "op": kernel.ops,
+                     "category": kernel.categories}[args.by]
+        table = Table(show_edge=False)
+        table.add_column(args.by)
+        table.add_column("count", justify="right")
+        for name, count in list(histogram.items())[:args.top or None]:
+            table.add_row(name, f"{count:,}")
+        console.print(table)
+    if module.diagnostics:
+        for d in module.diagnostics:
+            warn(d.message)

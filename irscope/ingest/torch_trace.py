@@ -1,0 +1,388 @@
+"""TORCH_TRACE structured logs, read as a stream: one unit per Dynamo compile, nothing dropped.
+
+A log is glog-prefixed JSON envelopes, each followed by its payload on tab-indented lines:
+
+    V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": {...}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+    \t<payload line>
+
+Records are grouped by (compiled autograd id, frame id, frame compile id) into torch units
+``[frame/compile] fn``. Known records become stages and events; every other record is kept
+as a "raw" stage (on the run-level unit "(trace)" when it belongs to no frame).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from irscope.store import BlobRef, Run, Writer
+
+TRACE_UNIT = "(trace)"
+SPILL_BYTES = 4 << 20  # payloads larger than this are streamed into their blob
+
+# V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...
+ENVELOPE = re.compile(rb"^[VIWEFD]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]*\] (\{.*)$")
+
+# Record kind -> (stage kind, stage name or None for the record kind itself).
+STAGES = {
+    "dynamo_output_graph": ("fx_graph", None),
+    "optimize_ddp_split_graph": ("fx_graph", None),
+    "inductor_pre_grad_graph": ("fx_graph", None),
+    "inductor_post_grad_graph": ("fx_graph", None),
+    "aot_forward_graph": ("aot_graph", None),
+    "aot_backward_graph": ("aot_graph", None),
+    "aot_joint_graph": ("aot_graph", None),
+    "aot_inference_graph": ("aot_graph", None),
+    "inductor_output_code": ("inductor_output_code", None),
+    "dynamo_guards": ("guards", None),
+    "dynamo_cpp_guards_str": ("guards", None),
+    "compilation_metrics": ("metadata", None),
+}
+GRAPH_ARTIFACTS = {"before_pre_grad_graph", "after_pre_grad_graph", "before_post_grad_graph",
+                   "after_post_grad_graph", "before_recompile_pre_grad",
+                   "after_recompile_pre_grad", "before_recompile_post_grad",
+                   "after_recompile_post_grad", "before_joint_graph", "after_joint_graph",
+                   "inductor_post_grad_graph", "inductor_pre_grad_graph"}
+CACHE_ARTIFACTS = {"fx_graph_cache_hit": ("cache_hit", "fx_graph"),
+                   "fx_graph_cache_miss": ("cache_miss", "fx_graph"),
+                   "aotautograd_cache_hit": ("cache_hit", "aotautograd"),
+                   "aotautograd_cache_miss": ("cache_miss", "aotautograd"),
+                   "aotautograd_cache_bypass": ("cache_miss", "aotautograd")}
+JSON_PAYLOADS = {"chromium_event", "dynamo_guards", "compilation_metrics_runtime"}
+CACHE_EVENT_KEYS = ("key", "cache_state", "cache_status_detailed", "cache_bypass_reason",
+                    "time_taken_ns", "reason")
+MAX_WARNINGS = 5  # per log; the rest are counted
+ENVELOPE_KEYS = {"frame_id", "frame_compile_id", "attempt", "has_payload",
+                 "compiled_autograd_id", "rank"}
+# File "/home/u/model.py", line 12, in forward
+USER_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+# Graph break in user code at /home/u/model.py:4
+BREAK_AT = re.compile(r"Graph break in user code at (.+):(\d+)\s*$", re.M)
+# Graph Break Reason: Encountered graph break when attempting to trace CALL
+BREAK_REASON = re.compile(r"Graph Break Reason:\s*(.*)$", re.M)
+# Explanation: Dynamo does not know how to trace builtin operator `print`
+EXPLANATION = re.compile(r"^\s*Explanation:\s*(.*)$", re.M)
+
+
+@dataclass
+class Compile:
+    """Everything read for one Dynamo compile, written to the index at the end."""
+
+    key: tuple
+    fn: str | None = None
+    source_file: str | None = None
+    source_line: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    stages: list[tuple[str, str, BlobRef, str]] = field(default_factory=list)
+    events: list[tuple[str, dict]] = field(default_factory=list)
+    names: dict[str, int] = field(default_factory=dict)
+
+    def numbered(self, label: str) -> str:
+        """``label#1``, ``label#2``...: names for records kept raw."""
+        n = self.names[label + "#"] = self.names.get(label + "#", 0) + 1
+        return f"{label}#{n}"
+
+    def stage_name(self, name: str) -> str:
+        """``name`` the first time, then ``name#2``, ``name#3``... so no stage replaces another."""
+        n = self.names[name] = self.names.get(name, 0) + 1
+        return name if n == 1 else f"{name}#{n}"
+
+    @property
+    def unit_name(self) -> str:
+        ca, frame, compile_ = self.key
+        label = f"!{ca}/{frame}/{compile_}" if ca is not None else f"{frame}/{compile_}"
+        return f"[{label}] {self.fn}" if self.fn else f"[{label}]"
+
+
+def is_torch_trace(head: bytes) -> bool:
+    """True when the first non-empty line is a TORCH_TRACE envelope."""
+    for line in head.splitlines():
+        if line.strip():
+            return bool(ENVELOPE.match(line)) and b'{"' in line
+    return False
+
+
+def ingest_trace(run: Run, writer: Writer, path: Path, warn, progress=None) -> int:
+    """File one TORCH_TRACE log into the run; returns how many records were kept."""
+    reader = _TraceReader(run, str(path), warn)
+    with open(path, "rb") as fh:
+        done = 0
+        for line in fh:
+            reader.feed(line)
+            if progress is not None:
+                done += len(line)
+                if done > SPILL_BYTES:
+                    progress(done)
+                    done = 0
+        if progress is not None:
+            progress(done)
+    reader.finish()
+    reader.write(writer)
+    return reader.records
+
+
+class _TraceReader:
+    """Line-at-a-time state machine: an envelope opens a record, tab lines extend its payload."""
+
+    def __init__(self, run: Run, origin: str, warn):
+        self.run, self.origin, self.warn = run, origin, warn
+        self.compiles: dict[tuple, Compile] = {}
+        self.strings: dict[int, str] = {}
+        self.records = 0
+        self.lineno = 0
+        self.bad_lines = 0
+        self.bad_payloads = 0
+        self._open: tuple | None = None  # (meta, envelope bytes, line number) of the record
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._sink = None
+
+    def feed(self, line: bytes) -> None:
+        self.lineno += 1
+        if line[:1] == b"\t":
+            if self._open is None:
+                self._unrecognised()
+                return
+            self._chunks.append(line[1:])
+            self._size += len(line) - 1
+            if self._size > SPILL_BYTES:
+                self._spill()
+            return
+        if self._open is not None and not line.strip():
+            self._chunks.append(b"\n")  # a blank payload line written without its tab
+            return
+        self._close_record()
+        match = ENVELOPE.match(line.rstrip(b"\r\n"))
+        if not match:
+            if line.strip():
+                self._unrecognised()
+            return
+        try:
+            meta = json.loads(match.group(1))
+            if not isinstance(meta, dict):
+                raise ValueError("envelope is not a JSON object")
+        except ValueError as exc:
+            self.warn(f"{self.origin}:{self.lineno}: unreadable record kept raw ({exc})")
+            meta = {"unparsed": {}}
+        self._open = (meta, match.group(1), self.lineno)
+
+    def finish(self) -> None:
+        self._close_record()
+        if self.bad_payloads > MAX_WARNINGS:
+            self.warn(f"{self.origin}: {self.bad_payloads} records in all with a malformed JSON "
+                      f"payload (kept raw)")
+        if self.bad_lines:
+            self.warn(f"{self.origin}: {self.bad_lines} line(s) that are not TORCH_TRACE "
+                      f"records were skipped")
+
+    def _unrecognised(self) -> None:
+        self.bad_lines += 1
+
+    def _spill(self) -> None:
+        if self._sink is None:
+            self._sink = self.run.blob_sink()
+        for chunk in self._chunks:
+            self._sink.write(chunk)
+        self._chunks, self._size = [], 0
+
+    def _close_record(self) -> None:
+        if self._open is None:
+            return
+        meta, envelope, lineno = self._open
+        self._open = None
+        if self._sink is not None:
+            self._spill()
+            text, ref, self._sink = b"", self._sink.close(), None
+        else:
+            text, ref = b"".join(self._chunks), None
+        self._chunks, self._size = [], 0
+        self.records += 1
+        self._record(meta, envelope, _Payload(self.run, text, ref), f"{self.origin}:{lineno}")
+
+    # -- one record ------------------------------------------------------------------
+    def _record(self, meta: dict, envelope: bytes, payload: "_Payload", origin: str):
+        kind = next((k for k in meta if k not in ENVELOPE_KEYS), "unknown")
+        body = meta.get(kind)
+        if kind == "str" and isinstance(body, list) and len(body) == 2:
+            self.strings[body[1]] = body[0]
+            return
+        if payload.text and kind in JSON_PAYLOADS:
+            self._check_json(kind, payload.text, origin)
+        comp = self._compile(meta)
+        if kind == "dynamo_start":
+            self._start(comp, body)
+            return
+        if kind == "compilation_metrics" and isinstance(body, dict):
+            self._metrics(comp, body)
+        if kind in STAGES:
+            stage_kind, name = STAGES[kind]
+            data = _Payload(self.run, envelope, None) if kind == "compilation_metrics" else payload
+            comp.stages.append((stage_kind, comp.stage_name(name or kind), data.ref(), origin))
+            return
+        if kind == "artifact" and isinstance(body, dict) and self._artifact(comp, body, payload,
+                                                                          origin):
+            return
+        self._raw(comp, kind, body, envelope, payload, origin)
+
+    def _check_json(self, kind: str, text: bytes, origin: str) -> None:
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            self.bad_payloads += 1
+            if self.bad_payloads <= MAX_WARNINGS:
+                self.warn(f"{origin}: {kind} record has a malformed JSON payload ({exc}); "
+                          f"kept raw")
+
+    def _raw(self, comp, kind, body, envelope: bytes, payload: "_Payload", origin) -> None:
+        """Keep an unknown record whole: its envelope line, then its payload."""
+        label = (body.get("name") if kind == "artifact" and isinstance(body, dict) else kind)
+        name = comp.numbered(str(label or kind))
+        if payload.spilled is None:
+            data = envelope + b"\n" + payload.text if payload.text else envelope
+            comp.stages.append(("raw", name, BlobRef(self.run.put_blob(data), len(data)), origin))
+            return
+        comp.stages.append(("raw", name, BlobRef(self.run.put_blob(envelope), len(envelope)),
+                            origin))
+        comp.stages.append(("raw", name + ".payload", payload.spilled, origin))
+
+    def _compile(self, meta: dict) -> Compile:
+        frame = meta.get("frame_id")
+        key = (meta.get("compiled_autograd_id"), frame, meta.get("frame_compile_id"))
+        if frame is None:
+            key = (None, None, None)
+        comp = self.compiles.get(key)
+        if comp is None:
+            comp = self.compiles[key] = Compile(key)
+            if "rank" in meta:
+                comp.attrs["rank"] = meta["rank"]
+        return comp
+
+    def _start(self, comp: Compile, body: Any) -> None:
+        stack = body.get("stack") if isinstance(body, dict) else None
+        if stack and isinstance(stack[-1], dict):
+            frame = stack[-1]
+            comp.fn = comp.fn or frame.get("name")
+            filename = frame.get("filename")
+            comp.source_file = self.strings.get(filename, filename if isinstance(filename, str)
+                                                else None)
+            comp.source_line = frame.get("line")
+
+    def _metrics(self, comp: Compile, metrics: dict) -> None:
+        comp.fn = comp.fn or metrics.get("co_name")
+        comp.source_file = comp.source_file or metrics.get("co_filename")
+        comp.source_line = comp.source_line or metrics.get("co_firstlineno")
+        times = {k: v for k, v in metrics.items()
+                 if isinstance(v, (int, float)) and (k.endswith("_time_s") or
+                                                     k.endswith("_time_us"))}
+        if times:
+            comp.attrs["compile_times"] = times
+            comp.events.append(("compile_time", times))
+        if metrics.get("fail_type") or metrics.get("fail_reason"):
+            comp.events.append(("compile_failure", {
+                "type": metrics.get("fail_type"), "reason": metrics.get("fail_reason"),
+                "file": metrics.get("fail_user_frame_filename"),
+                "line": metrics.get("fail_user_frame_lineno")}))
+        for reason in metrics.get("restart_reasons") or ():
+            comp.events.append(("graph_break", {"reason": str(reason)}))
+        recompile = metrics.get("recompile_reason")
+        if recompile:
+            comp.events.append(("recompile", {"reason": recompile}))
+        for key in ("guard_count", "graph_op_count", "graph_node_count"):
+            if metrics.get(key) is not None:
+                comp.attrs[key] = metrics[key]
+
+    def _artifact(self, comp, body: dict, payload: "_Payload", origin: str) -> bool:
+        """File a known artifact; False leaves it to be kept raw."""
+        name = body.get("name") or ""
+        ref = payload.ref
+        if name in GRAPH_ARTIFACTS:
+            comp.stages.append(("fx_graph", comp.stage_name(name), ref(), origin))
+            return True
+        if name == "fx_graph_runnable":
+            comp.stages.append(("python_source", comp.stage_name(name), ref(), origin))
+            return True
+        text = payload.text.decode("utf-8", "replace")
+        if name in CACHE_ARTIFACTS:
+            event, cache = CACHE_ARTIFACTS[name]
+            detail = _json_or_text(text, "reason")
+            comp.events.append((event, {"cache": cache, "artifact": name, **{
+                k: detail[k] for k in CACHE_EVENT_KEYS if k in detail}}))
+            comp.stages.append(("metadata", comp.stage_name(name), ref(), origin))
+            return True
+        if name == "recompile_reasons":
+            reasons = _json_or_text(text, "reasons").get("reasons", text)
+            for reason in reasons if isinstance(reasons, list) else [reasons]:
+                comp.events.append(("recompile", {"reason": str(reason).strip()}))
+            comp.stages.append(("text", comp.stage_name(name), ref(), origin))
+            return True
+        if name == "dynamo_graph_break_reason":
+            comp.events.append(("graph_break", _graph_break(text)))
+            comp.stages.append(("text", comp.stage_name(name), ref(), origin))
+            return True
+        if name == "dynamo_error":
+            comp.events.append(("compile_failure", {"reason": text.strip()[:2000]}))
+        return False
+
+    # -- into the index --------------------------------------------------------------
+    def write(self, writer: Writer) -> None:
+        for comp in self.compiles.values():
+            name = TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name
+            row = writer.db.execute("SELECT attrs FROM units WHERE framework='torch' AND name=?",
+                                    (name,)).fetchone()
+            if row and json.loads(row[0]).get("origin") != self.origin:
+                name = f"{name} ({Path(self.origin).name})"  # same ids from another log
+            unit = writer.add_unit(name, "torch", comp.source_file, comp.source_line,
+                                   {"origin": self.origin, **comp.attrs})
+            for kind, stage_name, ref, origin in comp.stages:
+                writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
+            located = any(k == "graph_break" and "file" in d for k, d in comp.events)
+            seen = set()
+            for kind, data in comp.events:
+                if located and kind == "graph_break" and "file" not in data:
+                    continue  # the restart reason repeats a break already placed in source
+                key = (kind, json.dumps(data, sort_keys=True, default=str))
+                if key not in seen:
+                    seen.add(key)
+                    writer.add_event(kind, data, unit)
+
+
+class _Payload:
+    """A record's payload: its bytes in memory, or a blob it was already streamed into."""
+
+    __slots__ = ("run", "text", "spilled")
+
+    def __init__(self, run: Run, text: bytes, spilled: BlobRef | None):
+        self.run, self.text, self.spilled = run, text, spilled
+
+    def ref(self) -> BlobRef:
+        if self.spilled is None:
+            self.spilled = BlobRef(self.run.put_blob(self.text), len(self.text))
+        return self.spilled
+
+
+def _json_or_text(payload: str, key: str) -> dict:
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return {key: payload.strip()}
+    return value if isinstance(value, dict) else {key: value}
+
+
+def _graph_break(payload: str) -> dict:
+    """Reason and user source line of a graph-break artifact."""
+    reason = BREAK_REASON.search(payload)
+    lines = [ln.strip() for ln in payload.splitlines() if ln.strip()]
+    event: dict[str, Any] = {"reason": reason.group(1) if reason else (lines[0] if lines else "")}
+    explanation = EXPLANATION.search(payload)
+    if explanation:
+        event["explanation"] = explanation.group(1)
+    where = BREAK_AT.search(payload)
+    frames = USER_FRAME.findall(payload)
+    if where:
+        event.update(file=where.group(1), line=int(where.group(2)))
+    elif frames:
+        event.update(file=frames[-1][0], line=int(frames[-1][1]), function=frames[-1][2])
+    return event

@@ -1,0 +1,81 @@
+"""XLA dump folders (``--xla_dump_to``): the module_NNNN.<name>.* files of one module, one unit.
+
+    module_0001.jit_mlp.before_optimizations.txt          -> hlo_before_opt
+    module_0001.jit_mlp.cpu_after_optimizations.txt       -> hlo_after_opt (GPU: sm_8.0_gpu_...)
+    module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llvm_ir
+Other files of the module are kept as text stages named by their suffix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from pathlib import Path
+
+from irscope.store import Writer
+
+# module_0001.jit_mlp.before_optimizations.txt
+MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)$")
+# module_0001.jit_mlp.before_optimizations.txt / module_0001.jit_mlp.debug_options
+ANCHOR = re.compile(r"^module_(\d+)\.(.+?)\.(?:before_optimizations\.txt|debug_options|"
+                    r"(?:cpu_|gpu_|sm_[\d.]+_gpu_)?after_optimizations[-.]|ir-(?:no|with)-opt)")
+# Suffix -> stage kind, checked in order.
+SUFFIX_KINDS = (
+    (re.compile(r"^before_optimizations\.(txt|hlo)$"), "hlo_before_opt"),
+    (re.compile(r"after_optimizations\.(txt|hlo)$"), "hlo_after_opt"),
+    (re.compile(r"after_optimizations-buffer-assignment\.txt$"), "buffer_assignment"),
+    (re.compile(r"memory-usage-report\.txt$"), "memory_usage"),
+    (re.compile(r"\.ir-(no|with)-opt(\.noinline)?\.ll$|^ir-(no|with)-opt\.ll$"), "llvm_ir"),
+    (re.compile(r"\.ptx$|^ptx$"), "ptx"),
+    (re.compile(r"\.mlir$"), "stablehlo"),
+)
+
+
+def dump_name(path: Path) -> str:
+    """The file's name as a dump names it (files inside module_NNNN.name/ get that prefix)."""
+    if MODULE_FILE.match(path.name) or not MODULE_FILE.match(path.parent.name):
+        return path.name
+    return f"{path.parent.name}.{path.name}"
+
+
+def is_xla_file(path: Path) -> bool:
+    return bool(MODULE_FILE.match(dump_name(path)))
+
+
+def module_names(paths: list[Path]) -> dict[str, str]:
+    """Module number -> module name, from files whose suffix marks where the name ends."""
+    names: dict[str, str] = {}
+    for path in paths:
+        match = ANCHOR.match(dump_name(path))
+        if match and (match.group(1) not in names or len(match.group(2)) <
+                      len(names[match.group(1)])):
+            names[match.group(1)] = match.group(2)
+    return names
+
+
+def ingest_files(writer: Writer, paths: list[Path], report) -> int:
+    """File XLA dump files, grouped by module; returns the number of artifacts stored."""
+    names = module_names(paths)
+    groups: dict[str, list[tuple[str, Path]]] = defaultdict(list)
+    for path in paths:
+        number, rest = MODULE_FILE.match(dump_name(path)).groups()
+        name = names.get(number) or rest.split(".")[0]
+        suffix = rest[len(name) + 1:] if rest.startswith(name + ".") else rest
+        groups[name].append((suffix, path))
+    stored = 0
+    for name, files in groups.items():
+        unit = writer.add_unit(name, "jax", attrs={"xla_dump": str(files[0][1].parent)})
+        for suffix, path in sorted(files, key=lambda item: item[0]):
+            try:
+                data = path.read_bytes()
+            except OSError as exc:
+                report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+                continue
+            kind = next((k for pattern, k in SUFFIX_KINDS if pattern.search(suffix)), "text")
+            if kind == "text" and b"\0" in data[:4096]:
+                kind = "raw"  # object files and other binaries: kept, shown as binary
+            stage_name = kind if kind in ("hlo_before_opt", "hlo_after_opt") else suffix
+            writer.add_stage(unit, kind, data, name=stage_name, origin=str(path))
+            stored += 1
+        report.sources.append((f"{files[0][1].parent}/module_*.{name}.*", "xla_dump"))
+    return stored

@@ -1,0 +1,83 @@
+"""Helpers every report format shares: column titles, number formatting, top-op summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from irscope.parsers import registry
+from irscope.reports.diff import Diff, FigureDelta
+from irscope.reports.records import Report, StageRecord
+
+# Unit-level figures shown as columns, in this order, with their titles.
+HEADLINE_COLUMNS = (
+    ("kernels_generated", "Kernels"), ("kernels_launched", "Launched"),
+    ("extern_calls", "Extern"), ("fusions", "Fusions"), ("layout_conversions", "Layout cvt"),
+    ("registers", "Regs"), ("spills", "Spills"), ("shared_bytes", "Smem B"),
+    ("graph_breaks", "Breaks"), ("recompiles", "Recompiles"),
+)
+# Stage totals shown as columns, in this order, with their titles.
+STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers", "Regs"),
+                 ("spill_stores", "Spill st"), ("spill_loads", "Spill ld"),
+                 ("shared_bytes", "Smem B"))
+
+
+def number(value: float | None) -> str:
+    """A figure as text: integers plainly, fractions to 3 significant digits, missing as '-'."""
+    if value is None:
+        return "-"
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.3g}"
+
+
+def signed(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return ("+" if value > 0 else "") + number(value)
+
+
+def percent(delta: FigureDelta) -> str:
+    pct = delta.percent
+    if pct is None:
+        return "-"
+    if pct in (float("inf"), float("-inf")):
+        return "new" if pct > 0 else "gone"
+    return f"{pct:+.1f}%"
+
+
+def present_columns(rows: Iterable[Mapping[str, float]],
+                    columns: tuple[tuple[str, str], ...]) -> list[tuple[str, str]]:
+    """The columns that at least one row reports (a figure nobody has is not a column of '-')."""
+    rows = list(rows)
+    return [(key, title) for key, title in columns if any(key in r for r in rows)]
+
+
+def unit_columns(report: Report) -> list[tuple[str, str]]:
+    return present_columns((u.headline for u in report.units), HEADLINE_COLUMNS)
+
+
+def stage_columns(report: Report) -> list[tuple[str, str]]:
+    return present_columns((s.totals for u in report.units for s in u.stages), STAGE_COLUMNS)
+
+
+def stage_title(stage: StageRecord) -> str:
+    title = registry.get(stage.kind).title
+    return title if stage.name == stage.kind else f"{title} ({stage.name})"
+
+
+def top_ops(histogram: Mapping[str, int], limit: int = 6) -> str:
+    """The most frequent ops as ``op×n`` (the histogram is already most frequent first)."""
+    items = sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    more = len(histogram) - len(items)
+    text = ", ".join(f"{op}×{n}" for op, n in items)
+    return text + (f", +{more} more" if more > 0 else "")
+
+
+def summary_line(report: Report) -> str:
+    stages = sum(len(u.stages) for u in report.units)
+    return f"{report.run}: {len(report.units)} units, {stages} parsed stages"
+
+
+def run_total_changes(diff: Diff) -> list[FigureDelta]:
+    """Run-total changes worth a row: totals and categories (per-op rows are shown per unit)."""
+    return [d for d in diff.totals if ".op." not in d.name]

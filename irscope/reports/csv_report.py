@@ -1,0 +1,63 @@
+"""Reports and diffs as tidy CSV: one row per unit × stage × figure, ready for a dataframe."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from irscope.reports.diff import Diff
+from irscope.reports.records import Report
+
+REPORT_HEADER = ("unit", "framework", "source_file", "source_line", "stage", "stage_name",
+                 "section", "key", "value")
+DIFF_HEADER = ("status", "unit_a", "unit_b", "framework", "matched_by", "figure", "a", "b",
+               "delta", "percent")
+
+
+def report_rows(report: Report):
+    """Rows: unit-level figures (section ``figure``), then per stage its totals, ops, categories."""
+    for unit in report.units:
+        head = (unit.name, unit.framework, unit.source_file or "", unit.source_line or "")
+        for key, value in unit.headline.items():
+            yield (*head, "", "", "figure", key, value)
+        for stage in unit.stages:
+            where = (*head, stage.kind, stage.name)
+            for section, values in (("total", stage.totals), ("op", stage.histogram),
+                                    ("category", stage.categories)):
+                for key, value in values.items():
+                    yield (*where, section, key, value)
+
+
+def diff_rows(diff: Diff):
+    """Rows: run totals (status ``total``), then each changed figure of matched units, then
+    one row per added or removed unit (figure empty)."""
+    def blank(value):
+        return "" if value is None else value
+
+    for d in diff.totals:
+        yield ("total", "", "", "", "", d.name, blank(d.a), blank(d.b), blank(d.delta),
+               blank(d.percent))
+    for unit in diff.units:
+        names = (unit.a.name if unit.a else "", unit.b.name if unit.b else "", unit.framework,
+                 unit.matched_by or "")
+        if unit.status != "matched":
+            yield (unit.status, *names, "", "", "", "", "")
+        for d in unit.changes:
+            yield (unit.status, *names, d.name, blank(d.a), blank(d.b), blank(d.delta),
+                   blank(d.percent))
+
+
+def _csv(header, rows) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def render_report(report: Report) -> str:
+    return _csv(REPORT_HEADER, report_rows(report))
+
+
+def render_diff(diff: Diff) -> str:
+    return _csv(DIFF_HEADER, diff_rows(diff))

@@ -1,0 +1,174 @@
+"""The --fail-on expression language: tokenizer, parser and evaluator over a Diff.
+
+Grammar (one condition per expression)::
+
+    gate   := FIGURE OP VALUE | FIGURE TREND
+    OP     := > | >= | < | <= | == | !=
+    VALUE  := NUMBER            compared with B's value, e.g.  ptx.spills > 0
+            | [+|-]NUMBER%      compared with the change from A to B, e.g.  sass.instructions > +10%
+    TREND  := increased | decreased | changed
+
+Absolute conditions apply to matched and added units and to the run totals; relative
+conditions and trends need both sides, so they apply to matched units and the run totals.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Callable
+
+from irscope.errors import UsageError
+from irscope.reports.diff import Diff, FigureDelta, Figures
+
+RUN_TOTAL = "(run total)"
+TRENDS = ("increased", "decreased", "changed")
+OPERATORS: dict[str, Callable[[float, float], bool]] = {
+    ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+    "==": operator.eq, "!=": operator.ne,
+}
+# One token: "sass.category.global_load", ">=", "+10%", "1.5e3", "increased"
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?%?)
+  | (?P<op>>=|<=|==|!=|>|<)
+  | (?P<name>[A-Za-z_][A-Za-z0-9_.:\-]*)
+""", re.VERBOSE)
+
+
+@dataclass(frozen=True)
+class Token:
+    kind: str  # name | op | number | end
+    text: str
+    column: int  # 1-based
+
+
+class GateSyntaxError(UsageError):
+    """A malformed --fail-on expression; the message points at the offending column."""
+
+    def __init__(self, expression: str, column: int, problem: str, expected: str):
+        self.expression, self.column = expression, column
+        caret = " " * (column - 1) + "^"
+        super().__init__(f"--fail-on {expression!r}: {problem} at column {column}\n"
+                         f"  {expression}\n  {caret} expected {expected}")
+
+
+def tokenize(expression: str) -> Iterator[Token]:
+    """Tokens of ``expression``, ending with an ``end`` token; raises on a stray character."""
+    pos = 0
+    while pos < len(expression):
+        match = _TOKEN.match(expression, pos)
+        if not match:
+            raise GateSyntaxError(expression, pos + 1, f"unexpected {expression[pos]!r}",
+                                  "a figure, an operator, a number or a trend")
+        if match.lastgroup != "space":
+            yield Token(match.lastgroup, match.group(), pos + 1)
+        pos = match.end()
+    yield Token("end", "", len(expression) + 1)
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One parsed --fail-on condition."""
+
+    text: str
+    figure: str
+    op: str | None = None  # a comparison operator, or None for a trend
+    value: float | None = None
+    relative: bool = False
+    trend: str | None = None
+
+    @property
+    def needs_both_sides(self) -> bool:
+        return self.trend is not None or self.relative
+
+    def holds(self, delta: FigureDelta) -> bool:
+        """Whether the condition is true for this figure's values in A and B."""
+        a, b = delta.a, delta.b
+        if self.trend == "changed":
+            return a != b
+        if self.trend:
+            if a is None or b is None:
+                return False
+            return b > a if self.trend == "increased" else b < a
+        observed = delta.percent if self.relative else b
+        return observed is not None and OPERATORS[self.op](observed, self.value)
+
+
+def parse_gate(expression: str) -> Gate:
+    """Parse one expression; raises GateSyntaxError with the column of the first problem."""
+    tokens = list(tokenize(expression))
+
+    def fail(token: Token, expected: str) -> GateSyntaxError:
+        problem = ("unexpected end of expression" if token.kind == "end"
+                   else f"unexpected {token.text!r}")
+        return GateSyntaxError(expression, token.column, problem, expected)
+
+    figure = tokens[0]
+    if figure.kind != "name" or figure.text in TRENDS:
+        raise fail(figure, "a figure name such as ptx.spills or kernels_launched")
+    second = tokens[1]
+    if second.kind == "name" and second.text in TRENDS:
+        gate = Gate(expression, figure.text, trend=second.text)
+        rest = tokens[2]
+    elif second.kind == "op":
+        value = tokens[2]
+        if value.kind != "number":
+            raise fail(value, "a number or a relative change such as +10%")
+        relative = value.text.endswith("%")
+        gate = Gate(expression, figure.text, second.text,
+                    float(value.text.rstrip("%")), relative)
+        rest = tokens[3]
+    else:
+        raise fail(second, "an operator (> >= < <= == !=) or increased/decreased/changed")
+    if rest.kind != "end":
+        raise fail(rest, "the end of the expression")
+    return gate
+
+
+@dataclass(frozen=True)
+class Violation:
+    """A row on which a gate holds: the unit (or the run total) and the figure's values."""
+
+    gate: str
+    unit: str
+    delta: FigureDelta
+
+    def describe(self) -> str:
+        a, b, pct = self.delta.a, self.delta.b, self.delta.percent
+        change = "" if pct is None else f" ({pct:+.1f}%)"
+        return f"{self.unit}: {self.delta.name} {_fmt(a)} -> {_fmt(b)}{change}"
+
+    def to_json(self) -> dict:
+        return {"gate": self.gate, "unit": self.unit, "figure": self.delta.name,
+                "a": self.delta.a, "b": self.delta.b}
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def evaluate(gate: Gate, diff: Diff) -> list[Violation]:
+    """Every matched (and, for absolute gates, added) unit and the run total where ``gate`` holds."""
+    rows: list[Violation] = []
+    for unit in diff.units:
+        if unit.status == "removed" or (unit.status == "added" and gate.needs_both_sides):
+            continue
+        a = Figures(unit.a.figures()).get(gate.figure) if unit.a else None
+        delta = FigureDelta(gate.figure, a, Figures(unit.b.figures()).get(gate.figure))
+        if gate.holds(delta):
+            rows.append(Violation(gate.text, unit.name, delta))
+    total = FigureDelta(gate.figure, Figures(diff.a.figures()).get(gate.figure),
+                        Figures(diff.b.figures()).get(gate.figure))
+    if gate.holds(total):
+        rows.append(Violation(gate.text, RUN_TOTAL, total))
+    return rows
+
+
+def known_figure(gate: Gate, diff: Diff) -> bool:
+    """Whether either side reports the gate's figure anywhere (to warn about typos)."""
+    return gate.figure in diff.a.figures() or gate.figure in diff.b.figures()

@@ -1,0 +1,77 @@
+"""Reports and diffs as GitHub-flavoured Markdown: summary tables, a <details> block per unit."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+from irscope.reports.common import (number, run_total_changes, percent, signed, stage_columns, stage_title,
+                                    summary_line, unit_columns)
+from irscope.reports.diff import Diff, FigureDelta
+from irscope.reports.records import Report
+
+
+def cell(text: object) -> str:
+    """Text safe inside a table cell: HTML escaped, pipes and newlines neutralised."""
+    return html.escape(str(text)).replace("|", "&#124;").replace("\n", " ")
+
+
+def table(header: Sequence[str], rows: Iterable[Sequence[object]],
+          numeric_from: int = 1) -> list[str]:
+    """A GitHub table; columns from ``numeric_from`` on are right-aligned."""
+    align = ["---" if i < numeric_from else "--:" for i in range(len(header))]
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def render_report(report: Report) -> str:
+    columns, totals = unit_columns(report), stage_columns(report)
+    lines = [f"## irscope report: {cell(report.run)}", "", cell(summary_line(report)), ""]
+    lines += table(["Unit", "Framework", *(t for _, t in columns)],
+                   ([u.name, u.framework, *(number(u.headline.get(k)) for k, _ in columns)]
+                    for u in report.units), numeric_from=2)
+    for unit in (u for u in report.units if u.stages):
+        where = f" — {cell(unit.location)}" if unit.location else ""
+        lines += ["", f"<details><summary><b>{cell(unit.name)}</b> ({cell(unit.framework)})"
+                      f"{where}</summary>", ""]
+        lines += table(["Stage", *(t for _, t in totals), "Diagnostics"],
+                       ([stage_title(s), *(number(s.totals.get(k)) for k, _ in totals),
+                         s.diagnostics] for s in unit.stages))
+        for stage in unit.stages:
+            if stage.histogram:
+                lines += ["", f"**{cell(stage_title(stage))}** op counts", ""]
+                lines += table(["Op", "Count"], stage.histogram.items())
+        lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _delta_rows(deltas: Iterable[FigureDelta]):
+    return ([d.name, number(d.a), number(d.b), signed(d.delta), percent(d)] for d in deltas)
+
+
+def render_diff(diff: Diff, failures: Sequence[str] = ()) -> str:
+    lines = [f"## irscope diff: {cell(diff.a.run)} → {cell(diff.b.run)}", "",
+             f"**{diff.count('matched')} matched**, {diff.count('added')} added, "
+             f"{diff.count('removed')} removed", ""]
+    if failures:
+        lines += ["### Failed gates", "", *(f"- {cell(f)}" for f in failures), ""]
+    totals = run_total_changes(diff)
+    if totals:
+        lines += ["### Run totals", ""]
+        lines += table(["Figure", "A", "B", "Δ", "%"], _delta_rows(totals))
+        lines.append("")
+    lines += ["### Units", ""]
+    lines += table(["Status", "Unit", "Framework", "Matched by", "Changed stages",
+                    "Changed figures"],
+                   ([u.status, u.name, u.framework, u.matched_by or "",
+                     ", ".join(u.stages_changed),
+                     len(u.changes) if u.status == "matched" else ""] for u in diff.units),
+                   numeric_from=5)
+    for unit in diff.units:
+        if unit.changes:
+            lines += ["", f"<details><summary><b>{cell(unit.name)}</b>: "
+                          f"{len(unit.changes)} changed figures</summary>", ""]
+            lines += table(["Figure", "A", "B", "Δ", "%"], _delta_rows(unit.changes))
+            lines += ["", "</details>"]
+    return "\n".join(lines) + "\n"

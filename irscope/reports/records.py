@@ -1,0 +1,331 @@
+"""Report records built from a run: per unit and per stage figures, no formatting."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from irscope.parsers import registry
+from irscope.store import Run, Stage, Unit
+
+SCHEMA = "irscope.report/1"
+
+# Totals that are a peak per kernel, so units and stages combine them by max, not sum.
+PEAK_KEYS = frozenset({"registers", "occupancy", "shared_bytes", "stack_bytes", "local_bytes",
+                       "const_bytes"})
+# Headline figures lifted from the most-lowered stage that reports them to the unit level.
+HEADLINE_KEYS = ("kernels_generated", "kernels_launched", "extern_calls", "fusions",
+                 "layout_conversions", "registers", "spills", "shared_bytes")
+EVENT_FIGURES = {"graph_break": "graph_breaks", "recompile": "recompiles"}
+# Stages without a parser that still hold the compiled code: reported (size, digest) so a
+# diff can tell that they changed. Logs, metadata and raw records are left out.
+CODE_KINDS = frozenset({"cpp_kernel", "cubin", "guards", "python_source"})
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    """One parsed stage of a unit: op histogram, totals and category counts."""
+
+    kind: str
+    name: str
+    histogram: Mapping[str, int] = field(default_factory=dict)
+    totals: Mapping[str, float] = field(default_factory=dict)
+    categories: Mapping[str, int] = field(default_factory=dict)
+    kernels: tuple[Mapping[str, Any], ...] = ()
+    diagnostics: int = 0
+    digest: str | None = None  # SHA-256 of the stage text, to tell an edited stage apart
+    size: int | None = None
+
+    def figures(self, prefix: str | None = None) -> dict[str, float]:
+        """This stage's figures named ``<prefix>.<total>``, ``.op.<op>``, ``.category.<cat>``
+        (the prefix is the stage kind unless given)."""
+        prefix = prefix or self.kind
+        out = {f"{prefix}.{k}": v for k, v in self.totals.items()}
+        if "spill_stores" in self.totals or "spill_loads" in self.totals:
+            out[f"{prefix}.spills"] = (self.totals.get("spill_stores", 0)
+                                       + self.totals.get("spill_loads", 0))
+        out.update((f"{prefix}.op.{op}", n) for op, n in self.histogram.items())
+        out.update((f"{prefix}.category.{c}", n) for c, n in self.categories.items())
+        return out
+
+
+@dataclass(frozen=True)
+class UnitRecord:
+    """A unit with its stage records and unit-level headline figures."""
+
+    name: str
+    framework: str
+    source_file: str | None = None
+    source_line: int | None = None
+    stages: tuple[StageRecord, ...] = ()
+    headline: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.framework, self.name)
+
+    @property
+    def location(self) -> str | None:
+        if not self.source_file:
+            return None
+        return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
+
+    def figures(self) -> dict[str, float]:
+        """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
+        kind (``ptx.instructions``) or, where the unit has several stages of that kind (graph
+        snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``)."""
+        out: dict[str, float] = dict(self.headline)
+        per_kind = Counter(stage.kind for stage in self.stages)
+        for stage in self.stages:
+            prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
+            out.update(stage.figures(prefix))
+        return out
+
+
+@dataclass(frozen=True)
+class Report:
+    """Everything `irscope report` shows: the run, its units, and run-wide totals."""
+
+    run: str
+    path: str | None
+    units: tuple[UnitRecord, ...]
+    totals: Mapping[str, float]
+    stages: tuple[str, ...] | None = None  # the stage filter applied, if any
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def figures(self) -> dict[str, float]:
+        """Run-level figures: the totals plus every unit figure combined over units."""
+        out: dict[str, float] = {}
+        for unit in self.units:
+            for name, value in unit.figures().items():
+                out[name] = _combine(name, out.get(name), value)
+        out.update(self.totals)
+        return out
+
+
+def _combine(name: str, old: float | None, new: float) -> float:
+    if old is None:
+        return new
+    return max(old, new) if name.rsplit(".", 1)[-1] in PEAK_KEYS else old + new
+
+
+def stage_selected(kind: str, wanted: Iterable[str] | None) -> bool:
+    """True when ``kind`` is asked for: exact kind, or a family prefix (``hlo``, ``inductor``)."""
+    if not wanted:
+        return True
+    return any(kind == w or kind.startswith(w + "_") for w in wanted)
+
+
+def unit_selected(name: str, pattern: str | None) -> bool:
+    """Glob match when the pattern has wildcards, else substring match."""
+    if not pattern:
+        return True
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(name, pattern)
+    return pattern in name
+
+
+def stage_record(kind: str, name: str, parsed: Mapping[str, Any], digest: str | None = None,
+                 size: int | None = None) -> StageRecord:
+    """A stage record from a parser's JSON (missing fields stay missing, never zero)."""
+    totals = {k: v for k, v in (parsed.get("totals") or {}).items() if _is_number(v)}
+    kernels = parsed.get("kernels")
+    return StageRecord(
+        kind=kind, name=name,
+        histogram={k: v for k, v in (parsed.get("histogram") or {}).items() if _is_number(v)},
+        totals=totals,
+        categories={k: v for k, v in (parsed.get("categories") or {}).items() if _is_number(v)},
+        kernels=tuple(_kernel_summary(k) for k in kernels if isinstance(k, Mapping))
+        if isinstance(kernels, list) else (),
+        diagnostics=len(parsed.get("diagnostics") or ()),
+        digest=digest, size=size,
+    )
+
+
+def _kernel_summary(kernel: Mapping[str, Any]) -> dict[str, Any]:
+    """Name, kind, fused-op count and numeric figures of one kernel entry of a parser."""
+    out: dict[str, Any] = {"name": str(kernel.get("name", "?"))}
+    if isinstance(kernel.get("kind"), str):
+        out["kind"] = kernel["kind"]
+    fused = kernel.get("fused_ops", kernel.get("ops"))
+    if isinstance(fused, (list, tuple)):
+        out["fused_ops"] = len(fused)
+    elif _is_number(fused):
+        out["fused_ops"] = fused
+    for key in ("registers", "spill_stores", "spill_loads", "shared_bytes", "instructions"):
+        if _is_number(kernel.get(key)):
+            out[key] = kernel[key]
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+_RESOURCE_KEYS = {"registers": "registers", "regs": "registers", "REG": "registers",
+                  "spill_stores": "spill_stores", "spill_loads": "spill_loads",
+                  "shared_bytes": "shared_bytes", "shared": "shared_bytes", "SHARED": "shared_bytes"}
+
+
+def resource_figures(resources: Any) -> dict[str, float]:
+    """Registers, spills and shared memory from a unit's cuobjdump ``resources`` attribute.
+
+    Accepts one mapping of figures, a list of them, or a mapping kernel -> figures.
+    """
+    if isinstance(resources, Mapping) and not any(k in _RESOURCE_KEYS for k in resources):
+        entries = [v for v in resources.values() if isinstance(v, Mapping)]
+    elif isinstance(resources, Mapping):
+        entries = [resources]
+    elif isinstance(resources, list):
+        entries = [v for v in resources if isinstance(v, Mapping)]
+    else:
+        return {}
+    out: dict[str, float] = {}
+    for entry in entries:
+        for raw, key in _RESOURCE_KEYS.items():
+            if _is_number(entry.get(raw)):
+                out[key] = _combine(key, out.get(key), entry[raw])
+    if "spill_stores" in out or "spill_loads" in out:
+        out["spills"] = out.get("spill_stores", 0) + out.get("spill_loads", 0)
+    return out
+
+
+def unit_headline(unit: Unit, stages: Iterable[StageRecord], launches: int | None,
+                  events: Mapping[str, int]) -> dict[str, float]:
+    """Unit-level figures: the most-lowered stage's headline totals, cuobjdump's resources,
+    launch relations and event counts."""
+    out: dict[str, float] = {}
+    for stage in sorted(stages, key=lambda s: registry.get(s.kind).order):
+        figures = stage.figures()
+        for key in HEADLINE_KEYS:
+            value = stage.totals.get(key, figures.get(f"{stage.kind}.{key}"))
+            if value is not None:
+                out[key] = value
+    out.update(resource_figures(unit.attrs.get("resources")))
+    out.pop("spill_stores", None), out.pop("spill_loads", None)
+    if launches and "kernels_launched" not in out:
+        out["kernels_launched"] = launches
+    out.update(events)
+    return out
+
+
+def build_report(run: Run, stages: Iterable[str] | None = None,
+                 unit_pattern: str | None = None) -> Report:
+    """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit."""
+    wanted = tuple(stages) if stages else None
+    by_unit: dict[int, list[Stage]] = {}
+    for stage in run.stages():
+        by_unit.setdefault(stage.unit_id, []).append(stage)
+    launches: dict[int, int] = {}
+    for rel in run.relations("launches"):
+        launches[rel.src] = launches.get(rel.src, 0) + 1
+    unit_events: dict[int, dict[str, int]] = {}
+    run_events = {figure: 0 for figure in EVENT_FIGURES.values()}
+    for event in run.events():
+        figure = EVENT_FIGURES.get(event.kind)
+        if figure:
+            run_events[figure] += 1
+            if event.unit_id is not None:
+                counts = unit_events.setdefault(event.unit_id, {})
+                counts[figure] = counts.get(figure, 0) + 1
+
+    units = []
+    for unit in run.units():
+        if not unit_selected(unit.name, unit_pattern):
+            continue
+        records = tuple(
+            stage_record(s.kind, s.name, run.parsed(s) if registry.get(s.kind).module else {},
+                         s.blob, s.size)
+            for s in by_unit.get(unit.id, ())
+            if (registry.get(s.kind).module or s.kind in CODE_KINDS)
+            and stage_selected(s.kind, wanted))
+        headline = unit_headline(unit, records, launches.get(unit.id), unit_events.get(unit.id, {}))
+        units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
+                                records, headline))
+    totals = {"units": len(units), **run_events}
+    return Report(run=run.name, path=str(run.path), units=tuple(units), totals=totals,
+                  stages=wanted, meta=_plain_meta(run.meta))
+
+
+def report_from_parsed(name: str, kind: str, parsed: Mapping[str, Any],
+                       path: str | None = None) -> Report:
+    """A one-unit report for a single artifact file (used by `irscope diff FILE FILE`)."""
+    stage = stage_record(kind, kind, parsed)
+    unit = UnitRecord(name, "file", path, None, (stage,),
+                      unit_headline(Unit(0, name, "file"), (stage,), None, {}))
+    return Report(run=name, path=path, units=(unit,), totals={"units": 1})
+
+
+def _plain_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in meta.items() if isinstance(v, (str, int, float, bool))}
+
+
+# -- JSON round trip (irscope.report/1) ------------------------------------------------------
+def report_to_json(report: Report) -> dict[str, Any]:
+    """The irscope.report/1 document for ``report`` (see irscope/reports/schema.json)."""
+    return {
+        "schema": SCHEMA,
+        "run": {"name": report.run, "path": report.path, "meta": dict(report.meta)},
+        "stages": list(report.stages) if report.stages else None,
+        "totals": dict(report.totals),
+        "figures": _run_headline(report),
+        "units": [{
+            "name": u.name, "framework": u.framework, "source_file": u.source_file,
+            "source_line": u.source_line, "figures": dict(u.headline),
+            "stages": [{"kind": s.kind, "name": s.name, "totals": dict(s.totals),
+                        "histogram": dict(s.histogram), "categories": dict(s.categories),
+                        "kernels": [dict(k) for k in s.kernels],
+                        "diagnostics": s.diagnostics, "digest": s.digest, "size": s.size}
+                       for s in u.stages],
+        } for u in report.units],
+    }
+
+
+def _run_headline(report: Report) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for unit in report.units:
+        for name, value in unit.headline.items():
+            out[name] = _combine(name, out.get(name), value)
+    return out
+
+
+_SCHEMA_RE = re.compile(r"^irscope\.report/(\d+)$")  # irscope.report/1
+
+
+def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
+    """Read an irscope.report/1 document back; raises ValueError for another schema."""
+    match = _SCHEMA_RE.match(str(doc.get("schema", "")))
+    if not match or int(match.group(1)) != 1:
+        raise ValueError(f"{source}: not an irscope.report/1 document "
+                         f"(schema {doc.get('schema')!r})")
+    units = tuple(UnitRecord(
+        name=u["name"], framework=u["framework"], source_file=u.get("source_file"),
+        source_line=u.get("source_line"), headline=dict(u.get("figures") or {}),
+        stages=tuple(StageRecord(s["kind"], s["name"], dict(s.get("histogram") or {}),
+                                 dict(s.get("totals") or {}), dict(s.get("categories") or {}),
+                                 tuple(s.get("kernels") or ()), int(s.get("diagnostics", 0)),
+                                 s.get("digest"), s.get("size"))
+                     for s in u.get("stages") or ()),
+    ) for u in doc.get("units") or ())
+    run = doc.get("run") or {}
+    return Report(run=run.get("name", source), path=run.get("path"), units=units,
+                  totals=dict(doc.get("totals") or {}),
+                  stages=tuple(doc["stages"]) if doc.get("stages") else None,
+                  meta=dict(run.get("meta") or {}))
+
+
+def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | None) -> Report:
+    """``report`` restricted to some stage kinds and unit names (for reports read from JSON)."""
+    wanted = tuple(stages) if stages else None
+    if not wanted and not unit_pattern:
+        return report
+    units = tuple(
+        UnitRecord(u.name, u.framework, u.source_file, u.source_line,
+                   tuple(s for s in u.stages if stage_selected(s.kind, wanted)), u.headline)
+        for u in report.units if unit_selected(u.name, unit_pattern))
+    return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
+                  wanted or report.stages, report.meta)

@@ -1,0 +1,139 @@
+"""The short summary of a run shown after `irscope inspect`, by `irscope.capture()` and in notebooks."""
+
+from __future__ import annotations
+
+import html
+from collections import Counter
+from typing import Any
+
+from irscope.store import Run
+
+FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel"}
+TOP_OPCODES = 5
+GRAPH_LINES = 6
+
+
+def summarize(run: Run) -> dict[str, Any]:
+    """Headline figures of a run as plain JSON-able data (also what ``--json`` prints)."""
+    units = run.units()
+    by_id = {u.id: u for u in units}
+    frameworks = Counter(u.framework for u in units if not u.name.startswith("("))
+    ptx, sass = Counter(), Counter()
+    generated, launched = 0, []
+    for stage in run.stages():
+        if stage.kind not in ("inductor_output_code", "ptx", "sass"):
+            continue
+        figures = _parsed(run, stage)
+        if stage.kind == "inductor_output_code":
+            totals = figures.get("totals", {})
+            generated += int(totals.get("kernels_generated", 0) or 0)
+            if "kernels_launched" in totals:
+                launched.append({"graph": by_id[stage.unit_id].name,
+                                 "kernels_launched": int(totals["kernels_launched"])})
+        else:
+            (ptx if stage.kind == "ptx" else sass).update(figures.get("histogram", {}))
+    if not generated:
+        generated = frameworks.get("triton", 0) + frameworks.get("cpp", 0)
+    events = Counter(e.kind for e in run.events())
+    # One recompilation may report several failed guards: count compiles, not reasons.
+    recompiled = {e.unit_id if e.unit_id is not None else -e.id for e in run.events("recompile")}
+    meta = run.meta
+    return {
+        "run": str(run.path),
+        "name": run.name,
+        "exit_status": meta.get("exit_status"),
+        "partial": bool(meta.get("partial")),
+        "ended": meta.get("ended"),
+        "error": meta.get("error"),
+        "units": dict(frameworks),
+        "kernels_generated": generated,
+        "kernels_launched_per_call": launched,
+        "graph_breaks": events.get("graph_break", 0),
+        "recompiles": len(recompiled),
+        "compile_failures": events.get("compile_failure", 0),
+        "top_ptx_opcodes": dict(ptx.most_common(TOP_OPCODES)),
+        "top_sass_opcodes": dict(sass.most_common(TOP_OPCODES)),
+        "frameworks_imported": meta.get("frameworks", []),
+        "frameworks_missing": meta.get("missing_frameworks", []),
+        "notes": meta.get("notes", []),
+        "open_command": f"irscope open {run.path}",
+    }
+
+
+def _parsed(run: Run, stage) -> dict[str, Any]:
+    try:
+        return run.parsed(stage)
+    except Exception:  # a parser not available or failing must not hide the rest
+        return {}
+
+
+def lines(data: dict[str, Any]):
+    """The summary as Rich Text lines (plain when printed without colour)."""
+    from rich.text import Text
+
+    title = Text.assemble(("irscope ", "bold"), (data["name"], "bold cyan"))
+    if data["partial"]:
+        title.append(f"  partial run: {_ending(data)}", "bold yellow")
+    out = [title]
+    if data["frameworks_missing"]:
+        out.append(Text(f"  not installed, skipped: {', '.join(data['frameworks_missing'])}", "dim"))
+    if not data["units"]:
+        used = data["frameworks_imported"]
+        out.append(Text(f"  empty run: {', '.join(used)} imported but nothing compiled" if used else
+                        "  empty run: the program imported none of torch, jax, triton", "dim"))
+    for framework, count in sorted(data["units"].items()):
+        noun = FRAMEWORK_NOUNS.get(framework, "unit")
+        out.append(Text.assemble(f"  {framework:<7}", (str(count), "bold"),
+                                 f" {noun}{'s' if count != 1 else ''}"))
+    problems = [(data["graph_breaks"], "graph break"), (data["recompiles"], "recompilation"),
+                (data["compile_failures"], "failed compile")]
+    if any(n for n, _ in problems):
+        out.append(Text("  " + ", ".join(f"{n} {w}{'s' if n != 1 else ''}" for n, w in problems if n),
+                        "yellow"))
+    if data["kernels_generated"]:
+        out.append(Text.assemble("  kernels generated ", (str(data["kernels_generated"]), "bold")))
+    launched = data["kernels_launched_per_call"]
+    if launched:
+        shown = ", ".join(f"{g['graph']} {g['kernels_launched']}" for g in launched[:GRAPH_LINES])
+        more = f", +{len(launched) - GRAPH_LINES} more" if len(launched) > GRAPH_LINES else ""
+        out.append(Text(f"  kernels launched per call: {shown}{more}"))
+    for label, key in (("PTX", "top_ptx_opcodes"), ("SASS", "top_sass_opcodes")):
+        if data[key]:
+            out.append(Text(f"  top {label}: " + ", ".join(f"{op} {n}" for op, n in data[key].items())))
+    for note in data["notes"][:3]:
+        out.append(Text(f"  note: {note}", "dim"))
+    out.append(Text.assemble("  run  ", (data["run"], "green")))
+    out.append(Text.assemble("  open ", (data["open_command"], "bold")))
+    return out
+
+
+def _ending(data: dict[str, Any]) -> str:
+    status, ended = data["exit_status"], data.get("ended") or "exit"
+    if ended == "exception" and data.get("error"):
+        return f"{data['error']} (exit status {status})"
+    if ended == "exit":
+        return f"exit status {status}"
+    return f"{ended} (exit status {status})"
+
+
+def renderable(data: dict[str, Any]):
+    from rich.console import Group
+
+    return Group(*lines(data))
+
+
+def render(data: dict[str, Any], stderr: bool = False) -> None:
+    """Print the summary on the terminal (stderr when stdout belongs to the script)."""
+    from irscope.console import rich_console
+
+    rich_console(stderr=stderr).print(renderable(data), soft_wrap=True)
+
+
+def to_text(data: dict[str, Any]) -> str:
+    return "\n".join(line.plain for line in lines(data))
+
+
+def to_html(data: dict[str, Any]) -> str:
+    """A small self-contained HTML block for Jupyter."""
+    body = "<br>".join(html.escape(line.plain).replace("  ", "&nbsp;&nbsp;") for line in lines(data))
+    return f'<div style="font-family: monospace; white-space: pre-wrap">{body}</div>'

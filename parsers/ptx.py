@@ -1,0 +1,420 @@
+"""PTX modules: header, kernels with parameters, registers, memory, blocks, loops and op counts."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+from pygments.lexer import inherit
+from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
+from pygments.token import Comment, Operator, Punctuation, Text
+
+from .base import Diagnostic, ParseResult, sorted_histogram, to_jsonable
+from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
+from .ptx_listing import CollapsedLine, collapse, expand
+from .ptx_ops import (TYPE_BITS, by_category, by_op, estimates, opcode_histogram,
+                      split_opcode, strip_block_comments)
+
+VERSION = 1
+__all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
+           "CollapsedLine", "parse", "sniff", "summarize_ptx", "collapse", "expand", "cfg",
+           "split_opcode", "kernel_text", "PtxLexer"]
+
+# ".version 8.4" / ".target sm_90a, debug" / ".address_size 64"
+HEADER_RE = re.compile(r"^[ \t]*\.(version|target|address_size)[ \t]+([^\n/]*)", re.M)
+# The head of a function: ".entry add_kernel(" or ".func (.param .b32 r) add_rm (.param ..."
+FUNCTION_RE = re.compile(r"\.(entry|func)\s*(?:\(([^)]*)\)\s*)?([\w$.]+)\s*(?:\(([^)]*)\))?")
+# ".maxntid 128, 1, 1" / ".reqntid 128" / ".minnctapersm 1" / ".maxnreg 255"
+PERF_RE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|maxnctapersm|maxclusterrank|"
+                     r"reqnctapercluster)\s+(\d+(?:\s*,\s*\d+)*)")
+# A declaration at a line start: "\n\t.reg .b32 \t%r<236>;" / "\n.extern .shared .align 16 .b8 smem[];"
+DECL_RE = re.compile(r"\n[ \t]*+\{?[ \t]*+((?:\.(?:extern|visible|weak)[ \t]++)*)"
+                     r"\.(reg|shared|local|global|const)[ \t]++([^;]*);")
+# ".file 1 \"/path/kernel.py\"" (optionally with timestamp and size)
+FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
+# One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
+_NAME_RE = re.compile(r"([%\w$]+)(?:<(\d+)>)?((?:\[\d*\])*)")
+_ALIGN_RE = re.compile(r"\.align\s+(\d+)")
+
+
+@dataclass(frozen=True)
+class PtxParam:
+    """A kernel or function parameter: `.param .u64 .ptr .global .align 1 x_ptr`."""
+
+    name: str
+    type: str
+    pointer: bool = False
+    array: int = 0
+
+
+@dataclass(frozen=True)
+class PtxDecl:
+    """A `.shared`/`.local`/`.global`/`.const` variable; `dynamic` when declared `[]`."""
+
+    space: str
+    name: str
+    type: str
+    size_bytes: int
+    align: int = 0
+    dynamic: bool = False
+
+
+@dataclass(frozen=True)
+class PtxKernel:
+    """One `.entry` (kernel) or `.func` with its declarations, op counts, blocks and loops."""
+
+    name: str
+    is_entry: bool
+    first_line: int
+    last_line: int
+    params: tuple[PtxParam, ...] = ()
+    returns: tuple[PtxParam, ...] = ()
+    registers: dict[str, int] = field(default_factory=dict)
+    decls: tuple[PtxDecl, ...] = ()
+    perf: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    instructions: int = 0
+    histogram: dict[str, int] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)
+    categories: dict[str, int] = field(default_factory=dict)
+    blocks: tuple[PtxBlock, ...] = ()
+    loops: tuple[PtxLoop, ...] = ()
+    estimates: dict[str, int] = field(default_factory=dict)
+    debug_lines: int = 0
+    truncated: bool = False
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(d.size_bytes for d in self.decls if d.space == "shared")
+
+    @property
+    def local_bytes(self) -> int:
+        return sum(d.size_bytes for d in self.decls if d.space == "local")
+
+    @property
+    def threads_per_block(self) -> int | None:
+        """Threads per block from `.reqntid` or `.maxntid`, when the kernel states them."""
+        dims = self.perf.get("reqntid") or self.perf.get("maxntid")
+        if not dims:
+            return None
+        total = 1
+        for d in dims:
+            total *= d
+        return total
+
+    def summary(self) -> dict[str, Any]:
+        """Compact JSON: everything but the blocks, which are summarised by their count."""
+        data = {k: v for k, v in to_jsonable(self).items() if k != "blocks"}
+        data.update(blocks=len(self.blocks), shared_bytes=self.shared_bytes,
+                    local_bytes=self.local_bytes, threads_per_block=self.threads_per_block)
+        return data
+
+
+@dataclass(frozen=True)
+class PtxModule(ParseResult):
+    """A parsed PTX module: header, kernels and functions, module-wide histograms."""
+
+    version: str | None = None
+    target: str | None = None
+    address_size: int | None = None
+    kernels: tuple[PtxKernel, ...] = ()
+    decls: tuple[PtxDecl, ...] = ()
+    files: dict[int, str] = field(default_factory=dict)
+    ops: dict[str, int] = field(default_factory=dict)
+    categories: dict[str, int] = field(default_factory=dict)
+
+    def kernel(self, name: str) -> PtxKernel:
+        """The kernel or function called ``name`` (exact, else the only one containing it)."""
+        exact = [k for k in self.kernels if k.name == name]
+        found = exact or [k for k in self.kernels if name in k.name]
+        if len(found) != 1:
+            raise KeyError(name)
+        return found[0]
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k: to_jsonable(getattr(self, k)) for k in
+                ("kind", "version", "target", "address_size", "totals", "histogram", "ops",
+                 "categories", "decls", "files", "diagnostics")}
+        data["kernels"] = [k.summary() for k in self.kernels]
+        return data
+
+
+def sniff(text: str) -> float:
+    """How surely ``text`` is PTX: a `.version`/`.target` header or `.entry` scores high."""
+    head = text[:20000]
+    score = 0.0
+    if re.search(r"^\s*\.version\s+\d", head, re.M):
+        score += 0.5
+    if re.search(r"^\s*\.target\s+sm_\d", head, re.M):
+        score += 0.4
+    if ".entry" in head or re.search(r"\.func\s", head):
+        score += 0.3
+    return min(score, 1.0)
+
+
+def summarize_ptx(text: str) -> list[tuple[str, int]]:
+    """(opcode, count) pairs, most frequent first: the notebook helper, minus its miscounts."""
+    return list(sorted_histogram(opcode_histogram(text)).items())
+
+
+def parse(text: str) -> PtxModule:
+    """Parse a PTX module; never raises: damaged input yields diagnostics and what was readable."""
+    problem = _unreadable(text)
+    if problem:
+        return PtxModule(kind="ptx", diagnostics=(Diagnostic(0, problem, "error"),))
+    if "/*" in text:
+        text = strip_block_comments(text)
+    diagnostics: list[Diagnostic] = []
+    header = {}
+    for m in HEADER_RE.finditer(text[:200000]):
+        header.setdefault(m.group(1), m.group(2).strip())
+    if "version" not in header:
+        diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX module"))
+    line_starts = _LineIndex(text)
+    decls = [(m.start() + 1, m.groups()) for m in DECL_RE.finditer(text)]
+    kernels = []
+    spans = []
+    starts = _function_starts(text)
+    for start, limit in zip(starts, starts[1:] + [len(text)]):
+        kernel, span = _parse_function(text, start, limit, line_starts, decls, diagnostics)
+        if kernel:
+            kernels.append(kernel)
+            spans.append(span)
+    module_decls = tuple(d for pos, g in decls if g[1] != "reg" and not _inside(pos, spans)
+                         for d in _decls(g))
+    histogram = Counter()
+    for k in kernels:
+        histogram.update(k.histogram)
+    files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
+    totals = _totals(kernels, module_decls, histogram)
+    address = header.get("address_size", "")
+    return PtxModule(kind="ptx", histogram=sorted_histogram(histogram), totals=totals,
+                     diagnostics=tuple(diagnostics), version=header.get("version"),
+                     target=header.get("target"),
+                     address_size=int(address) if address.isdigit() else None,
+                     kernels=tuple(kernels), decls=module_decls, files=files,
+                     ops=sorted_histogram(by_op(histogram)),
+                     categories=sorted_histogram(by_category(histogram)))
+
+
+def kernel_text(text: str, kernel: PtxKernel) -> str:
+    """The source lines of one kernel, from its `.entry` line to its closing brace."""
+    lines = text.splitlines()
+    return "\n".join(lines[kernel.first_line - 1:kernel.last_line])
+
+
+def _unreadable(text: str) -> str | None:
+    if not text.strip():
+        return "empty input: no PTX to read"
+    head = text[:4096]
+    if "\x00" in head or sum(ch < " " and ch not in "\t\r\n\f" for ch in head) > 8:
+        return "binary input: this is not PTX text (a cubin? try `irscope sass`)"
+    return None
+
+
+class _LineIndex:
+    """1-based line numbers of text offsets, counted on from the last offset asked for."""
+
+    def __init__(self, text: str):
+        self.text, self.offset, self.number = text, 0, 1
+
+    def line(self, offset: int) -> int:
+        if offset < self.offset:
+            self.offset, self.number = 0, 1
+        self.number += self.text.count("\n", self.offset, offset)
+        self.offset = offset
+        return self.number
+
+
+def _function_starts(text: str) -> list[int]:
+    """Offsets of `.entry`/`.func` keywords that open a definition (not in comments)."""
+    starts = []
+    for keyword in (".entry", ".func"):
+        pos = text.find(keyword)
+        while pos >= 0:
+            after = text[pos + len(keyword):pos + len(keyword) + 1]
+            line_start = text.rfind("\n", 0, pos) + 1
+            prefix = text[line_start:pos]
+            if (not after or after in " \t\n(") and "//" not in prefix and \
+                    all(w.startswith(".") for w in prefix.split()):
+                starts.append(pos)
+            pos = text.find(keyword, pos + 1)
+    return sorted(starts)
+
+
+def _parse_function(text, start, limit, index, decls, diagnostics):
+    """One function from its keyword: (PtxKernel, (body_start, body_end)) or (None, None)."""
+    line = index.line(start)
+    head = FUNCTION_RE.match(text, start)
+    if not head or (head.group(4) is None and "(" in text[head.end():head.end() + 3]):
+        diagnostics.append(Diagnostic(line, "truncated function header: kernel skipped"))
+        return None, None
+    kind, returns, name, params = head.groups()
+    brace = text.find("{", head.end())
+    semicolon = text.find(";", head.end())
+    if semicolon >= 0 and (brace < 0 or semicolon < brace):
+        return None, None  # a declaration (prototype), not a definition
+    if brace < 0:
+        diagnostics.append(Diagnostic(line, f"{name}: no body: truncated module"))
+        return None, None
+    perf = {m.group(1): tuple(int(x) for x in m.group(2).split(","))
+            for m in PERF_RE.finditer(text, head.end(), brace)}
+    end = _closing_brace(text, brace, limit)
+    truncated = end < 0
+    if truncated:
+        end = limit
+        diagnostics.append(Diagnostic(line, f"{name}: truncated: no closing brace; "
+                                            "counted what was read"))
+    body = text[brace + 1:end]
+    body_line = index.line(brace)
+    blocks = split_blocks(body, body_line)
+    histogram = Counter(chain.from_iterable(block.ops for block in blocks))
+    registers: Counter = Counter()
+    kernel_decls = []
+    first = bisect_right(decls, (brace,))
+    for pos, groups in decls[first:]:
+        if pos >= end:
+            break
+        if groups[1] == "reg":
+            registers.update(_register_counts(groups[2]))
+        else:
+            kernel_decls.extend(_decls(groups))
+    kernel = PtxKernel(
+        name=name, is_entry=kind == "entry", first_line=line,
+        last_line=index.line(end), params=_params(params), returns=_params(returns),
+        registers=dict(registers), decls=tuple(kernel_decls), perf=perf,
+        instructions=sum(histogram.values()), histogram=sorted_histogram(histogram),
+        ops=sorted_histogram(by_op(histogram)), categories=sorted_histogram(by_category(histogram)),
+        blocks=tuple(blocks), loops=find_loops(blocks), estimates=estimates(histogram),
+        debug_lines=body.count(".loc"), truncated=truncated)
+    return kernel, (brace, end)
+
+
+def _closing_brace(text: str, brace: int, limit: int) -> int:
+    """Offset of the `}` closing the body opened at ``brace``, or -1 when the text ends first."""
+    pos = brace
+    while True:
+        pos = text.find("\n}", pos + 1)
+        if pos < 0:
+            break
+        if pos > limit:
+            break
+        if text.count("{", brace, pos) == text.count("}", brace, pos) + 1:
+            return pos + 1
+    depth = 0
+    for m in re.finditer(r"[{}]", text[brace:limit]):
+        depth += 1 if m.group() == "{" else -1
+        if depth == 0:
+            return brace + m.start()
+    return -1
+
+
+def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
+    """Whether ``pos`` falls in one of the sorted, disjoint ``spans``."""
+    i = bisect_right(spans, (pos,)) - 1
+    return i >= 0 and spans[i][0] < pos < spans[i][1]
+
+
+def _params(text: str | None) -> tuple[PtxParam, ...]:
+    if not text:
+        return ()
+    params = []
+    for item in text.split(","):
+        words = item.split()
+        if not words:
+            continue
+        name_match = _NAME_RE.match(words[-1])
+        types = [w[1:] for w in words[:-1] if w[1:] in TYPE_BITS]
+        array = name_match.group(3) if name_match else ""
+        params.append(PtxParam(name=name_match.group(1) if name_match else words[-1],
+                               type=types[0] if types else "",
+                               pointer=".ptr" in words,
+                               array=int(array.strip("[]") or 0) if array.count("[") == 1 else 0))
+    return tuple(params)
+
+
+def _register_counts(text: str) -> Counter:
+    """`.b32 %r<236>` -> {'b32': 236}; `.pred %p, %q` -> {'pred': 2}."""
+    words = text.split(None, 1)
+    if len(words) < 2:
+        return Counter()
+    kind = words[0].lstrip(".")
+    if kind.startswith("v") and kind[1:].isdigit():
+        sub = words[1].split(None, 1)
+        kind, words = sub[0].lstrip("."), [kind] + sub[1:]
+    total = 0
+    for item in words[1].split(","):
+        m = _NAME_RE.match(item.strip())
+        if m:
+            total += int(m.group(2)) if m.group(2) else 1
+    return Counter({kind: total})
+
+
+def _decls(groups: tuple[str, str, str]) -> list[PtxDecl]:
+    """`.shared .align 16 .b8 smem[1024]` -> PtxDecl(shared, smem, b8, 1024, 16)."""
+    _, space, rest = groups
+    rest = rest.split("=", 1)[0]
+    words = rest.split()
+    if not words:
+        return []
+    types = [w[1:] for w in words if w.startswith(".") and w[1:] in TYPE_BITS]
+    dtype = types[0] if types else ""
+    vector = next((int(w[2:]) for w in words if w[:2] == ".v" and w[2:].isdigit()), 1)
+    align = _ALIGN_RE.search(rest)
+    out = []
+    names = " ".join(w for w in words if not w.startswith(".") and not w.isdigit())
+    for item in names.split(","):
+        m = _NAME_RE.match(item.strip())
+        if not m:
+            continue
+        dims = re.findall(r"\[(\d*)\]", m.group(3))
+        count = 1
+        for d in dims:
+            count *= int(d) if d else 0
+        dynamic = "" in dims
+        size = 0 if dynamic else count * vector * max(TYPE_BITS.get(dtype, 8), 8) // 8
+        out.append(PtxDecl(space, m.group(1), dtype, size, int(align.group(1)) if align else 0,
+                           dynamic))
+    return out
+
+
+def _totals(kernels, module_decls, histogram) -> dict[str, int]:
+    entries = [k for k in kernels if k.is_entry]
+    module_shared = sum(d.size_bytes for d in module_decls if d.space == "shared")
+    module_const = sum(d.size_bytes for d in module_decls if d.space == "const")
+    est = estimates(histogram)
+    return {
+        "instructions": sum(histogram.values()),
+        "kernels": len(entries),
+        "functions": len(kernels) - len(entries),
+        "shared_bytes": module_shared + sum(k.shared_bytes for k in kernels),
+        "local_bytes": sum(k.local_bytes for k in kernels),
+        "const_bytes": module_const,
+        "virtual_registers": sum(sum(k.registers.values()) for k in kernels),
+        "blocks": sum(len(k.blocks) for k in kernels),
+        "loops": sum(len(k.loops) for k in kernels),
+        **est,
+    }
+
+
+class PtxLexer(_PygmentsPtxLexer):
+    """Pygments' PTX lexer plus predicate guards, `::` state spaces and block comments."""
+
+    name = "PTX (irscope)"
+    aliases = ["irscope-ptx"]
+    filenames = []
+
+    tokens = {
+        "root": [
+            (r"/\*(?:.|\n)*?\*/", Comment.Multiline),
+            (r"//[^\n]*", Comment.Single),
+            (r"@!?", Operator),
+            (r"::", Punctuation),
+            inherit,
+            (r"[&|^~?:%'\\#-]", Operator),
+            (r".", Text),
+        ],
+    }

@@ -1,0 +1,174 @@
+"""PTX control flow: a kernel body cut into basic blocks, natural loops with nesting, a graph."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from itertools import chain
+from typing import NamedTuple
+
+from .base import sorted_histogram
+from .ptx_ops import by_category, statement_opcodes
+
+# A label, or a statement that ends a block (branch, return, exit, trap), at a line start:
+#   "\n$L__BB0_2:"  |  "\n\t@%p1 bra.uni \t$L__BB0_4;"  |  "\n\tret;"
+SPLIT_RE = re.compile(
+    r"\n[ \t]*+(?:([$\w]++):(?!:)"
+    r"|(@[^\s]++[ \t]++)?+((?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+)(?=[\s;])"
+    r"[ \t]*+([$\w]*+)([^;]*+);)")
+
+
+class PtxBlock(NamedTuple):
+    """A basic block: its label (or a made-up name), first line, opcodes and successor names.
+
+    A named tuple rather than a dataclass: large kernels have thousands of blocks.
+    """
+
+    name: str
+    first_line: int
+    last_line: int
+    ops: tuple[str, ...]
+    successors: tuple[str, ...]
+
+    @property
+    def instructions(self) -> int:
+        return len(self.ops)
+
+
+@dataclass(frozen=True)
+class PtxLoop:
+    """A natural loop found from a back edge: head block, nesting depth (1 = outermost), contents."""
+
+    head: str
+    depth: int
+    first_line: int
+    last_line: int
+    blocks: tuple[str, ...]
+    instructions: int
+    histogram: dict[str, int]
+    categories: dict[str, int]
+
+
+def split_blocks(body: str, first_line: int) -> list[PtxBlock]:
+    """Cut a kernel body (text between its braces) into basic blocks; lines count from first_line.
+
+    A block starts at a label or after a branch/return, and ends before the next one. Labels
+    that follow each other name the same block.
+    """
+    parts = SPLIT_RE.split(body)
+    # Each block while building: [name, first_line, last_line, ops, end, labelled]
+    current = ["entry", first_line, first_line, [], None, True]
+    blocks = [current]
+    aliases: dict[str, str] = {}
+    last_label, unnamed, line = "entry", 0, first_line
+    for i in range(0, len(parts), 6):
+        if i:
+            label, guard, opcode, target, operands = parts[i - 5:i]
+            line += 1
+            if label:
+                if current[3] or current[4]:
+                    current = [label, line, line, [], None, True]
+                    blocks.append(current)
+                elif current[5] and current[0] != "entry":
+                    aliases[label] = current[0]
+                else:
+                    current[0], current[1], current[2], current[5] = label, line, line, True
+                last_label, unnamed = current[0], 0
+            else:
+                current[3].append(opcode)
+                current[4] = (bool(guard), opcode, target)
+                line += operands.count("\n")
+                current[2] = line
+                unnamed += 1
+                current = [f"{last_label}+{unnamed}", line + 1, line + 1, [], None, False]
+                blocks.append(current)
+        piece = parts[i]
+        newlines = piece.count("\n")
+        if newlines:
+            current[3].extend(statement_opcodes(piece))
+            line += newlines
+            current[2] = line
+    return _finish([b for b in blocks if b[3] or b[5]], aliases)
+
+
+def _finish(kept: list[list], aliases: dict[str, str]) -> list[PtxBlock]:
+    """Blocks with successors resolved: branch targets (through aliases) and fall-through."""
+    names = [b[0] for b in kept]
+    known = set(names)
+    out = []
+    for i, (name, first, last, ops, end, _) in enumerate(kept):
+        following = (names[i + 1],) if i + 1 < len(kept) else ()
+        if end is None:
+            succ = following
+        else:
+            guarded, opcode, target = end
+            target = aliases.get(target, target)
+            targets = (target,) if target in known else ()
+            if guarded or opcode.startswith("brx"):
+                succ = targets + following if following != targets else targets
+            else:
+                succ = targets
+        out.append(PtxBlock(name, first, last, tuple(ops), succ))
+    return out
+
+
+def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
+    """Natural loops: an edge to a block at or before its source that dominates it.
+
+    Domination is checked by walking predecessors back from the latch: if the walk reaches
+    the entry without passing the head, the edge is not a back edge of a natural loop.
+    """
+    index = {b.name: i for i, b in enumerate(blocks)}
+    succ = [[index[s] for s in b.successors] for b in blocks]
+    backward = [(latch, head) for latch, heads in enumerate(succ) for head in heads
+                if head <= latch]
+    if not backward:
+        return ()
+    preds: list[list[int]] = [[] for _ in blocks]
+    for i, heads in enumerate(succ):
+        for head in heads:
+            preds[head].append(i)
+    bodies: dict[int, set[int]] = {}
+    for latch, head in backward:
+        body, stack, natural = {head}, [latch], True
+        while stack:
+            n = stack.pop()
+            if n in body:
+                continue
+            if n == 0:
+                natural = False
+                break
+            body.add(n)
+            stack.extend(preds[n])
+        if natural:
+            bodies.setdefault(head, set()).update(body)
+    loops = []
+    for head, body in sorted(bodies.items()):
+        depth = sum(1 for other in bodies.values() if head in other)
+        histogram = Counter(chain.from_iterable(blocks[i].ops for i in body))
+        members = [blocks[i] for i in sorted(body)]
+        loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
+                             max(m.last_line for m in members), tuple(m.name for m in members),
+                             sum(histogram.values()), sorted_histogram(histogram),
+                             sorted_histogram(by_category(histogram))))
+    return tuple(loops)
+
+
+def cfg(kernel):
+    """The kernel's blocks as a networkx DiGraph; nodes carry first_line, instructions, loop depth."""
+    import networkx as nx
+
+    graph = nx.DiGraph(name=kernel.name)
+    depth = {}
+    for loop in kernel.loops:
+        for name in loop.blocks:
+            depth[name] = max(depth.get(name, 0), loop.depth)
+    for block in kernel.blocks:
+        graph.add_node(block.name, first_line=block.first_line, last_line=block.last_line,
+                       instructions=block.instructions, loop_depth=depth.get(block.name, 0))
+    for block in kernel.blocks:
+        for succ in block.successors:
+            graph.add_edge(block.name, succ)
+    return graph
+

@@ -1,0 +1,218 @@
+"""PTX opcode anatomy: base operation, modifiers, category and bytes moved, from the opcode text."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+STATE_SPACES = frozenset({"global", "shared", "local", "const", "param", "tex", "generic",
+                          "shared::cta", "shared::cluster", "param::entry", "param::func"})
+VECTORS = {"v2": 2, "v4": 4, "v8": 8}
+TYPE_BITS = {
+    "pred": 1, "b8": 8, "u8": 8, "s8": 8, "e4m3": 8, "e5m2": 8, "b16": 16, "u16": 16, "s16": 16,
+    "f16": 16, "bf16": 16, "b32": 32, "u32": 32, "s32": 32, "f32": 32, "tf32": 32,
+    "f16x2": 32, "bf16x2": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64, "b128": 128,
+    "e4m3x2": 16, "e5m2x2": 16, "f32x2": 64,
+}
+# Operations named by more than one dotted word: `cp.async.bulk.tensor.2d...` -> `cp.async.bulk.tensor`.
+_COMPOUND = {
+    "cp": ("async", "bulk", "tensor", "reduce"), "wgmma": ("mma_async", "fence", "commit_group",
+                                                          "wait_group"),
+    "mbarrier": None, "tcgen05": None, "barrier": ("cluster",), "bar": ("warp",),
+    "griddepcontrol": None, "tensormap": None, "fence": ("proxy",), "multimem": None,
+    "clusterlaunchcontrol": None, "elect": None,
+}
+
+CATEGORIES = ("global_memory", "shared_memory", "local_memory", "const_memory", "param_memory",
+              "generic_memory", "async_copy", "tensor_core", "fp32", "fp16", "bf16", "fp64",
+              "integer", "special_function", "conversion", "data_movement", "warp",
+              "synchronization", "control_flow", "other")
+
+_MEMORY_OPS = frozenset({"ld", "st", "ldu", "atom", "red", "prefetch", "prefetchu", "suld",
+                         "sust", "sured", "tex", "tld4", "ld.global", "applypriority",
+                         "discard", "multimem.ld_reduce", "multimem.st", "multimem.red"})
+_TENSOR = frozenset({"mma", "wmma", "ldmatrix", "stmatrix", "movmatrix", "wgmma.mma_async",
+                     "wgmma.fence", "wgmma.commit_group", "wgmma.wait_group"})
+_ARITH = frozenset({"add", "sub", "mul", "mad", "fma", "div", "neg", "abs", "min", "max", "rem",
+                    "setp", "set", "selp", "slct", "copysign", "testp", "mul24", "mad24",
+                    "addc", "subc", "madc", "sad"})
+_INTEGER = frozenset({"and", "or", "xor", "not", "cnot", "shl", "shr", "shf", "popc", "clz",
+                      "bfe", "bfi", "brev", "bfind", "bmsk", "lop3", "dp4a", "dp2a", "fns",
+                      "szext", "vadd", "vsub", "vmad", "vmax", "vmin", "vset", "vshl", "vshr",
+                      "vabsdiff", "vavrg2", "vavrg4", "vadd2", "vadd4", "vsub2", "vsub4",
+                      "vmax2", "vmax4", "vmin2", "vmin4", "vset2", "vset4", "vabsdiff2",
+                      "vabsdiff4"})
+_SPECIAL = frozenset({"ex2", "lg2", "rcp", "sqrt", "rsqrt", "sin", "cos", "tanh"})
+_MOVE = frozenset({"mov", "shfl", "prmt", "cvta", "isspacep", "mapa", "getctarank",
+                   "stacksave", "stackrestore", "alloca", "createpolicy"})
+_WARP = frozenset({"vote", "match", "redux", "activemask", "elect.sync", "elect"})
+_SYNC = frozenset({"bar", "bar.warp", "barrier", "barrier.cluster", "fence", "fence.proxy",
+                   "membar", "griddepcontrol", "nanosleep", "setmaxnreg"})
+_CONTROL = frozenset({"bra", "brx", "call", "ret", "exit", "trap", "brkpt", "pmevent"})
+_FLOAT_CATEGORY = {"f32": "fp32", "f16": "fp16", "f16x2": "fp16", "bf16": "bf16",
+                   "bf16x2": "bf16", "f64": "fp64", "tf32": "fp32", "f32x2": "fp32"}
+
+
+@dataclass(frozen=True)
+class Opcode:
+    """A PTX opcode taken apart: `ld.global.nc.v4.b32` is op `ld`, space `global`, `v4`, `b32`."""
+
+    text: str
+    op: str
+    modifiers: tuple[str, ...]
+    state_space: str | None
+    vector: int
+    types: tuple[str, ...]
+    category: str
+
+    @property
+    def type(self) -> str | None:
+        return self.types[0] if self.types else None
+
+
+@lru_cache(maxsize=4096)
+def split_opcode(text: str) -> Opcode:
+    """Take an opcode apart; unknown or future opcodes still get an op and category `other`."""
+    parts = text.split(".")
+    op, rest = parts[0], parts[1:]
+    follow = _COMPOUND.get(op, ())
+    while rest and (follow is None and len(op.split(".")) < 2 or follow and rest[0] in follow):
+        op = f"{op}.{rest[0]}"
+        rest = rest[1:]
+    space = next((p for p in rest if p in STATE_SPACES), None)
+    vector = next((VECTORS[p] for p in rest if p in VECTORS), 1)
+    types = tuple(p for p in rest if p in TYPE_BITS)
+    return Opcode(text, op, tuple(rest), space, vector, types, _category(op, rest, space, types))
+
+
+def _category(op: str, rest: list[str], space: str | None, types: tuple[str, ...]) -> str:
+    head = op.split(".")[0]
+    if op in _TENSOR or head in ("wgmma", "tcgen05"):
+        return "tensor_core"
+    if head == "cp":
+        return "async_copy"
+    if op in _MEMORY_OPS or head in ("ld", "st"):
+        if space is None:
+            return "generic_memory"
+        return {"shared::cta": "shared_memory", "shared::cluster": "shared_memory",
+                "tex": "global_memory", "param::entry": "param_memory",
+                "param::func": "param_memory"}.get(space, f"{space}_memory")
+    if head == "mbarrier" or op in _SYNC or head in ("bar", "barrier", "fence"):
+        return "synchronization"
+    if op in _SPECIAL or head in _SPECIAL:
+        return "special_function"
+    if op in ("cvt", "cvt.pack", "cvt.rs"):
+        return "conversion"
+    if op in _MOVE:
+        return "data_movement"
+    if op in _WARP or head in _WARP:
+        return "warp"
+    if op in _CONTROL:
+        return "control_flow"
+    if op in _INTEGER:
+        return "integer"
+    if op in _ARITH:
+        kind = next((_FLOAT_CATEGORY[t] for t in types if t in _FLOAT_CATEGORY), None)
+        return kind or "integer"
+    return "other"
+
+
+def access_bytes(text: str) -> int:
+    """Bytes one execution of a load/store moves per thread: vector width x element size."""
+    opcode = split_opcode(text)
+    bits = TYPE_BITS.get(opcode.types[-1], 0) if opcode.types else 0
+    return opcode.vector * bits // 8
+
+
+def by_op(histogram: Mapping[str, int]) -> Counter:
+    """Fold a full-opcode histogram to base operations (`ld.global.v4.b32` -> `ld`)."""
+    folded: Counter = Counter()
+    for text, count in histogram.items():
+        folded[split_opcode(text).op] += count
+    return folded
+
+
+def by_category(histogram: Mapping[str, int]) -> Counter:
+    """Fold a full-opcode histogram to categories (global memory, tensor core, fp32, ...)."""
+    folded: Counter = Counter()
+    for text, count in histogram.items():
+        folded[split_opcode(text).category] += count
+    return folded
+
+
+def estimates(histogram: Mapping[str, int]) -> dict[str, int]:
+    """Static per-thread figures from the histogram: global bytes per executed instruction, FMAs."""
+    load = store = tensor = fma = fp32_fma = 0
+    for text, count in histogram.items():
+        opcode = split_opcode(text)
+        if opcode.state_space == "global" and opcode.op in ("ld", "ldu"):
+            load += count * access_bytes(text)
+        elif opcode.state_space == "global" and opcode.op == "st":
+            store += count * access_bytes(text)
+        if opcode.category == "tensor_core" and opcode.op in ("mma", "wmma", "wgmma.mma_async") \
+                or opcode.op.startswith("tcgen05.mma"):
+            tensor += count
+        if opcode.op == "fma" or (opcode.op == "mad" and opcode.category.startswith(("fp", "bf"))):
+            fma += count
+            fp32_fma += count if opcode.category == "fp32" else 0
+    return {"global_load_bytes": load, "global_store_bytes": store, "tensor_core": tensor,
+            "fma": fma, "fp32_fma": fp32_fma}
+
+
+# A statement's opcode at a line start, after an optional guard; `{` marks a line of inline
+# asm statements that needs a closer look. The rest of the statement, up to `;`, is consumed
+# so operand lines of a multi-line call or mma are never read as opcodes.
+#   "\n\t@!%p1 ld.global.nc.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];" -> "ld.global.nc.v4.b32"
+OPCODE_RE = re.compile(r"\n[ \t]*+(?:@[^\s]++[ \t]++)?+"
+                       r"([a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*[:=])|\{(?=[^\n]*;))[^;]*+;")
+# One statement inside a brace line: "@%p1 mov.b32 {tmp, %rs1}, %r1" -> "mov.b32"
+STATEMENT_RE = re.compile(r"[{}\s]*(?:@\S+\s+)?([a-z][a-z0-9_.:]*)(?!\s*[:=])")
+
+
+def statement_opcodes(text: str, pos: int = 0) -> list[str]:
+    """Opcodes of the statements in ``text`` in order: guards, braces, labels, directives skipped.
+
+    Statements must start a line, as every compiler writes them, except on a line that opens
+    with `{` (inline asm such as `{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }`), which is split.
+    """
+    ops = OPCODE_RE.findall(text, pos)
+    if "{" not in ops:
+        return ops
+    fixed: list[str] = []
+    for match in OPCODE_RE.finditer(text, pos):
+        op = match.group(1)
+        if op != "{":
+            fixed.append(op)
+            continue
+        end = text.find("\n", match.start(1))
+        for statement in text[match.start(1):end if end >= 0 else None].split(";"):
+            found = STATEMENT_RE.match(statement)
+            if found:
+                fixed.append(found.group(1))
+    return fixed
+
+
+def opcode_histogram(text: str) -> Counter:
+    """Full-opcode counts over a whole module in a few C-speed passes (no per-line Python).
+
+    Text before `.version` (a `cuobjdump -ptx` banner, say) is not PTX and is skipped.
+    """
+    if "/*" in text:
+        text = strip_block_comments(text)
+    start = text.find(".version")
+    start = text.rfind("\n", 0, start) if start > 0 else -1
+    if start >= 0:
+        return Counter(statement_opcodes(text, start))
+    return Counter(statement_opcodes(text if text.startswith("\n") else "\n" + text))
+
+
+# A block comment, possibly over several lines: "/* unused */"
+BLOCK_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
+
+
+def strip_block_comments(text: str) -> str:
+    """Blank out /* ... */ comments, keeping their newlines so line numbers stay true."""
+    return BLOCK_COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), text)

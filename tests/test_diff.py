@@ -1,0 +1,165 @@
+"""`irscope diff` over real runs: unit matching, figure deltas, formats and --fail-on exit codes."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from kernels import compile_aot
+from report_helpers import file_triton, schema_errors, triton_run
+
+from irscope.reports import csv_report, html, markdown, table
+from irscope.reports.diff import diff_reports
+from irscope.reports.gates import evaluate, parse_gate
+from irscope.reports.records import build_report
+from irscope.store import Run
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "irscope" / "reports"
+                     / "schema.json").read_text())
+SMALL_TILES = {"constexprs": (("BLOCK_M", 64), ("BLOCK_N", 64), ("BLOCK_K", 32)), "num_warps": 8}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path]:
+    """A: add, softmax, matmul (128x128 tiles, 4 warps), an Inductor-style indexed name and a
+    kernel that B drops. B: the same with matmul at 64x64 tiles on 8 warps, the indexed name
+    renumbered, softmax renamed at the same source line, and a new kernel (A's dropped one
+    has no source location, so nothing pairs them)."""
+    root = tmp_path_factory.mktemp("diff")
+    a, b = root / "before", root / "after"
+    run_a = triton_run(a)
+    file_triton(run_a, "add_kernel", name="triton_poi_fused_add_0", num_warps=2)
+    file_triton(run_a, "layernorm_gelu_kernel", name="removed_kernel", located=False)
+    run_b = Run.create(b, {"name": "after"})
+    file_triton(run_b, "add_kernel")
+    file_triton(run_b, "softmax_kernel", name="softmax_kernel_v2")
+    file_triton(run_b, "matmul_kernel", **SMALL_TILES)
+    file_triton(run_b, "add_kernel", name="triton_poi_fused_add_3", num_warps=2)
+    file_triton(run_b, "layernorm_gelu_kernel")
+    run_a.close()
+    run_b.close()
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def diff(runs):
+    with Run.open(runs[0]) as a, Run.open(runs[1]) as b:
+        return diff_reports(build_report(a), build_report(b))
+
+
+def by_name(diff, name):
+    return next(u for u in diff.units if name in (u.a and u.a.name, u.b and u.b.name))
+
+
+def test_units_are_matched_by_name_index_and_source_location(diff):
+    how = {u.name: (u.status, u.matched_by) for u in diff.units}
+    assert how == {
+        "add_kernel": ("matched", "name"),
+        "softmax_kernel -> softmax_kernel_v2": ("matched", "source location"),
+        "matmul_kernel": ("matched", "name"),
+        "triton_poi_fused_add_0 -> triton_poi_fused_add_3": ("matched", "normalized name"),
+        "removed_kernel": ("removed", None),
+        "layernorm_gelu_kernel": ("added", None),
+    }
+    assert (diff.count("matched"), diff.count("added"), diff.count("removed")) == (4, 1, 1)
+
+
+def test_identical_compiles_have_no_changes(diff):
+    for name in ("add_kernel", "softmax_kernel", "triton_poi_fused_add_0"):
+        unit = by_name(diff, name)
+        assert unit.changes == () and unit.stages_changed == ()
+
+
+def test_matmul_deltas_are_the_difference_of_the_parsed_figures(diff):
+    """Smaller tiles: fewer PTX instructions, a narrower wgmma, 8 warps; deltas are B - A."""
+    unit = by_name(diff, "matmul_kernel")
+    changes = {d.name: d for d in unit.changes}
+    a, b = unit.a.figures(), unit.b.figures()
+    for name, delta in changes.items():
+        assert (delta.a, delta.b) == (a.get(name, delta.a), b.get(name, delta.b))
+    assert (changes["ttgir.num_warps"].a, changes["ttgir.num_warps"].b) == (4, 8)
+    assert changes["ptx.instructions"].delta < 0
+    wide = "ptx.op.wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16"
+    assert (changes[wide].a, changes[wide].b) == (4, 0)  # absent op of a present stage: 0
+    narrower = [d for name, d in changes.items() if name.startswith("ptx.op.wgmma") and d.b]
+    assert len(narrower) == 1 and narrower[0].a == 0
+    assert {"ttir", "ttgir", "llir", "ptx"} <= set(unit.stages_changed)
+
+
+def test_gates_find_the_offending_rows(diff):
+    rows = evaluate(parse_gate("ttgir.num_warps increased"), diff)
+    assert [(r.unit, r.delta.a, r.delta.b) for r in rows] == \
+        [("matmul_kernel", 4, 8), ("(run total)", 18, 22)]  # 4+4+4+2+4 -> 4+4+8+2+4
+    assert evaluate(parse_gate("ptx.instructions > +0%"), diff) == []
+    added = evaluate(parse_gate("ttgir.num_warps >= 4"), diff)  # absolute: added units count
+    assert {r.unit for r in added} == {"add_kernel", "softmax_kernel -> softmax_kernel_v2",
+                                       "matmul_kernel", "layernorm_gelu_kernel", "(run total)"}
+
+
+def test_cli_exit_codes(runs, cli):
+    a, b = runs
+    failing = cli("diff", a, b, "--format", "json", "--fail-on", "ptx.instructions < -10%",
+                  "--fail-on", "fusions increased")
+    assert failing.returncode == 1, failing.stderr
+    assert "irscope: error: gate failed: ptx.instructions < -10%: matmul_kernel: " \
+           "ptx.instructions" in failing.stderr
+    doc = json.loads(failing.stdout)
+    assert [g["unit"] for g in doc["gates"]] == ["matmul_kernel", "(run total)"]
+    assert "fusions" in failing.stderr and "neither side reports" in failing.stderr
+
+    passing = cli("diff", a, b, "--fail-on", "ptx.instructions increased")
+    assert passing.returncode == 0, passing.stderr
+    assert "matmul_kernel" in passing.stdout
+
+    malformed = cli("diff", a, b, "--fail-on", "ptx.spills >> 0")
+    assert malformed.returncode == 2 and malformed.stdout == ""
+    assert malformed.stderr.splitlines() == [
+        "irscope: error: --fail-on 'ptx.spills >> 0': unexpected '>' at column 13",
+        "  ptx.spills >> 0",
+        "              ^ expected a number or a relative change such as +10%"]
+
+
+def test_json_validates_and_reports_diff_like_runs(runs, cli, tmp_path):
+    a, b = runs
+    for side, path in (("a", a), ("b", b)):
+        assert cli("report", path, "-o", tmp_path / f"{side}.json").returncode == 0
+    from_runs = json.loads(cli("diff", a, b, "--json").stdout)
+    from_reports = json.loads(cli("diff", tmp_path / "a.json", tmp_path / "b.json",
+                                  "--json").stdout)
+    assert schema_errors(from_runs, SCHEMA) == []
+    assert from_runs["summary"] == {"matched": 4, "added": 1, "removed": 1}
+    assert from_reports["units"] == from_runs["units"]
+    assert from_reports["totals"] == from_runs["totals"]
+
+
+def test_single_artifacts_diff_as_one_unit_each(cli, tmp_path):
+    for name, options in (("a.ptx", {}), ("b.ptx", SMALL_TILES)):
+        (tmp_path / name).write_text(compile_aot("matmul_kernel", **options)["ptx"])
+    result = cli("diff", tmp_path / "a.ptx", tmp_path / "b.ptx", "--json",
+                 "--fail-on", "ptx.instructions decreased")
+    assert result.returncode == 1
+    doc = json.loads(result.stdout)
+    assert doc["summary"] == {"matched": 1, "added": 0, "removed": 0}
+    assert doc["units"][0]["matched_by"] == "single artifact"
+    changes = {c["figure"]: c for c in doc["units"][0]["changes"]}
+    assert changes["ptx.instructions"]["delta"] < 0
+    garbage = tmp_path / "notes.txt"
+    garbage.write_text("just some words\n")
+    refused = cli("diff", garbage, tmp_path / "b.ptx")
+    assert refused.returncode == 1 and "neither a run" in refused.stderr
+
+
+def test_every_format_renders_the_diff(diff):
+    assert "matmul_kernel" in table.render_diff(diff, width=100)
+    assert max(len(line) for line in table.render_diff(diff, width=80).splitlines()) <= 80
+    rows = list(csv.DictReader(io.StringIO(csv_report.render_diff(diff))))
+    matmul = [r for r in rows if r["unit_a"] == "matmul_kernel"]
+    assert len(matmul) == len(by_name(diff, "matmul_kernel").changes)
+    assert {r["status"] for r in rows} == {"total", "matched", "added", "removed"}
+    md = markdown.render_diff(diff, ["g: x"])
+    assert "### Failed gates" in md and md.count("<details>") == 1
+    page = html.render_diff(diff)
+    assert "http" not in page and "<script" not in page

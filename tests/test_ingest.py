@@ -1,0 +1,192 @@
+"""Ingest of real dumps: TORCH_TRACE and TORCH_LOGS from torch.compile, an XLA dump, a Triton cache."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from conftest import corpus_files
+from ingest_helpers import SCRIPTS, record_kinds, torch_dumps, write_triton_entry
+from irscope.ingest import ingest
+from irscope.store import Run
+from torch_helpers import jit_jax_seeds
+
+SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "mlp_dead_gate")
+
+
+@pytest.fixture(scope="module")
+def dumps() -> Path:
+    pytest.importorskip("torch")
+    return torch_dumps()
+
+
+@pytest.fixture(scope="module")
+def torch_run(dumps, tmp_path_factory):
+    run = Run.create(tmp_path_factory.mktemp("torch") / "run")
+    report = ingest(run, [dumps / "trace", dumps / "trace_gb"])
+    return run, report
+
+
+def _def_line(name: str) -> int:
+    text = (SCRIPTS / "seed_torch.py").read_text().splitlines()
+    return next(i for i, line in enumerate(text, 1) if line.startswith(f"def {name}("))
+
+
+def test_torch_trace_units_are_dynamo_compiles_named_by_function(torch_run):
+    run, report = torch_run
+    names = {u.name for u in run.units("torch")}
+    for frame, seed in enumerate(SEEDS):
+        assert f"[{frame}/0] {seed}" in names
+    assert {"[0/1] mlp", "[0/2] mlp"} <= names  # the --recompile calls
+    mlp = run.unit("[0/0] mlp")
+    assert mlp.source_file.endswith("seed_torch.py") and mlp.source_line == _def_line("mlp")
+    assert mlp.attrs["compile_times"]["entire_frame_compile_time_s"] > 0
+    assert not report.skipped
+
+
+def test_torch_trace_stages_match_the_records(torch_run, dumps):
+    run, _ = torch_run
+    log = next((dumps / "trace").glob("*.log"))
+    kinds = Counter(record_kinds(log))
+    stages = [s for u in run.units("torch") if "seed_torch" in (u.source_file or "")
+              for s in run.stages(u.id)]
+    by_kind = Counter(s.kind for s in stages)
+    assert by_kind["inductor_output_code"] == kinds["inductor_output_code"]
+    assert by_kind["aot_graph"] == kinds["aot_inference_graph"] + kinds["aot_forward_graph"]
+    assert sum(s.name.startswith("dynamo_output_graph") for s in stages) == \
+        kinds["dynamo_output_graph"]
+    order = [s.kind for s in run.stages(run.unit("[0/0] mlp").id) if s.kind != "raw"]
+    assert order.index("fx_graph") < order.index("aot_graph") < order.index(
+        "inductor_output_code")
+    code = run.read_text(run.stage(run.unit("[0/0] mlp"), "inductor_output_code"))
+    assert "def call(" in code
+
+
+def test_unknown_records_are_kept_raw_never_dropped(torch_run, dumps):
+    run, _ = torch_run
+    log = next((dumps / "trace").glob("*.log"))
+    chromium = record_kinds(log).count("chromium_event")
+    raw = [s for s in run.stages() if s.kind == "raw" and s.name.startswith("chromium_event#")
+           and s.origin.startswith(str(log))]
+    assert chromium > 0 and len(raw) == chromium
+    assert run.read_text(raw[0]).startswith('{"chromium_event"')
+
+
+def test_recompiles_graph_breaks_and_cache_events(torch_run):
+    run, _ = torch_run
+    recompiles = run.events("recompile")
+    assert any("size mismatch" in e.data["reason"] for e in recompiles)
+    assert all(run.unit(e.unit_id).name.endswith(" mlp") for e in recompiles)
+    breaks = run.events("graph_break")
+    assert len(breaks) == 1  # one break, reported once though Dynamo restarts the frame
+    assert breaks[0].data["line"] == 6 and "print" in breaks[0].data["explanation"]
+    assert run.events("cache_miss") and run.events("compile_time")
+
+
+def test_graph_units_launch_their_cpp_kernels(torch_run):
+    run, _ = torch_run
+    pytest.importorskip("irscope.parsers.inductor")
+    names = {u.id: u.name for u in run.units()}
+    for seed in SEEDS:
+        unit = next(u for u in run.units("torch") if u.name.endswith(f"] {seed}"))
+        code = run.read_text(run.stage(unit, "inductor_output_code"))
+        defined = set(re.findall(r"^(cpp_fused_\w+) = async_compile\.cpp", code, re.M))
+        launched = {names[r.dst].split("-")[0] for r in run.relations("launches")
+                    if r.src == unit.id}
+        assert defined and launched == defined
+    for cpp in run.units("cpp"):
+        assert 'extern "C"' in run.read_text(run.stage(cpp, "cpp_kernel"))
+
+
+def test_torch_logs_text(dumps, tmp_path):
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, [dumps / "logs.txt"])
+    unit = run.unit("(log) logs.txt")
+    assert report.sources == [(str(dumps / "logs.txt"), "torch_logs")]
+    text = (dumps / "logs.txt").read_text()
+    blocks = [s for s in run.stages(unit.id) if s.kind == "inductor_output_code"]
+    assert len(blocks) == len(re.findall(r"\[__output_code\] Output code:", text))
+    assert "def call(" in run.read_text(blocks[0]) and "[__output_code]" not in run.read_text(
+        blocks[0])
+    recompiles = run.events("recompile")
+    assert len(recompiles) == text.count("Recompiling function mlp")
+    assert all("size mismatch" in e.data["reason"] or "BACKEND" in e.data["reason"]
+               for e in recompiles)
+
+
+def test_reingest_is_idempotent(dumps, tmp_path):
+    run = Run.create(tmp_path / "run")
+    ingest(run, [dumps / "trace_gb"])
+    before = (len(run.units()), len(run.stages()), len(run.events()), len(run.relations()))
+    ingest(run, [dumps / "trace_gb"])
+    assert (len(run.units()), len(run.stages()), len(run.events()), len(run.relations())) \
+        == before
+
+
+def test_xla_dump_modules_become_jax_units(tmp_path):
+    pytest.importorskip("jax")
+    dump = jit_jax_seeds()
+    run = Run.create(tmp_path / "run")
+    ingest(run, [dump])
+    modules = {m.group(1) for p in dump.iterdir()
+               if (m := re.match(r"module_\d+\.(.+)\.before_optimizations\.txt$", p.name))}
+    assert {u.name for u in run.units("jax") if "xla_dump" in u.attrs} == modules
+    jaxprs = {p.stem for p in dump.glob("*.jaxpr")}
+    assert jaxprs and {u.name for u in run.units("jax") if "xla_dump" not in u.attrs} == jaxprs
+    mlp = run.unit("jit_mlp")
+    kinds = [s.kind for s in run.stages(mlp.id)]
+    for kind in ("hlo_before_opt", "hlo_after_opt", "buffer_assignment", "memory_usage"):
+        assert kind in kinds
+    assert kinds.index("hlo_before_opt") < kinds.index("hlo_after_opt")
+    ll = sorted(p for p in dump.glob("module_*.jit_mlp.*.ll"))
+    assert sum(k == "llvm_ir" for k in kinds) == len(ll)
+    assert "HloModule" in run.read_text(run.stage(mlp, "hlo_after_opt"))
+
+
+def test_triton_cache_entries_become_kernel_units(tmp_path):
+    pytest.importorskip("triton")
+    cache = tmp_path / "cache"
+    write_triton_entry(cache, "add_kernel")
+    write_triton_entry(cache, "softmax_kernel")
+    second = write_triton_entry(cache, "add_kernel", num_warps=8)
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, [cache])
+    names = sorted(u.name for u in run.units("triton"))
+    assert names == sorted(["add_kernel", "softmax_kernel", f"add_kernel-{second.name[:8]}"])
+    unit = run.unit("softmax_kernel")
+    kinds = [s.kind for s in run.stages(unit.id)]
+    pipeline = [k for k in kinds if k in ("ttir", "ttgir", "llir", "ptx", "cubin")]
+    assert pipeline == ["ttir", "ttgir", "llir", "ptx", "cubin"]
+    assert unit.attrs["num_warps"] == 4 and ".target sm_90" in run.read_text(
+        run.stage(unit, "ptx"))
+    assert run.unit(f"add_kernel-{second.name[:8]}").attrs["num_warps"] == 8
+    assert report.artifacts == 3 * 6
+
+
+def test_same_artifact_from_two_places_is_one_blob(tmp_path):
+    pytest.importorskip("triton")
+    write_triton_entry(tmp_path / "a", "add_kernel")
+    write_triton_entry(tmp_path / "b", "add_kernel")
+    run = Run.create(tmp_path / "run")
+    ingest(run, [tmp_path / "a"])
+    ingest(run, [tmp_path / "b"])
+    blobs = [p for p in (run.path / "blobs").rglob("*") if p.is_file()]
+    assert len(blobs) == len({s.blob for s in run.stages()})
+
+
+def test_corpus_torch_logs_all_ingest_and_the_corrupted_one_warns(corpus, tmp_path):
+    logs = corpus_files("torch_logs")
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, logs)
+    assert not report.skipped
+    assert {p for p, _ in report.sources} == {str(p) for p in logs}
+    corrupted = [w for w in report.warnings if "simple_corrupted_json" in w]
+    assert len(corrupted) == 1 and "malformed JSON" in corrupted[0]
+    simple = corpus / "torch_logs" / "torch_trace_tlparse_simple.log"
+    chromium = record_kinds(simple).count("chromium_event")
+    kept = [s for s in run.stages() if s.origin and s.origin.startswith(f"{simple}:")
+            and s.name.startswith("chromium_event#")]
+    assert len(kept) == chromium

@@ -1,0 +1,137 @@
+"""`irscope inspect` on real scripts: the seed examples under torch.compile and jax.jit, AOT Triton."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from inspect_helpers import (SCRIPTS, TRITON_AOT, TRITON_KERNELS, base_name, def_line,
+                             inspect, kernel_names, write)
+
+from irscope import summary
+from irscope.store import Run
+
+SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "mlp_dead_gate")
+TRITON_STAGES = {"python_source", "ttir", "ttgir", "llir", "ptx", "cubin", "metadata"}
+JAX_STAGES = {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "buffer_assignment",
+              "memory_usage", "llvm_ir", "cost_analysis"}
+# [0/1] mlp
+COMPILE_ID = re.compile(r"^\[(\d+)/(\d+)\] (\w+)$")
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch") / "run"
+    result = inspect(SCRIPTS / "seed_torch.py", "--recompile", run=out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "seed_torch: done on cpu" in result.stdout
+    with Run.open(out) as run:
+        yield run, result
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("jax") / "run"
+    result = inspect(SCRIPTS / "seed_jax.py", run=out, options=["--keep-staging"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Run.open(out) as run:
+        yield run, result
+
+
+@pytest.mark.slow
+def test_torch_seed_graphs_have_every_stage_and_their_source_line(torch_run):
+    run, result = torch_run
+    graphs = {m[3]: u for u in run.units("torch")
+              if (m := COMPILE_ID.match(u.name)) and m[2] == "0"}
+    assert set(SEEDS) <= set(graphs)
+    for name in SEEDS:
+        unit = graphs[name]
+        kinds = {s.kind for s in run.stages(unit.id)}
+        assert {"fx_graph", "aot_graph", "inductor_output_code", "guards"} <= kinds, name
+        assert unit.source_file.endswith("seed_torch.py")
+        assert unit.source_line == def_line(SCRIPTS / "seed_torch.py", name)
+    assert f"irscope open {run.path}" in result.stderr
+
+
+@pytest.mark.slow
+def test_torch_recompilation_from_a_new_shape_names_the_failed_guard(torch_run):
+    run, _ = torch_run
+    mlp_compiles = [u for u in run.units("torch") if u.name.endswith("] mlp")]
+    assert len(mlp_compiles) >= 2
+    reasons = [e.data.get("reason", "") for e in run.events("recompile")]
+    assert any("size mismatch" in r and "48" in r for r in reasons), reasons
+    assert summary.summarize(run)["recompiles"] >= 1
+
+
+@pytest.mark.slow
+def test_torch_every_generated_kernel_is_linked_to_its_graph(torch_run):
+    run, _ = torch_run
+    by_id = {u.id: u for u in run.units()}
+    launched: dict[int, set[str]] = {}
+    for rel in run.relations("launches"):
+        launched.setdefault(rel.src, set()).add(base_name(by_id[rel.dst].name))
+    checked = 0
+    for unit in run.units("torch"):
+        code = [s for s in run.stages(unit.id) if s.kind == "inductor_output_code"]
+        if not code:
+            continue
+        expected = kernel_names(run.read_text(code[0]))
+        assert launched.get(unit.id, set()) == expected, unit.name
+        checked += bool(expected)
+    assert checked >= len(SEEDS)
+    kernels = {u.name for u in run.units("cpp")}
+    assert all(u.framework == "cpp" for u in run.units() if u.name.startswith("cpp_fused"))
+    assert any("add_exp_mul_relu_sigmoid_tanh" in k for k in kernels)  # six ops, one kernel
+
+
+def test_jax_seed_functions_have_every_stage(jax_run):
+    run, _ = jax_run
+    for name in SEEDS:
+        unit = run.unit(f"jit_{name}")
+        assert unit.framework == "jax"
+        kinds = {s.kind for s in run.stages(unit.id)}
+        assert JAX_STAGES <= kinds, (name, JAX_STAGES - kinds)
+        assert unit.source_line == def_line(SCRIPTS / "seed_jax.py", name)
+        assert "compile_seconds" in unit.attrs
+
+
+def test_jax_units_match_the_xla_dump_modules(jax_run):
+    run, _ = jax_run
+    dumped = {re.sub(r"^module_\d+\.", "", p.name.split(".before_optimizations")[0])
+              for p in (run.path / "staging" / "xla").glob("module_*.before_optimizations.txt")}
+    assert dumped == {u.name for u in run.units("jax") if u.name.startswith("jit_")}
+
+
+def test_jax_cost_analysis_counts_the_matmul_flops(jax_run):
+    run, _ = jax_run
+    unit = run.unit("jit_mlp")
+    analyses = json.loads(run.read_text(run.stage(unit, "cost_analysis")))
+    matmul_flops = 2 * 32 * 64 * 128 * 2  # two (32x64)@(64x128)-sized matmuls
+    assert analyses["cost_analysis"]["flops"] >= matmul_flops
+    assert analyses["memory_analysis"]["argument_size_in_bytes"] == 4 * (32 * 64 + 2 * 64 * 128)
+    jaxpr = run.read_text(run.stage(unit, "jaxpr"))
+    assert jaxpr.count("dot_general[") == 2
+
+
+def test_triton_second_run_over_a_warm_cache_still_has_every_kernel(tmp_path):
+    script = write(tmp_path, "triton_aot.py", TRITON_AOT)
+    env = {"TRITON_CACHE_DIR": str(tmp_path / "cache")}
+    for attempt, out in enumerate((tmp_path / "cold", tmp_path / "warm")):
+        result = inspect(script, run=out, env=env)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert "broken_kernel failed" in result.stdout
+        with Run.open(out) as run:
+            units = {u.name: u for u in run.units("triton")}
+            assert set(TRITON_KERNELS) <= set(units)
+            for name in TRITON_KERNELS:
+                unit = units[name]
+                assert TRITON_STAGES <= {s.kind for s in run.stages(unit.id)}, name
+                assert unit.attrs["cache_hit"] is bool(attempt)
+                assert unit.source_line == def_line(SCRIPTS / "triton_kernels.py", name)
+                cached = list((tmp_path / "cache").glob(f"*/{name}.ptx"))
+                assert run.read_text(run.stage(unit, "ptx")) == cached[0].read_text()
+            failures = run.events("compile_failure")
+            assert [f.data["name"] for f in failures] == ["broken_kernel"]
+            assert "arange" in failures[0].data["error"]
+            assert summary.summarize(run)["top_ptx_opcodes"]

@@ -1,0 +1,96 @@
+"""`irscope inspect` when the script fails, exits, is interrupted or killed, or runs twice at once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+from inspect_helpers import inspect, inspect_popen, jax_script, write
+
+from irscope.store import Run, find_runs
+
+
+def test_a_crashing_script_is_filed_as_partial_with_what_it_compiled(tmp_path):
+    script = write(tmp_path, "crash.py", jax_script("before_crash", tail="raise ValueError('boom')"))
+    result = inspect(script, "--flag", run=tmp_path / "run")
+    assert result.returncode == 1
+    assert "ValueError: boom" in result.stderr
+    assert "bootstrap" not in result.stderr  # the traceback is the script's own
+    with Run.open(tmp_path / "run") as run:
+        assert run.meta["partial"] is True and run.meta["exit_status"] == 1
+        assert run.meta["error"] == "ValueError: boom"
+        assert run.unit("jit_before_crash").source_line == 4
+    assert "partial run: ValueError: boom" in result.stderr
+
+
+def test_sys_exit_status_is_returned_and_the_empty_run_says_so(tmp_path):
+    script = write(tmp_path, "exit3.py", "import sys\nprint(sys.argv[1:])\nsys.exit(3)\n")
+    result = inspect(script, "a", "--b", run=tmp_path / "run", options=["--json"])
+    assert result.returncode == 3
+    printed, _, summary_json = result.stdout.partition("\n")
+    assert printed == "['a', '--b']"  # the script saw its own argv
+    data = json.loads(summary_json)
+    assert data["exit_status"] == 3 and data["partial"] is True and data["units"] == {}
+    text = inspect(script, run=tmp_path / "run2").stderr
+    assert "empty run: the program imported none of torch, jax, triton" in text
+    assert "partial run: exit status 3" in text
+
+
+def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):
+    script = write(tmp_path, "sleepy.py", jax_script("before_sleep", tail="import time\ntime.sleep(120)"))
+    child = inspect_popen(script, tmp_path / "run", tmp_path)
+    assert child.stdout.readline().strip() == "compiled"
+    os.killpg(child.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 130, stderr
+    assert "KeyboardInterrupt" in stderr
+    with Run.open(tmp_path / "run") as run:
+        assert run.meta["ended"] == "interrupted" and run.meta["partial"] is True
+        assert run.unit("jit_before_sleep")
+
+
+def test_a_killed_script_is_filed_with_its_signal(tmp_path):
+    script = write(tmp_path, "sleepy.py", jax_script("before_kill", tail="import time\ntime.sleep(120)"))
+    parent = inspect_popen(script, tmp_path / "run", tmp_path)
+    assert parent.stdout.readline().strip() == "compiled"
+    child_pid = _child_of(parent.pid)
+    os.kill(child_pid, signal.SIGKILL)
+    _, stderr = parent.communicate(timeout=120)
+    assert parent.returncode == 128 + signal.SIGKILL
+    with Run.open(tmp_path / "run") as run:
+        assert run.meta["ended"] == "killed by SIGKILL"
+        assert run.unit("jit_before_kill")
+    assert "partial run: killed by SIGKILL (exit status 137)" in stderr
+
+
+def test_two_inspects_at_once_never_mix_their_artifacts(tmp_path):
+    # Same script name, same second: both want the run directory <time>-job.
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    first = write(tmp_path / "a", "job.py", jax_script("only_in_first"))
+    second = write(tmp_path / "b", "job.py", jax_script("only_in_second"))
+    runs = [inspect_popen(script, None, tmp_path) for script in (first, second)]
+    for child in runs:
+        _, stderr = child.communicate(timeout=300)
+        assert child.returncode == 0, stderr
+    made = find_runs(tmp_path / ".irscope" / "runs")
+    assert len(made) == 2
+    for path in made:
+        with Run.open(path) as run:
+            names = {u.name for u in run.units("jax")} & {"jit_only_in_first", "jit_only_in_second"}
+            assert len(names) == 1, names
+            assert run.meta["target"][0].endswith(("a/job.py" if "first" in names.pop() else "b/job.py"))
+            assert not (path / "staging").exists()
+
+
+def _child_of(pid: int) -> int:
+    """The pid of the bootstrap child of an inspect process (Linux /proc)."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                return int(entry)
+    raise AssertionError(f"no child of {pid}")

@@ -1,0 +1,188 @@
+"""`irscope report` over real runs: figures against the parsers, the schema, every format."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from report_helpers import file_triton, schema_errors, triton_run
+
+from irscope.parsers import registry
+from irscope.reports import csv_report, html, markdown, table
+from irscope.reports.records import build_report, report_from_json, report_to_json
+from irscope.store import Run
+
+SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "irscope" / "reports"
+                     / "schema.json").read_text())
+# %12 = ttg.convert_layout %11 : tensor<...>      %3 = tt.load %2 : tensor<...>
+TTGIR_OP = re.compile(r"^\s*(?:%[\w#:,\s%]+=\s*)?\"?(ttg\.convert_layout|tt\.load|"
+                      r"ttng\.warp_group_dot)\b", re.MULTILINE)
+# @%p1 ld.global.v4.b32 { %r1, ... }, [ %rd1 + 0 ];      st.global.b16 [ %rd9 + 0 ], { %rs1 };
+PTX_GLOBAL = re.compile(r"^\s*(?:@!?%p\d+\s+)?((?:ld|st)\.global[\w.:]*)", re.MULTILINE)
+HOSTILE = '<script>alert("x")</script>|&amp;'
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "triton"
+    run = triton_run(path)
+    file_triton(run, "layernorm_gelu_kernel", name=HOSTILE)
+    run.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def report(run_path):
+    with Run.open(run_path) as run:
+        return build_report(run)
+
+
+def test_every_figure_is_the_parsers_own(run_path, report):
+    """Histogram, totals and categories of each stage record equal a fresh parse of its text."""
+    with Run.open(run_path) as run:
+        for unit in run.units():
+            record = next(u for u in report.units if u.name == unit.name)
+            parsed_stages = [s for s in run.stages(unit.id) if registry.get(s.kind).module]
+            assert [s.name for s in record.stages] == [s.name for s in parsed_stages]
+            for stage, rec in zip(parsed_stages, record.stages):
+                fresh = registry.parse(stage.kind, run.read_text(stage)).to_json()
+                assert dict(rec.histogram) == fresh["histogram"]
+                numeric = {k: v for k, v in fresh["totals"].items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                assert dict(rec.totals) == numeric
+                assert dict(rec.categories) == fresh.get("categories", {})
+
+
+def test_ttgir_op_counts_match_an_independent_count(run_path, report):
+    """tt.load, the wgmma dot and ttg.convert_layout counted by a regex over the TTGIR text."""
+    with Run.open(run_path) as run:
+        for unit in run.units():
+            text = run.read_text(run.stage(unit, "ttgir"))
+            expected = Counter(TTGIR_OP.findall(text))
+            figures = next(u for u in report.units if u.name == unit.name).figures()
+            for op in ("tt.load", "ttng.warp_group_dot", "ttg.convert_layout"):
+                assert figures.get(f"ttgir.op.{op}", 0) == expected[op], (unit.name, op)
+            if "ttgir.layout_conversions" in figures:
+                assert figures["ttgir.layout_conversions"] == expected["ttg.convert_layout"]
+
+
+def test_ptx_global_memory_ops_match_an_independent_count(run_path, report):
+    """Every ld.global*/st.global* opcode counted by a regex over the PTX text."""
+    with Run.open(run_path) as run:
+        for unit in run.units():
+            expected = Counter(PTX_GLOBAL.findall(run.read_text(run.stage(unit, "ptx"))))
+            figures = next(u for u in report.units if u.name == unit.name).figures()
+            counted = {name.removeprefix("ptx.op."): value for name, value in figures.items()
+                       if name.startswith(("ptx.op.ld.global", "ptx.op.st.global"))}
+            assert counted == dict(expected) and sum(expected.values()) > 0, unit.name
+
+
+def test_matmul_has_a_dot_and_the_run_totals_add_up(report):
+    matmul = next(u for u in report.units if u.name == "matmul_kernel").figures()
+    assert matmul["ttgir.op.ttng.warp_group_dot"] == 1
+    run_figures = report.figures()
+    for name in ("ttgir.instructions", "ttir.op.tt.load"):
+        assert run_figures[name] == sum(u.figures().get(name, 0) for u in report.units)
+    assert report.totals == {"units": 4, "graph_breaks": 0, "recompiles": 0}
+
+
+def test_json_follows_the_schema_and_reads_back(run_path, cli, tmp_path):
+    result = cli("report", run_path, "--format", "json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "irscope.report/1"
+    assert schema_errors(doc, SCHEMA) == []
+    again = report_from_json(doc)
+    assert [u.figures() for u in again.units] == \
+        [u.figures() for u in report_from_json(report_to_json(again)).units]
+    out = tmp_path / "r.json"
+    assert cli("report", run_path, "-o", out).returncode == 0  # format from the extension
+    assert json.loads(out.read_text()) == doc
+
+
+def test_schema_rejects_what_it_should(report):
+    doc = report_to_json(report)
+    assert schema_errors({**doc, "schema": "irscope.report/2"}, SCHEMA)
+    broken = json.loads(json.dumps(doc))
+    broken["units"][0]["stages"][0]["histogram"]["tt.load"] = "two"
+    assert schema_errors(broken, SCHEMA)
+
+
+def test_csv_is_one_row_per_unit_stage_and_figure(report):
+    rows = list(csv.DictReader(io.StringIO(csv_report.render_report(report))))
+    keys = [(r["unit"], r["stage_name"], r["section"], r["key"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    for unit in report.units:
+        for stage in unit.stages:
+            ops = {r["key"]: int(r["value"]) for r in rows
+                   if r["unit"] == unit.name and r["stage_name"] == stage.name
+                   and r["section"] == "op"}
+            assert ops == dict(stage.histogram)
+    assert {r["unit"] for r in rows} == {u.name for u in report.units}
+
+
+def test_markdown_has_tables_and_a_details_block_per_unit(report):
+    text = markdown.render_report(report)
+    assert text.count("<details>") == len(report.units) == text.count("</details>")
+    assert "| Unit | Framework |" in text
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    for line in text.splitlines():  # every table row has the header's column count
+        if line.startswith("| Op | Count |"):
+            assert line.count("|") == 3
+
+
+def test_html_is_self_contained_and_escapes_names(run_path, cli, tmp_path):
+    out = tmp_path / "report.html"
+    result = cli("report", run_path, "--format", "html", "-o", out)
+    assert result.returncode == 0, result.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    assert "<script" not in page.lower()
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;|&amp;amp;" in page
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//""", page, re.I)
+    assert "http" not in page.lower()
+    assert page.count('class="bar"') > 10  # the op bar charts are drawn inline
+
+
+@pytest.mark.parametrize("width", [60, 100, 160])
+def test_table_fits_the_width(report, width):
+    text = table.render_report(report, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    assert "matmul_kernel" in text
+
+
+def test_filters_by_stage_family_and_unit(run_path, cli):
+    result = cli("report", run_path, "--json", "--stage", "ttgir,ptx", "--unit", "mat*")
+    doc = json.loads(result.stdout)
+    assert [u["name"] for u in doc["units"]] == ["matmul_kernel"]
+    assert {s["kind"] for s in doc["units"][0]["stages"]} <= {"ttgir", "ptx"}
+    assert doc["stages"] == ["ttgir", "ptx"]
+
+
+def test_table_is_the_default_on_stdout_and_missing_runs_fail_cleanly(run_path, cli, tmp_path):
+    result = cli("report", run_path)
+    assert result.returncode == 0 and "Op counts per stage" in result.stdout
+    missing = cli("report", tmp_path / "nope")
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    assert missing.stderr.startswith("irscope: error:")
+
+
+def test_events_and_launches_become_unit_and_run_figures(tmp_path):
+    """Graph breaks and recompiles are counted per unit and for the run (unit-less ones too)."""
+    run = triton_run(tmp_path / "events")
+    with run.transaction() as w:
+        graph = w.add_unit("[0/0] f", "torch")
+        for kernel in run.units("triton"):
+            w.add_relation(graph, "launches", kernel.id)
+        w.add_event("graph_break", {"reason": "print"}, graph)
+        w.add_event("recompile", {"reason": "size"}, graph)
+        w.add_event("graph_break", {"reason": "unknown frame"})
+    report = build_report(run)
+    unit = next(u for u in report.units if u.name == "[0/0] f")
+    assert unit.headline == {"kernels_launched": 3, "graph_breaks": 1, "recompiles": 1}
+    assert report.totals["graph_breaks"] == 2 and report.totals["recompiles"] == 1

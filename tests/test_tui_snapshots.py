@@ -1,0 +1,99 @@
+"""Snapshot tests: the main TUI screens pinned as pictures (pytest-textual-snapshot).
+
+Regenerate after a deliberate change with `pytest tests/test_tui_snapshots.py
+--snapshot-update` and review the SVG diffs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+pytest.importorskip("pytest_textual_snapshot")
+
+from tui_helpers import build_run, remove_blob  # noqa: E402
+
+from irscope.store import Run  # noqa: E402
+from irscope.tui.app import IrscopeApp  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory):
+    return build_run(tmp_path_factory.mktemp("snap") / "run", portable=True)
+
+
+def goto(unit: str, kind: str, *then: str):
+    """A run_before hook: select ``unit``'s ``kind`` stage, wait for it, press ``then``."""
+    async def hook(pilot) -> None:
+        app = pilot.app
+        for _ in range(200):
+            if app.units:
+                break
+            await pilot.pause(0.02)
+        with Run.open(app.run_path) as run:
+            stage = run.stage(run.unit(unit), kind)
+        app.navigator.select_stage(stage)
+        for _ in range(200):
+            if (app.current and app.current.id == stage.id and
+                    (app.viewer.lines or app.viewer.message) and app.panel.parsed is not None
+                    and app.navigator.tree.badges):
+                break
+            await pilot.pause(0.02)
+        app.viewer.focus()
+        if then:
+            await pilot.press(*then)
+        await pilot.pause(0.3)
+        await app.workers.wait_for_complete()
+        await pilot.pause(0.1)
+    return hook
+
+
+def test_main_screen_ptx_with_analysis(run_path, snap_compare):
+    """Navigator with badges, the softmax PTX highlighted with line numbers and the analysis
+    panel (totals and opcode bars) at 120×32."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 32),
+                        run_before=goto("softmax_kernel", "ptx"))
+
+
+def test_narrow_terminal_hides_the_panel(run_path, snap_compare):
+    """At 80×24 the analysis panel is hidden; navigator, TTIR listing and footer fit."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(80, 24),
+                        run_before=goto("softmax_kernel", "ttir"))
+
+
+def test_search_highlights_matches(run_path, snap_compare):
+    """`/ld.global` in the PTX: matching lines marked, cursor on the first, status counts."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(100, 30),
+                        run_before=goto("add_kernel", "ptx", "slash", *"ld.global", "enter"))
+
+
+def test_collapsed_ptx(run_path, snap_compare):
+    """The folded PTX listing: runs of like instructions shown as `op ×N`."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 32),
+                        run_before=goto("softmax_kernel", "ptx", "z"))
+
+
+def test_help_screen(run_path, snap_compare):
+    """The help modal lists every binding over the main screen."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(100, 40),
+                        run_before=goto("softmax_kernel", "ttir", "question_mark"))
+
+
+def test_compare_screen(run_path, snap_compare):
+    """softmax PTX beside add PTX, with the opcode histogram difference below."""
+    async def hook(pilot) -> None:
+        await goto("softmax_kernel", "ptx", "m")(pilot)
+        await goto("add_kernel", "ptx", "c")(pilot)
+
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 36), run_before=hook)
+
+
+def test_missing_blob_message(run_path, tmp_path, snap_compare):
+    """A stage whose blob is gone shows what is missing; the navigator stays usable."""
+    import shutil
+
+    damaged = tmp_path / "run"
+    shutil.copytree(run_path, damaged)
+    remove_blob(damaged, "add_kernel", "llir")
+    assert snap_compare(IrscopeApp(damaged), terminal_size=(100, 30),
+                        run_before=goto("add_kernel", "llir"))

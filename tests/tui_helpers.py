@@ -1,0 +1,64 @@
+"""Runs for TUI tests and benchmarks: real Triton compiles filed with the store's Writer."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from pathlib import Path
+
+from kernels import SCRIPTS, compile_aot
+
+from irscope.nvtools import add_cubin
+from irscope.store import Run
+
+KERNELS = ("softmax_kernel", "add_kernel", "matmul_kernel")
+TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx")
+
+
+def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None,
+                portable: bool = False) -> int:
+    """File one compiled kernel as a triton unit with its IR stages and cubin.
+
+    ``portable`` writes the kernel file's path relative to the checkout, so pictures of
+    the screen are the same wherever the repository lives.
+    """
+    unit = writer.add_unit(unit_name or name, "triton", str(SCRIPTS / "triton_kernels.py"),
+                           None, {"num_warps": 4})
+    for kind in TEXT_STAGES:
+        text = compiled[kind]
+        if portable:
+            text = text.replace(f"{SCRIPTS.parents[1]}/", "")
+        writer.add_stage(unit, kind, text, origin="triton.compile")
+    add_cubin(writer, unit, compiled["cubin"], origin="triton.compile")
+    return unit
+
+
+def build_run(path: Path, kernels: tuple[str, ...] = KERNELS, copies: int = 1,
+              portable: bool = False) -> Path:
+    """A run at ``path`` holding ``kernels`` (each ``copies`` times, as distinct units)."""
+    run = Run.create(path, {"name": path.name, "command": "tests/tui_helpers.py"})
+    compiled = {k: compile_aot(k) for k in kernels}
+    with run.transaction() as writer:
+        for copy in range(copies):
+            for name in kernels:
+                file_kernel(writer, name, compiled[name],
+                            name if copies == 1 else f"{name}_{copy:04d}", portable)
+    run.close()
+    return path
+
+
+def remove_blob(path: Path, kernel: str, kind: str) -> str:
+    """Delete one stage's blob, as a damaged copy would; returns the blob digest."""
+    with Run.open(path) as run:
+        stage = run.stage(run.unit(kernel), kind)
+        run.blob_path(stage.blob).unlink()
+        return stage.blob
+
+
+def synchronous(test):
+    """Run an async pilot test with asyncio.run (no asyncio plugin is needed)."""
+    @functools.wraps(test)
+    def wrapper(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return wrapper
