@@ -41,9 +41,16 @@ def full_parse(text: str):
     return ptx.parse(text)
 
 
+def from_version(text: str) -> str:
+    """The module from its `.version` line on: drops a `cuobjdump -ptx` banner, which is not PTX."""
+    start = text.find(".version")
+    return text[text.rfind("\n", 0, start) + 1:] if start > 0 else text
+
+
 def build_corpus(target_mb: int) -> tuple[str, int]:
     """Real PTX modules joined, repeated to ``target_mb`` MB; returns (text, distinct files)."""
-    modules = [p.read_text(encoding="utf-8", errors="replace") for p in sorted(CORPUS.glob("*.ptx"))]
+    modules = [from_version(p.read_text(encoding="utf-8", errors="replace"))
+               for p in sorted(CORPUS.glob("*.ptx"))]
     try:
         from kernels import compile_aot
 

@@ -23,6 +23,7 @@ COMMENT = {"ttir": "// unit {}", "ttgir": "// unit {}", "llir": "; unit {}", "pt
 
 
 def build_run(path: Path):
+    """1,000 units; nvdisasm/cuobjdump run once per kernel, their SASS and resources reused."""
     from kernels import compile_aot
 
     from irscope.nvtools import add_cubin
@@ -30,25 +31,51 @@ def build_run(path: Path):
 
     compiled = [compile_aot(k) for k in KERNELS]
     run = Run.create(path, {"name": "bench-1000"})
+    derived: dict[int, tuple[str | None, dict]] = {}
     with run.transaction() as w:
         for i in range(UNITS):
             asm = compiled[i % len(compiled)]
-            unit = w.add_unit(f"{asm['name']}_{i}", "triton", "triton_kernels.py", i + 1)
+            name = f"{asm['name']}_{i}"
+            unit = w.add_unit(name, "triton", "triton_kernels.py", i + 1)
             for kind, comment in COMMENT.items():
                 w.add_stage(unit, kind, asm[kind] + "\n" + comment.format(i) + "\n")
-            add_cubin(w, unit, asm["cubin"])
+            if i < len(compiled):
+                add_cubin(w, unit, asm["cubin"])
+                sass = [s for s in run.stages(unit) if s.kind == "sass"]
+                derived[i] = (run.read_text(sass[0]) if sass else None,
+                              run.unit(name).attrs.get("resources", {}))
+                continue
+            sass, resources = derived[i % len(compiled)]
+            w.add_stage(unit, "cubin", asm["cubin"])
+            if sass:
+                w.add_stage(unit, "sass", sass + f"\n// unit {i}\n")
+            w.add_unit(name, "triton", attrs={"resources": resources})
     return run
 
 
-def timed(argv: list[str]) -> float:
+def timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one in-process `irscope ARGV` (the machine may be shared)."""
     from irscope.cli import main
 
-    start = time.perf_counter()
+    wall, cpu = time.perf_counter(), time.process_time()
     code = main(argv)
-    elapsed = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     if code:
         raise SystemExit(f"irscope {' '.join(argv)} exited {code}")
-    return elapsed
+    return wall, cpu
+
+
+def decode_cache(path: Path) -> tuple[float, float]:
+    """Baseline floor: only decoding every cached parser result, as any consumer must."""
+    import json
+    import sqlite3
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    db = sqlite3.connect(path / "index.sqlite")
+    for (data,) in db.execute("SELECT data FROM stats"):
+        json.loads(data)
+    db.close()
+    return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def main() -> int:
@@ -65,12 +92,16 @@ def main() -> int:
         for fmt in ("csv", "md", "html", "table"):
             rows.append((f"{fmt}, warm parse cache",
                          timed(["report", str(path), "--format", fmt, "-o", f"{out}.{fmt}"])))
+        rows.append(("baseline: decode the parse cache", decode_cache(path)))
         size = Path(f"{out}.json").stat().st_size
 
-    warm = rows[1][1]
-    print(f"\n{'irscope report, ' + str(UNITS) + ' units':<34} {'seconds':>8} {'vs 2 s':>8}")
-    for label, seconds in rows:
-        print(f"{label:<34} {seconds:>8.3f} {seconds / TARGET_S:>7.2f}x")
+    warm = rows[1][1][0]
+    floor = rows[-1][1][0]
+    print(f"\n{'irscope report, ' + str(UNITS) + ' units':<34} {'wall s':>8} {'cpu s':>8} "
+          f"{'vs 2 s':>8} {'vs floor':>9}")
+    for label, (wall, cpu) in rows:
+        print(f"{label:<34} {wall:>8.3f} {cpu:>8.3f} {wall / TARGET_S:>7.2f}x "
+              f"{wall / floor:>8.1f}x")
     print(f"\nJSON report: {size / 1e6:.1f} MB")
     verdict = "PASS" if warm < TARGET_S else "FAIL"
     print(f"{verdict}: warm JSON report {warm:.3f} s (target < {TARGET_S:.0f} s)")

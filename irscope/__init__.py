@@ -6,12 +6,9 @@ __version__ = "0.1.0"
 
 __all__ = ["__version__", "capture", "open_run"]
 
-
-def capture(*args, **kwargs):
-    """Collect every compilation inside a ``with`` block into a run (see irscope.capture)."""
-    from irscope.capture import capture as _capture
-
-    return _capture(*args, **kwargs)
+# Bound here, not wrapped lazily: importing the submodule irscope.capture would otherwise
+# replace a wrapper of the same name with the module. The module imports only the stdlib.
+from irscope.capture import capture  # noqa: E402
 
 
 def open_run(path):

@@ -4,7 +4,8 @@ The same collectors as ``irscope inspect``, installed for the duration of the bl
 taken off afterwards: Triton and JAX hooks (JAX's XLA dump is requested per compile, since
 this process's XLA may have read its flags already), and the PyTorch structured trace
 redirected into the run. Only compilations that happen inside the block are seen: a
-function compiled before it is served from the frameworks' in-memory caches.
+function compiled before it is served from the frameworks' in-memory caches. The package
+imports this module, so it imports nothing beyond the standard library until used.
 """
 
 from __future__ import annotations
@@ -13,11 +14,6 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
-
-from irscope.collectors.bootstrap import Collectors, imported_frameworks, missing_frameworks
-from irscope.collectors.session import Session
-from irscope.collectors.staging import XLA_DUMP_TO, frameworks_arg
-from irscope.collectors.torch import LiveTrace
 
 COMPILE_THREADS = "TORCHINDUCTOR_COMPILE_THREADS"
 
@@ -33,13 +29,19 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
     def __init__(self, output: str | os.PathLike | None = None, name: str = "capture",
                  only: str | None = None, keep_staging: bool = False):
         self._output, self._name, self._keep = output, name, keep_staging
+        from irscope.collectors.staging import frameworks_arg
+
         self._only = frameworks_arg(only)
-        self._session: Session | None = None
+        self._session = None
         self._run = None
 
     # -- collecting ----------------------------------------------------------------------
     def __enter__(self) -> "capture":
         from irscope import environment
+        from irscope.collectors.bootstrap import Collectors
+        from irscope.collectors.session import Session
+        from irscope.collectors.staging import XLA_DUMP_TO
+        from irscope.collectors.torch import LiveTrace
 
         self._session = session = Session(self._output, self._name, self._only, {
             "kind": "capture", **environment.describe()})
@@ -54,6 +56,9 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        from irscope.collectors.bootstrap import imported_frameworks, missing_frameworks
+        from irscope.store import Run
+
         session = self._session
         self._collectors.remove()
         if self._trace:
@@ -65,12 +70,11 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         elif issubclass(exc_type, KeyboardInterrupt):
             status = {"exit_status": 130, "ended": "interrupted"}
         else:
-            status = {"exit_status": 1, "ended": "exception", "error": f"{exc_type.__name__}: {exc}"}
+            status = {"exit_status": 1, "ended": "exception",
+                      "error": f"{exc_type.__name__}: {exc}"}
         status.update(frameworks=imported_frameworks(), missing=missing_frameworks(self._only))
         session.finish(status, keep_staging=self._keep)
         session.run.close()
-        from irscope.store import Run
-
         self._run = Run.open(session.path)
 
     # -- reading -------------------------------------------------------------------------

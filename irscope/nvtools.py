@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -19,10 +20,12 @@ _warned: set[str] = set()
 
 @lru_cache(maxsize=None)
 def find_tool(name: str) -> Path | None:
-    """``name`` from $IRSCOPE_CUDA_BIN, then PATH, then triton/backends/nvidia/bin (no import)."""
+    """``name`` from $IRSCOPE_CUDA_BIN (when set, the only place looked), else PATH, else
+    the Triton wheel's backends/nvidia/bin (found without importing triton)."""
     override = os.environ.get("IRSCOPE_CUDA_BIN")
-    if override and (Path(override) / name).is_file():
-        return Path(override) / name
+    if override is not None:
+        candidate = Path(override) / name
+        return candidate if candidate.is_file() else None
     found = shutil.which(name)
     if found:
         return Path(found)
@@ -103,9 +106,28 @@ def add_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = N
     if text is None:
         return
     writer.add_stage(unit_id, "sass", text, origin=origin)
-    resources = {k.name: dict(k.resources) for k in module.kernels}
-    if module.arch:
-        resources = {name: {**r, "arch": module.arch} for name, r in resources.items()}
-    row = writer.db.execute("SELECT name, framework FROM units WHERE id=?", (unit_id,)).fetchone()
+    row = writer.db.execute("SELECT name, framework, attrs FROM units WHERE id=?",
+                            (unit_id,)).fetchone()
     if row:
-        writer.add_unit(row[0], row[1], attrs={"resources": resources})
+        attrs = json.loads(row[2])
+        writer.add_unit(row[0], row[1], attrs={"resources": _resources(module, attrs)})
+
+
+def _resources(module, attrs: dict) -> dict[str, dict]:
+    """Per-kernel resources plus occupancy; the block size falls back to the unit's num_warps."""
+    from irscope.parsers.occupancy import occupancy
+
+    metadata = attrs.get("metadata") if isinstance(attrs.get("metadata"), dict) else {}
+    num_warps = attrs.get("num_warps") or metadata.get("num_warps")
+    resources = {}
+    for kernel in module.kernels:
+        entry = {**kernel.resources, "arch": module.arch}
+        card = kernel.occupancy
+        if card is None and module.arch and "registers" in entry and num_warps:
+            entry["threads_per_block"] = int(num_warps) * 32
+            card = occupancy(module.arch, entry["threads_per_block"], entry["registers"],
+                             entry.get("shared_bytes", 0))
+        if card is not None:
+            entry.update(occupancy=round(card.ratio, 4), occupancy_limiter=card.limiter)
+        resources[kernel.name] = entry
+    return resources

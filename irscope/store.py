@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import itertools
 import json
 import os
 import re
 import sqlite3
 import tempfile
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ from irscope.errors import RunError
 SCHEMA_VERSION = 1
 RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
+WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
 _RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, INDEX + "-wal", INDEX + "-shm", INDEX + "-journal"}
 
 _SCHEMA = """
@@ -69,6 +72,7 @@ CREATE TABLE IF NOT EXISTS stats (
     PRIMARY KEY (blob, kind, version)
 );
 CREATE INDEX IF NOT EXISTS stages_unit ON stages(unit_id);
+CREATE INDEX IF NOT EXISTS stages_blob ON stages(blob);
 CREATE INDEX IF NOT EXISTS events_unit ON events(unit_id, kind);
 """
 
@@ -183,6 +187,8 @@ class Run:
         self.path = path
         self.db = db
         self.meta = meta
+        self._blob_root = os.path.join(path, BLOBS)
+        self._stored: set[str] = set()  # digests known to be on disk, to skip a stat each
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -259,10 +265,14 @@ class Run:
     def put_blob(self, data: bytes) -> str:
         """Store ``data`` once by its SHA-256; returns the digest."""
         key = digest(data)
-        target = self.blob_path(key)
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _atomic_write(target, data)
+        if key in self._stored:
+            return key
+        folder = os.path.join(self._blob_root, key[:2])
+        target = os.path.join(folder, key)
+        if not os.path.exists(target):
+            os.makedirs(folder, exist_ok=True)
+            _atomic_write(Path(target), data)
+        self._stored.add(key)
         return key
 
     def put_blob_file(self, source: str | os.PathLike, chunk: int = 1 << 20) -> BlobRef:
@@ -294,7 +304,12 @@ class Run:
     @contextmanager
     def transaction(self) -> Iterator["Writer"]:
         """All-or-nothing writes; other processes wait (SQLite's lock) rather than corrupt."""
-        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {WRITE_WAIT_S * 1000}")
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise RunError(f"{self.path}: cannot write ({exc}); another irscope may be "
+                           f"writing to this run") from None
         try:
             yield Writer(self)
         except BaseException:
@@ -455,9 +470,15 @@ def _read_meta(path: Path) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {"damaged": f"{RUN_JSON}: not an object"}
 
 
+_TMP_NAMES = itertools.count()
+
+
 def _atomic_write(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+    """Write to a private temporary name, then rename: readers never see a partial file."""
+    tmp = os.path.join(os.path.dirname(target),
+                       f".tmp-{os.getpid()}-{threading.get_ident()}-{next(_TMP_NAMES)}")
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         os.replace(tmp, target)

@@ -1,4 +1,4 @@
-"""The short summary of a run shown after `irscope inspect`, by `irscope.capture()` and in notebooks."""
+"""The short run summary shown by `irscope inspect`, `irscope.capture()` and in notebooks."""
 
 from __future__ import annotations
 
@@ -76,7 +76,8 @@ def lines(data: dict[str, Any]):
         title.append(f"  partial run: {_ending(data)}", "bold yellow")
     out = [title]
     if data["frameworks_missing"]:
-        out.append(Text(f"  not installed, skipped: {', '.join(data['frameworks_missing'])}", "dim"))
+        missing = ", ".join(data["frameworks_missing"])
+        out.append(Text(f"  not installed, skipped: {missing}", "dim"))
     if not data["units"]:
         used = data["frameworks_imported"]
         out.append(Text(f"  empty run: {', '.join(used)} imported but nothing compiled" if used else
@@ -88,8 +89,8 @@ def lines(data: dict[str, Any]):
     problems = [(data["graph_breaks"], "graph break"), (data["recompiles"], "recompilation"),
                 (data["compile_failures"], "failed compile")]
     if any(n for n, _ in problems):
-        out.append(Text("  " + ", ".join(f"{n} {w}{'s' if n != 1 else ''}" for n, w in problems if n),
-                        "yellow"))
+        said = ", ".join(f"{n} {word}{'s' if n != 1 else ''}" for n, word in problems if n)
+        out.append(Text("  " + said, "yellow"))
     if data["kernels_generated"]:
         out.append(Text.assemble("  kernels generated ", (str(data["kernels_generated"]), "bold")))
     launched = data["kernels_launched_per_call"]
@@ -99,7 +100,8 @@ def lines(data: dict[str, Any]):
         out.append(Text(f"  kernels launched per call: {shown}{more}"))
     for label, key in (("PTX", "top_ptx_opcodes"), ("SASS", "top_sass_opcodes")):
         if data[key]:
-            out.append(Text(f"  top {label}: " + ", ".join(f"{op} {n}" for op, n in data[key].items())))
+            ops = ", ".join(f"{op} {n}" for op, n in data[key].items())
+            out.append(Text(f"  top {label}: {ops}"))
     for note in data["notes"][:3]:
         out.append(Text(f"  note: {note}", "dim"))
     out.append(Text.assemble("  run  ", (data["run"], "green")))
@@ -135,5 +137,6 @@ def to_text(data: dict[str, Any]) -> str:
 
 def to_html(data: dict[str, Any]) -> str:
     """A small self-contained HTML block for Jupyter."""
-    body = "<br>".join(html.escape(line.plain).replace("  ", "&nbsp;&nbsp;") for line in lines(data))
+    body = "<br>".join(html.escape(line.plain).replace("  ", "&nbsp;&nbsp;")
+                       for line in lines(data))
     return f'<div style="font-family: monospace; white-space: pre-wrap">{body}</div>'

@@ -201,24 +201,27 @@ class CompilePool:
 
     Workers start from a forkserver (Triton is not fork-safe once it has compiled) and
     each gets its own empty TRITON_CACHE_DIR, so every figure comes from a real compile,
-    never from the user's cache.
+    never from the user's cache. Their stderr goes to a file: a compiler that aborts
+    (an LLVM fatal error) fails its own configuration with that message, not the sweep.
     """
 
     def __init__(self, workers: int | None = None):
         self.workers = max(1, workers or os.cpu_count() or 1)
-        self._cache_root = tempfile.mkdtemp(prefix="irscope-compile-")
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["irscope.collectors.triton_aot"])
-        self._executor = ProcessPoolExecutor(self.workers, mp_context=context,
-                                             initializer=_init_worker,
-                                             initargs=(self._cache_root,))
+        self._root = tempfile.mkdtemp(prefix="irscope-compile-")
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["irscope.collectors.triton_aot"])
+        self._executor = self._pool(self.workers, os.path.join(self._root, "pool.err"))
+
+    def _pool(self, workers: int, stderr_path: str) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(workers, mp_context=self._context, initializer=_init_worker,
+                                   initargs=(self._root, stderr_path))
 
     def __enter__(self) -> "CompilePool":
         return self
 
     def __exit__(self, *exc) -> None:
         self._executor.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(self._cache_root, ignore_errors=True)
+        shutil.rmtree(self._root, ignore_errors=True)
 
     def call(self, fn, *args):
         """Run ``fn(*args)`` in a worker: the user's files are imported there, not here."""
@@ -236,22 +239,65 @@ class CompilePool:
             raise
 
     def compile(self, jobs: Sequence) -> Iterator[tuple[int, Any]]:
-        """(index, Outcome) for every job as it finishes; a crashed worker fails its jobs only."""
+        """(index, Outcome) for every job as it finishes.
+
+        A worker that dies breaks the whole pool, failing every unfinished job with it; those
+        are compiled again, each in a one-worker pool of its own, so only the culprit fails.
+        """
         from irscope.collectors import triton_aot
 
         futures = {self._executor.submit(triton_aot.compile_job, job): i for i, job in enumerate(jobs)}
+        suspects = []
         for future in as_completed(futures):
-            try:
-                outcome = future.result()
-            except BrokenProcessPool:
-                outcome = triton_aot.Outcome(False, 0.0, error="the compiler process crashed")
-            except Exception as exc:
-                outcome = triton_aot.Outcome(False, 0.0, error=f"{type(exc).__name__}: {exc}")
-            yield futures[future], outcome
+            outcome = _outcome(future)
+            if outcome is None:
+                suspects.append(futures[future])
+            else:
+                yield futures[future], outcome
+        if suspects:
+            self._executor.shutdown(wait=True)
+            self._executor = self._pool(self.workers, os.path.join(self._root, "pool.err"))
+        for start in range(0, len(suspects), self.workers):
+            alone = {}
+            for index in suspects[start:start + self.workers]:
+                stderr_path = os.path.join(self._root, f"job-{index}.err")
+                pool = self._pool(1, stderr_path)
+                alone[pool.submit(triton_aot.compile_job, jobs[index])] = (index, pool, stderr_path)
+            for future in as_completed(alone):
+                index, pool, stderr_path = alone[future]
+                pool.shutdown(wait=True)
+                yield index, _outcome(future) or triton_aot.Outcome(
+                    False, None, error=_crash_message(stderr_path))
 
 
-def _init_worker(cache_root: str) -> None:
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(dir=cache_root)
+def _outcome(future):
+    """The job's Outcome, None when its worker process died, an error Outcome for other faults."""
+    from irscope.collectors import triton_aot
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        return None
+    except Exception as exc:
+        return triton_aot.Outcome(False, None, error=f"{type(exc).__name__}: {exc}")
+
+
+def _crash_message(stderr_path: str) -> str:
+    """What a compiler said before it died, e.g. 'LLVM ERROR: Cannot select: intrinsic ...'."""
+    try:
+        with open(stderr_path, encoding="utf-8", errors="replace") as fh:
+            lines = [line.strip() for line in fh if line.strip()]
+    except OSError:
+        lines = []
+    said = next((l for l in reversed(lines) if "ERROR" in l or "error" in l), lines[-1] if lines else "")
+    return f"the compiler crashed: {said}" if said else "the compiler crashed"
+
+
+def _init_worker(root: str, stderr_path: str) -> None:
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(dir=root)
+    fd = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def jobs_for(path: str, info, signature: dict[str, str], configs: Sequence[Config],

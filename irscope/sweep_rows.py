@@ -53,9 +53,15 @@ def file_outcome(run: Run, info, config: Config, job, outcome) -> int:
                          origin="triton.compile")
         if outcome.ptxas_log:
             writer.add_stage(unit_id, "text", outcome.ptxas_log, name="ptxas -v", origin="ptxas")
-        nvtools.add_cubin(writer, unit_id, outcome.cubin, origin="triton.compile")
+        if outcome.cubin_stages:  # nvtools.add_cubin already ran in the worker
+            for kind, stage_name, data, origin in outcome.cubin_stages:
+                writer.add_stage(unit_id, kind, data, name=stage_name, origin=origin)
+            writer.add_unit(name, "triton", attrs=outcome.cubin_attrs)
+        else:
+            nvtools.add_cubin(writer, unit_id, outcome.cubin, origin="triton.compile")
         resources = _unit_attrs(writer, unit_id).get("resources") or outcome.ptxas
         figures = {**outcome.ptxas, **_flat_resources(resources)}
+        figures["static_shared_bytes"] = _static_shared(figures)
         problems, warnings = check_limits(config.capability, dict(config.options)["num_warps"],
                                           outcome.metadata, figures)
         writer.add_unit(name, "triton", attrs={
@@ -90,7 +96,7 @@ def _row(run: Run, unit: Unit) -> dict[str, Any]:
         "registers": resources.get("registers", _total(sass, "registers")),
         "spills": sum(s for s in spills if s is not None) if any(
             s is not None for s in spills) else None,
-        "shared_bytes": (metadata.get("shared", 0) + resources.get("static_shared_bytes", 0)
+        "shared_bytes": (metadata.get("shared", 0) + _static_shared(resources)
                          if metadata else None),
         "ptx_instructions": _total(ptx, "instructions"),
         "sass_instructions": _total(sass, "instructions"),
@@ -173,6 +179,11 @@ def _parsed(run: Run, unit: Unit, kind: str) -> dict[str, Any] | None:
         return run.parsed(stages[0]) if stages else None
     except ModuleNotFoundError:  # an irscope install without that parser: no figures from it
         return None
+
+
+def _static_shared(resources: dict[str, int]) -> int:
+    """Static shared bytes: cuobjdump's SHARED when known (it includes what ptxas reserves)."""
+    return int(resources.get("shared_bytes", resources.get("static_shared_bytes", 0)) or 0)
 
 
 def _times(per_thread: int | None, threads: int) -> int | None:

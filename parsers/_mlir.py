@@ -1,4 +1,4 @@
-"""Shared MLIR text reading for every dialect: ops, regions, locations, module attributes, layouts."""
+"""Shared MLIR text reading for any dialect: ops, regions, locations, module attributes, layouts."""
 
 from __future__ import annotations
 
@@ -24,12 +24,15 @@ LOC_ALIAS_RE = re.compile(r'#([\w$.-]+)\s*=\s*loc\((.*)\)\s*$')
 # `#blocked1 = #ttg.blocked<{sizePerThread = [1, 1], ...}>`, `#mma = #triton_gpu.mma<...>`
 LAYOUT_DIALECTS = r'(?:ttg|triton_gpu|ttng|triton_nvidia_gpu|amdgpu|ttig|triton_intel_gpu)'
 LAYOUT_ALIAS_RE = re.compile(r'#([\w$.-]+)\s*=\s*(#' + LAYOUT_DIALECTS + r'\.(\w+).*?)\s*$')
-# an encoding printed inline: `#ttg.slice<{dim = 1, parent = #ttg.blocked<{...}>}>`
-INLINE_LAYOUT_RE = re.compile(
-    r'#' + LAYOUT_DIALECTS + r'\.\w+(?:<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)?')
+# an encoding printed inline: `#ttg.slice<{dim = 1, parent = #ttg.blocked<{...}>}>` (brackets
+# nest three deep; runs of other characters are taken whole, so a match never backtracks)
+INLINE_LAYOUT_RE = re.compile(r'#' + LAYOUT_DIALECTS
+                              + r'\.\w+(?:<[^<>]*(?:<[^<>]*(?:<[^<>]*>[^<>]*)*>[^<>]*)*>)?')
 LAYOUT_KIND_RE = re.compile(r'#' + LAYOUT_DIALECTS + r'\.(\w+)')
 # `"/path/kernel.py":12:5` (FileLineColLoc, maybe with `to :L:C`)
 FILE_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+)')
+# what nesting depends on in an attribute or a location: strings, `->`, brackets, separators
+BRACKET_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|->|[()\[\]{}<>,]| at ')
 # a module attribute value: `4 : i32`
 TYPED_INT_RE = re.compile(r'(-?\d+)(?:\s*:\s*(?:[iu]\d+|index))?')
 # a string literal, so braces inside `asm_string = "{ .reg ... }"` are not regions
@@ -87,7 +90,7 @@ class _FunctionBuilder:
 
 
 def parse_module(text: str, kind: str) -> MlirModule:
-    """Read MLIR text line by line; malformed or truncated input yields diagnostics, never raises."""
+    """Read MLIR text line by line; malformed or truncated input gives diagnostics, never raises."""
     histogram: dict[str, int] = {}
     functions: list[_FunctionBuilder] = []
     regions: list[_Region] = []
@@ -95,7 +98,7 @@ def parse_module(text: str, kind: str) -> MlirModule:
     loc_aliases: dict[str, str] = {}
     layouts: dict[str, str] = {}
     aliased_encodings: set[str] = set()
-    module_name, module_attrs = None, {}
+    module_name, module_attrs, module_headers = None, {}, set()
     diagnostics: list[Diagnostic] = []
     current: _FunctionBuilder | None = None
     pending: _FunctionBuilder | None = None  # header whose `(` arguments span lines
@@ -119,10 +122,11 @@ def parse_module(text: str, kind: str) -> MlirModule:
         elif first == "%" or first == '"' or first.isalpha():
             m = OP_RE.match(s)
             if m:
-                results, name = m.group(1), m.group(2) or m.group(3)
+                results, generic, name = m.groups()
+                name = generic or name
                 if "." not in name:
                     bare = BARE_OPS.get(name)
-                    name = bare or (name if results and not m.group(2) else None)
+                    name = bare or (name if results and not generic else None)
                 if name:
                     op_line = lineno
                     histogram[name] = histogram.get(name, 0) + 1
@@ -134,7 +138,8 @@ def parse_module(text: str, kind: str) -> MlirModule:
                         fn = _FunctionBuilder(sym.group(1).strip('"') if sym else "?", lineno)
                         functions.append(fn)
                         pending = fn if s.count("(") > s.count(")") else None
-                    elif name == "builtin.module":
+                    elif name == "builtin.module" and s not in module_headers:
+                        module_headers.add(s)  # lit tests repeat one header per case
                         module_name = _module_header(s, module_name, module_attrs)
                     elif s[-1] == ")" and " loc(" in s:
                         raw_locs[lineno] = _trailing_loc(s)
@@ -171,7 +176,8 @@ def parse_module(text: str, kind: str) -> MlirModule:
     locations, missing = _resolve_locations(raw_locs, loc_aliases)
     if missing:
         names = ", ".join("#" + a for a in sorted(missing)[:5])
-        diagnostics.append(Diagnostic(0, f"{len(missing)} location alias(es) never defined: {names}"))
+        diagnostics.append(Diagnostic(
+            0, f"{len(missing)} location alias(es) never defined: {names}"))
     for encoding in sorted(set(INLINE_LAYOUT_RE.findall(text)) - aliased_encodings):
         layouts.setdefault(encoding, LAYOUT_KIND_RE.match(encoding).group(1))
     return _result(kind, histogram, functions, module_name, module_attrs, layouts,
@@ -214,7 +220,7 @@ def _module_header(line: str, name: str | None, attrs: dict[str, Any]) -> str | 
     sym = SYMBOL_RE.search(line.split("attributes", 1)[0])
     i = line.find("attributes {")
     if i >= 0:
-        body = _balanced(line, i + len("attributes "), "{", "}")
+        body = _balanced(line, i + len("attributes "))
         for item in _split_top(body, ","):
             key, eq, value = item.partition("=")
             key = key.strip().strip('"')
@@ -235,50 +241,32 @@ def _attr_value(value: str) -> Any:
     return value
 
 
-def _balanced(s: str, start: int, open_: str, close: str) -> str:
+def _balanced(s: str, start: int) -> str:
     """The text inside the bracket that opens at ``s[start]`` (to the end if unclosed)."""
-    depth, i, in_string = 0, start, False
-    while i < len(s):
-        c = s[i]
-        if in_string:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c == open_:
+    depth = 0
+    for m in BRACKET_TOKEN_RE.finditer(s, start):
+        token = m.group()
+        if token in "([{<":
             depth += 1
-        elif c == close:
+        elif token in ")]}>":
             depth -= 1
             if depth == 0:
-                return s[start + 1:i]
-        i += 1
+                return s[start + 1:m.start()]
     return s[start + 1:]
 
 
 def _split_top(s: str, sep: str) -> list[str]:
-    """Split ``s`` on ``sep`` where it is outside brackets and strings."""
-    parts, depth, last, i, in_string = [], 0, 0, 0, False
-    while i < len(s):
-        c = s[i]
-        if in_string:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "([{<":
+    """Split ``s`` on ``sep`` (`,` or ` at `) where it is outside brackets and strings."""
+    parts, depth, last = [], 0, 0
+    for m in BRACKET_TOKEN_RE.finditer(s):
+        token = m.group()
+        if token in "([{<":
             depth += 1
-        elif c in ")]}>" and not (c == ">" and s[i - 1:i] == "-"):
+        elif token in ")]}>":
             depth -= 1
-        elif depth == 0 and s.startswith(sep, i):
-            parts.append(s[last:i])
-            last = i + len(sep)
-            i = last
-            continue
-        i += 1
+        elif depth == 0 and token == sep:
+            parts.append(s[last:m.start()])
+            last = m.end()
     parts.append(s[last:])
     return parts
 
@@ -286,8 +274,8 @@ def _split_top(s: str, sep: str) -> list[str]:
 # ---- locations -------------------------------------------------------------------------
 
 # frames in library code (`triton/language/standard.py` inside `tl.max`, `jax/_src/...`)
-LIBRARY_PATH_RE = re.compile(r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)'
-                             r'[/\\]')
+LIBRARY_PATH_RE = re.compile(
+    r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)[/\\]')
 
 
 def user_frame(frames: tuple[str, ...]) -> str | None:
@@ -339,7 +327,7 @@ def _frames(raw: str, aliases: Mapping[str, str], memo: dict, missing: set) -> t
     elif raw.startswith("fused") and raw.endswith("]"):
         rest = raw[len("fused"):]
         if rest.startswith("<"):  # `fused<"CSE">[...]`: metadata before the list
-            rest = rest[len(_balanced(rest, 0, "<", ">")) + 2:]
+            rest = rest[len(_balanced(rest, 0)) + 2:]
         for part in _split_top(rest.strip()[1:-1], ","):
             frames = _frames(part, aliases, memo, missing)
             if frames:
@@ -351,32 +339,42 @@ def _frames(raw: str, aliases: Mapping[str, str], memo: dict, missing: set) -> t
 # ---- sniffing --------------------------------------------------------------------------
 
 SNIFF_BYTES = 65536
+# Sniffing patterns start with a literal (`\n`, a dialect name) so the regex engine can skip
+# ahead instead of trying every position of the head; `INDENT` takes a line's indentation
+# whole (an atomic group, spelled for Python 3.10), so a failed line is not retried per space.
+INDENT = r'\n(?=([ \t]*))\1'
 # `define void @f(`, `target triple = ...`, `; ModuleID = ...`: LLVM IR, not MLIR
-LLVM_IR_RE = re.compile(r'^(?:define|declare)\s|^target (?:triple|datalayout)\s*=|^; ModuleID',
-                        re.M)
+LLVM_IR_RE = re.compile(r'\n(?:define|declare)\s|\ntarget (?:triple|datalayout)\s*=|\n; ModuleID')
 # `HloModule jit_f, ...`: XLA HLO text
-HLO_RE = re.compile(r'^\s*HloModule\s', re.M)
+HLO_RE = re.compile(INDENT + r'HloModule\s')
 # strong MLIR shapes: `module {`, `tt.func @f(`, `%0 = arith.addf`, `#loc = loc(`
 MLIR_RE = re.compile(
-    r'^\s*(?:module\b.*\{\s*$|(?:[\w$]+\.)?func(?:\.func)?\s+(?:public\s+|private\s+)?@'
+    INDENT + r'(?:module\b[^\n]*\{[ \t]*\n'
+    r'|(?:[\w$]+\.)?func(?:\.func)?\s+(?:public\s+|private\s+)?@'
     r'|%[\w$.#:-]+(?:\s*,\s*%[\w$.#:-]+)*\s*=\s*"?[A-Za-z_][\w$]*\.[\w$.]+'
-    r'|#[\w$.-]+\s*=\s*(?:loc\(|#|affine_map))', re.M)
-# GPU ops or layouts; quoted module attributes (`"triton_gpu.num-warps"`) also occur in TTIR
-TRITON_GPU_RE = re.compile(r'(?<!")\b(?:ttg|triton_gpu|ttng|triton_nvidia_gpu)\.\w|#blocked\b')
-TRITON_RE = re.compile(r'\btt\.\w')
-HLO_DIALECT_RE = re.compile(r'\b(?:stablehlo|mhlo|chlo)\.\w')
+    r'|#[\w$.-]+\s*=\s*(?:loc\(|#|affine_map))')
+# GPU ops or layouts (not quoted module attributes like `"triton_gpu.num-warps"`, seen in TTIR)
+TRITON_GPU_RE = re.compile(r'(?:ttg|triton_gpu|ttng|triton_nvidia_gpu)\.\w|#blocked\b')
+TRITON_RE = re.compile(r'tt\.\w')
+HLO_DIALECT_RE = re.compile(r'(?:stablehlo|mhlo|chlo)\.\w')
 # `// CHECK: ...` lines of lit tests mention the dialects a pass produces, not those present
-COMMENT_LINE_RE = re.compile(r'^\s*//.*$', re.M)
+COMMENT_LINE_RE = re.compile(INDENT + r'//[^\n]*')
+NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$.\"")
 
 
 def sniff_dialects(text: str) -> tuple[bool, bool, bool, bool]:
     """(is MLIR, has Triton GPU dialects, has Triton `tt.` ops, has StableHLO/MHLO/CHLO)."""
-    head = text[:SNIFF_BYTES]
+    head = "\n" + text[:SNIFF_BYTES] + "\n"
     if LLVM_IR_RE.search(head) or HLO_RE.search(head) or not MLIR_RE.search(head):
         return False, False, False, False
-    head = COMMENT_LINE_RE.sub("", head)
-    return (True, bool(TRITON_GPU_RE.search(head)), bool(TRITON_RE.search(head)),
-            bool(HLO_DIALECT_RE.search(head)))
+    head = COMMENT_LINE_RE.sub("\n", head)
+    return (True, _starts_a_name(TRITON_GPU_RE, head), _starts_a_name(TRITON_RE, head),
+            _starts_a_name(HLO_DIALECT_RE, head))
+
+
+def _starts_a_name(pattern: re.Pattern, text: str) -> bool:
+    """Whether ``pattern`` occurs where a name starts (`tt.load`, not `"tt.x"` or `xtt.y`)."""
+    return any(text[m.start() - 1] not in NAME_CHARS for m in pattern.finditer(text))
 
 
 # ---- highlighting ----------------------------------------------------------------------

@@ -105,6 +105,7 @@ def _printed_node(match, targets: Counter, placeholders: list, node_targets: dic
 
 
 def parse(text: str) -> FxGraph:
+    """Readable GraphModule prints (Dynamo and AOT) and tabular `graph():` prints alike."""
     diagnostics: list[Diagnostic] = []
     targets: Counter = Counter()
     placeholders: list[str] = []
@@ -114,6 +115,18 @@ def parse(text: str) -> FxGraph:
     location: tuple[str, int, str, str] | None = None
     in_signature = False
     for line in text.splitlines():
+        node = None if in_signature else NODE_RE.match(line)
+        if node:  # most lines: `name: "f32[..]" = target(args);  name = None`
+            expression = line[node.end():]
+            cut = expression.find(";  ")
+            target = _target(expression if cut < 0 else expression[:cut])
+            if target is not None:
+                targets[target] += 1
+                name = node.group(1).split(",")[0]
+                node_targets[name] = target
+                if location:
+                    locations.append(SourceLocation(name, *location))
+            continue
         stripped = line.strip()
         if not stripped:
             continue
@@ -139,20 +152,6 @@ def parse(text: str) -> FxGraph:
             continue
         if stripped.startswith("return ") or stripped == "return":
             outputs += 1
-            continue
-        node = NODE_RE.match(line)
-        if not node:
-            continue
-        expression = line[node.end():]
-        cut = expression.find(";  ")
-        target = _target(expression if cut < 0 else expression[:cut])
-        if target is None:
-            continue
-        targets[target] += 1
-        name = node.group(1).split(",")[0]
-        node_targets[name] = target
-        if location:
-            locations.append(SourceLocation(name, *location))
     if not graphs and not targets and text.strip():
         diagnostics.append(Diagnostic(0, "no FX graph found"))
     calls = sum(targets.values())

@@ -21,6 +21,8 @@ MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
 COMPUTATION_RE = re.compile(r"^(ENTRY\s+)?%?([\w.\-$]+)\s*(?:\(.*\)\s*->\s*.*?)?\{\s*$")
 # ROOT %add.3 = f32[32,64]{1,0} add(...)   /   fusion.3 = (f32[2], s32[]) fusion(...)
 INSTRUCTION_RE = re.compile(r"^\s+(ROOT\s+)?%?([\w.\-$]+)(?:\s+=\s*|=\s+)(.*)$")
+# the common case, an array shape: "  %add.3 = f32[32,64]{1,0} add(" (tuples take INSTRUCTION_RE)
+SIMPLE_INSTRUCTION_RE = re.compile(r"\s+(?:ROOT )?%?([\w.\-$]+) = [^\s(]\S* ([a-z][\w\-]*)\(")
 # "    update_window_dims={1,2}," or "      %operand_1, %p2)," : the tail of a wrapped instruction
 CONTINUATION_RE = re.compile(r"^(\s{4,}|\s+[\w.]+=)")
 # f32[32,64]{1,0} fusion(      token[] after-all(
@@ -125,27 +127,30 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
             continue
         if current is None:
             continue
-        instruction = INSTRUCTION_RE.match(line)
-        if not instruction:
-            stripped = line.strip()
-            if stripped and not stripped.startswith("//") and not CONTINUATION_RE.match(line):
-                diagnostics.append(Diagnostic(number, "unreadable HLO line"))
-            continue
-        rhs = instruction.group(3)
-        opcode = _opcode(rhs)
-        if opcode is None:
-            diagnostics.append(Diagnostic(number, "instruction without an opcode"))
-            continue
+        simple = SIMPLE_INSTRUCTION_RE.match(line)
+        if simple:
+            name, opcode = simple.groups()
+        else:
+            instruction = INSTRUCTION_RE.match(line)
+            if not instruction:
+                stripped = line.strip()
+                if stripped and not stripped.startswith("//") and not CONTINUATION_RE.match(line):
+                    diagnostics.append(Diagnostic(number, "unreadable HLO line"))
+                continue
+            name, opcode = instruction.group(2), _opcode(instruction.group(3))
+            if opcode is None:
+                diagnostics.append(Diagnostic(number, "instruction without an opcode"))
+                continue
         histograms[current][opcode] += 1
         if opcode == "fusion":
-            kind = FUSION_KIND_RE.search(rhs)
-            calls = CALLS_RE.search(rhs)
-            backend = BACKEND_KIND_RE.search(rhs)
-            fusion_rows.append((instruction.group(2), kind.group(1) if kind else "",
+            kind = FUSION_KIND_RE.search(line)
+            calls = CALLS_RE.search(line)
+            backend = BACKEND_KIND_RE.search(line)
+            fusion_rows.append((name, kind.group(1) if kind else "",
                                 calls.group(1) if calls else "",
                                 backend.group(1) if backend else "", current))
         elif opcode == "custom-call":
-            target = TARGET_RE.search(rhs)
+            target = TARGET_RE.search(line)
             custom_calls[target.group(1) if target else "?"] += 1
     if current is not None:
         diagnostics.append(Diagnostic(0, f"computation {current} is not closed (truncated file?)"))

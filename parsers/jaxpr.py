@@ -99,6 +99,7 @@ def _aval(text: str, name: str, start: int, end: int) -> str:
 
 
 def parse(text: str) -> Jaxpr:
+    """Every equation at every nesting level; the signature of the main (last top-level) jaxpr."""
     diagnostics: list[Diagnostic] = []
     primitives = Counter(EQUATION_RE.findall(text))
     if " <- " in text:

@@ -30,7 +30,8 @@ CALLEE_RE = re.compile(r'@(' + _NAME + r')')
 DBG_RE = re.compile(r'!dbg !(\d+)')
 # `!12 = !DILocation(line: 21, column: 11, scope: !4)`, `!1 = !DIFile(filename: "k.py", ...)`
 META_RE = re.compile(r'!(\d+)\s*=\s*(?:distinct\s+)?!(DI\w+)\((.*)\)\s*$')
-META_FIELD_RE = re.compile(r'(line|scope|file|filename|directory|inlinedAt):\s*(!\d+|"(?:[^"\\]|\\.)*"|\d+)')
+META_FIELD_RE = re.compile(
+    r'(line|scope|file|filename|directory|inlinedAt):\s*(!\d+|"(?:[^"\\]|\\.)*"|\d+)')
 # `!nvvm.annotations = !{!0, !1}` and `!0 = !{ptr @k, !"kernel", i32 1, !"maxntidx", i32 128}`
 NAMED_META_RE = re.compile(r'!([\w.$-]+)\s*=\s*!\{(.*)\}\s*$')
 TUPLE_META_RE = re.compile(r'!(\d+)\s*=\s*(?:distinct\s+)?!\{(.*@.*)\}\s*$')
@@ -48,8 +49,8 @@ STRINGS_RE = re.compile(r'"(?:[^"\\]|\\.)*"')
 INLINE_ASM_RE = re.compile(r'[^@"]*?\basm\s+(?:(?:sideeffect|alignstack|inteldialect|unwind)\s+)*"')
 
 # sniffing: `define void @f(` / `declare i32 @g(`, else `target triple = ` or `; ModuleID = `
-FUNCTION_LINE_RE = re.compile(r'^(?:define|declare)\s[^@\n]*@', re.M)
-MODULE_HEADER_RE = re.compile(r'^(?:target (?:triple|datalayout)\s*=|; ModuleID = )', re.M)
+FUNCTION_LINE_RE = re.compile(r'\n(?:define|declare)\s[^@\n]*@')
+MODULE_HEADER_RE = re.compile(r'\n(?:target (?:triple|datalayout)\s*=|; ModuleID = )')
 # `!0` in `!nvvm.annotations = !{!0, !1}`
 META_REF_RE = re.compile(r'!(\d+)')
 
@@ -103,7 +104,7 @@ class _Function:
 
 def sniff(text: str) -> float:
     """High for `define`/`declare` lines or `target triple`; MLIR's LLVM dialect is not this."""
-    head = text[:65536]
+    head = "\n" + text[:65536]  # patterns start with `\n`: the engine skips to line starts
     if FUNCTION_LINE_RE.search(head):
         return 0.95
     if MODULE_HEADER_RE.search(head):
@@ -214,7 +215,7 @@ def _count_call(rest: str, fn: _Function, intrinsics: dict, calls: dict) -> None
 
 
 def _annotations(functions, named, tuples, attr_groups) -> dict[str, dict[str, Any]]:
-    """Per function: `nvvm.annotations` entries (kernel, maxntidx, ...) and `"nvvm.*"` attributes."""
+    """Per function: `nvvm.annotations` entries (kernel, maxntidx...) and `"nvvm.*"` attributes."""
     found: dict[str, dict[str, Any]] = {}
     ids = [int(i) for i in META_REF_RE.findall(named.get("nvvm.annotations", ""))]
     for node in ids:
@@ -271,7 +272,8 @@ def _locations(dbg_refs: Mapping[int, int], meta: Mapping[int, tuple[str, str]]
             scope, outer = _ref(f.get("scope")), _ref(f.get("inlinedAt"))
             path = file_of(scope) if scope is not None else None
             here = (f"{path}:{f['line']}",) if path and "line" in f else ()
-            stacks[node] = here + (frames(outer, hops + 1) if outer is not None and hops < 32 else ())
+            inlined_into = frames(outer, hops + 1) if outer is not None and hops < 32 else ()
+            stacks[node] = here + inlined_into
         return stacks[node]
 
     locations, unresolved = {}, 0

@@ -31,9 +31,9 @@ FUNCTION_RE = re.compile(r"\.(entry|func)\s*(?:\(([^)]*)\)\s*)?([\w$.]+)\s*(?:\(
 # ".maxntid 128, 1, 1" / ".reqntid 128" / ".minnctapersm 1" / ".maxnreg 255"
 PERF_RE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|maxnctapersm|maxclusterrank|"
                      r"reqnctapercluster)\s+(\d+(?:\s*,\s*\d+)*)")
-# A declaration at a line start: "\n\t.reg .b32 \t%r<236>;" / "\n.extern .shared .align 16 .b8 smem[];"
-DECL_RE = re.compile(r"\n[ \t]*+\{?[ \t]*+((?:\.(?:extern|visible|weak)[ \t]++)*)"
-                     r"\.(reg|shared|local|global|const)[ \t]++([^;]*);")
+# A declaration from its state space on: ".reg .b32 \t%r<236>;" / ".shared .align 16 .b8 smem[];"
+DECL_RE = re.compile(r"\.(reg|shared|local|global|const)(?=[ \t.])[ \t]*+([^;]*);")
+_DECL_PREFIXES = frozenset({".extern", ".visible", ".weak", "{"})
 # ".file 1 \"/path/kernel.py\"" (optionally with timestamp and size)
 FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
@@ -108,6 +108,8 @@ class PtxKernel:
     def summary(self) -> dict[str, Any]:
         """Compact JSON: everything but the blocks, which are summarised by their count."""
         data = {k: v for k, v in to_jsonable(self).items() if k != "blocks"}
+        for loop, entry in zip(self.loops, data["loops"]):
+            entry["categories"] = loop.categories
         data.update(blocks=len(self.blocks), shared_bytes=self.shared_bytes,
                     local_bytes=self.local_bytes, threads_per_block=self.threads_per_block)
         return data
@@ -174,7 +176,7 @@ def parse(text: str) -> PtxModule:
     if "version" not in header:
         diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX module"))
     line_starts = _LineIndex(text)
-    decls = [(m.start() + 1, m.groups()) for m in DECL_RE.finditer(text)]
+    decls = _declarations(text)
     kernels = []
     spans = []
     starts = _function_starts(text)
@@ -183,7 +185,7 @@ def parse(text: str) -> PtxModule:
         if kernel:
             kernels.append(kernel)
             spans.append(span)
-    module_decls = tuple(d for pos, g in decls if g[1] != "reg" and not _inside(pos, spans)
+    module_decls = tuple(d for pos, g in decls if g[0] != "reg" and not _inside(pos, spans)
                          for d in _decls(g))
     histogram = Counter()
     for k in kernels:
@@ -257,7 +259,7 @@ def _parse_function(text, start, limit, index, decls, diagnostics):
     semicolon = text.find(";", head.end())
     if semicolon >= 0 and (brace < 0 or semicolon < brace):
         return None, None  # a declaration (prototype), not a definition
-    if brace < 0:
+    if brace < 0 or brace > limit:
         diagnostics.append(Diagnostic(line, f"{name}: no body: truncated module"))
         return None, None
     perf = {m.group(1): tuple(int(x) for x in m.group(2).split(","))
@@ -278,8 +280,8 @@ def _parse_function(text, start, limit, index, decls, diagnostics):
     for pos, groups in decls[first:]:
         if pos >= end:
             break
-        if groups[1] == "reg":
-            registers.update(_register_counts(groups[2]))
+        if groups[0] == "reg":
+            registers.update(_register_counts(groups[1]))
         else:
             kernel_decls.extend(_decls(groups))
     kernel = PtxKernel(
@@ -310,6 +312,27 @@ def _closing_brace(text: str, brace: int, limit: int) -> int:
         if depth == 0:
             return brace + m.start()
     return -1
+
+
+def _declarations(text: str) -> list[tuple[int, tuple[str, str]]]:
+    """(offset, (space, rest)) of every variable declaration, in text order.
+
+    Found with str.find per state-space keyword (C speed); a hit counts only when nothing
+    but `.extern`/`.visible`/`.weak`/`{` precedes it on its line, so `ld.global` is no hit.
+    """
+    found = []
+    for keyword in (".reg", ".shared", ".local", ".global", ".const"):
+        pos = text.find(keyword)
+        while pos >= 0:
+            if pos == 0 or text[pos - 1] in " \t\n{":
+                line_start = text.rfind("\n", 0, pos) + 1
+                if all(w in _DECL_PREFIXES for w in text[line_start:pos].split()):
+                    match = DECL_RE.match(text, pos)
+                    if match:
+                        found.append((pos, match.groups()))
+            pos = text.find(keyword, pos + len(keyword))
+    found.sort()
+    return found
 
 
 def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
@@ -353,9 +376,9 @@ def _register_counts(text: str) -> Counter:
     return Counter({kind: total})
 
 
-def _decls(groups: tuple[str, str, str]) -> list[PtxDecl]:
+def _decls(groups: tuple[str, str]) -> list[PtxDecl]:
     """`.shared .align 16 .b8 smem[1024]` -> PtxDecl(shared, smem, b8, 1024, 16)."""
-    _, space, rest = groups
+    space, rest = groups
     rest = rest.split("=", 1)[0]
     words = rest.split()
     if not words:

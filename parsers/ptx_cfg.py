@@ -47,7 +47,11 @@ class PtxLoop:
     blocks: tuple[str, ...]
     instructions: int
     histogram: dict[str, int]
-    categories: dict[str, int]
+
+    @property
+    def categories(self) -> dict[str, int]:
+        """The loop's histogram folded to categories (tensor core, global memory, ...)."""
+        return sorted_histogram(by_category(self.histogram))
 
 
 def split_blocks(body: str, first_line: int) -> list[PtxBlock]:
@@ -150,8 +154,7 @@ def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
         members = [blocks[i] for i in sorted(body)]
         loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
                              max(m.last_line for m in members), tuple(m.name for m in members),
-                             sum(histogram.values()), sorted_histogram(histogram),
-                             sorted_histogram(by_category(histogram))))
+                             sum(histogram.values()), sorted_histogram(histogram)))
     return tuple(loops)
 
 

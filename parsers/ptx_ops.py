@@ -143,33 +143,49 @@ def by_category(histogram: Mapping[str, int]) -> Counter:
     return folded
 
 
+ESTIMATE_KEYS = ("global_load_bytes", "global_store_bytes", "tensor_core", "fma", "fp32_fma")
+
+
+@lru_cache(maxsize=4096)
+def _estimate(text: str) -> tuple[int, int, int, int, int]:
+    """One execution's contribution to each of ESTIMATE_KEYS."""
+    opcode = split_opcode(text)
+    is_global = opcode.state_space == "global"
+    load = access_bytes(text) if is_global and opcode.op in ("ld", "ldu") else 0
+    store = access_bytes(text) if is_global and opcode.op == "st" else 0
+    tensor = int(opcode.op in ("mma", "wmma", "wgmma.mma_async") or
+                 opcode.op.startswith("tcgen05.mma"))
+    fma = int(opcode.op == "fma" or (opcode.op == "mad" and opcode.category.startswith(("fp", "bf"))))
+    return load, store, tensor, fma, fma if opcode.category == "fp32" else 0
+
+
 def estimates(histogram: Mapping[str, int]) -> dict[str, int]:
     """Static per-thread figures from the histogram: global bytes per executed instruction, FMAs."""
-    load = store = tensor = fma = fp32_fma = 0
+    sums = [0] * len(ESTIMATE_KEYS)
     for text, count in histogram.items():
-        opcode = split_opcode(text)
-        if opcode.state_space == "global" and opcode.op in ("ld", "ldu"):
-            load += count * access_bytes(text)
-        elif opcode.state_space == "global" and opcode.op == "st":
-            store += count * access_bytes(text)
-        if opcode.category == "tensor_core" and opcode.op in ("mma", "wmma", "wgmma.mma_async") \
-                or opcode.op.startswith("tcgen05.mma"):
-            tensor += count
-        if opcode.op == "fma" or (opcode.op == "mad" and opcode.category.startswith(("fp", "bf"))):
-            fma += count
-            fp32_fma += count if opcode.category == "fp32" else 0
-    return {"global_load_bytes": load, "global_store_bytes": store, "tensor_core": tensor,
-            "fma": fma, "fp32_fma": fp32_fma}
+        for i, value in enumerate(_estimate(text)):
+            sums[i] += value * count
+    return dict(zip(ESTIMATE_KEYS, sums))
 
 
-# A statement's opcode at a line start, after an optional guard; `{` marks a line of inline
-# asm statements that needs a closer look. The rest of the statement, up to `;`, is consumed
-# so operand lines of a multi-line call or mma are never read as opcodes.
+# A statement's opcode at a line start, after an optional guard. The rest of the statement,
+# up to `;`, is consumed so operand lines of a multi-line call or mma are never read as
+# opcodes. A line opening with `{` and holding statements (inline asm) is captured whole, to
+# be split by `brace_statements`; only its `{` is consumed.
 #   "\n\t@!%p1 ld.global.nc.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];" -> "ld.global.nc.v4.b32"
+#   "\n\t{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }" -> "{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }"
 OPCODE_RE = re.compile(r"\n[ \t]*+(?:@[^\s]++[ \t]++)?+"
-                       r"([a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*[:=])|\{(?=[^\n]*;))[^;]*+;")
+                       r"(?=([a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*[:=])|\{[^\n]*;[^\n]*))"
+                       r"(?:\{|[^;]*+;)")
 # One statement inside a brace line: "@%p1 mov.b32 {tmp, %rs1}, %r1" -> "mov.b32"
 STATEMENT_RE = re.compile(r"[{}\s]*(?:@\S+\s+)?([a-z][a-z0-9_.:]*)(?!\s*[:=])")
+
+
+@lru_cache(maxsize=1024)
+def brace_statements(line: str) -> tuple[str, ...]:
+    """Opcodes of the statements on one `{ ...; ...; }` line, directives skipped."""
+    found = (STATEMENT_RE.match(statement) for statement in line.split(";"))
+    return tuple(m.group(1) for m in found if m)
 
 
 def statement_opcodes(text: str, pos: int = 0) -> list[str]:
@@ -179,19 +195,14 @@ def statement_opcodes(text: str, pos: int = 0) -> list[str]:
     with `{` (inline asm such as `{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }`), which is split.
     """
     ops = OPCODE_RE.findall(text, pos)
-    if "{" not in ops:
+    if not ops or max(ops) < "{":  # "{" sorts after every lower-case opcode
         return ops
     fixed: list[str] = []
-    for match in OPCODE_RE.finditer(text, pos):
-        op = match.group(1)
-        if op != "{":
+    for op in ops:
+        if op[0] == "{":
+            fixed.extend(brace_statements(op))
+        else:
             fixed.append(op)
-            continue
-        end = text.find("\n", match.start(1))
-        for statement in text[match.start(1):end if end >= 0 else None].split(";"):
-            found = STATEMENT_RE.match(statement)
-            if found:
-                fixed.append(found.group(1))
     return fixed
 
 
@@ -204,9 +215,14 @@ def opcode_histogram(text: str) -> Counter:
         text = strip_block_comments(text)
     start = text.find(".version")
     start = text.rfind("\n", 0, start) if start > 0 else -1
-    if start >= 0:
-        return Counter(statement_opcodes(text, start))
-    return Counter(statement_opcodes(text if text.startswith("\n") else "\n" + text))
+    if start < 0 and not text.startswith("\n"):
+        text, start = "\n" + text, 0
+    counts = Counter(OPCODE_RE.findall(text, max(start, 0)))
+    for line in [op for op in counts if op[0] == "{"]:
+        times = counts.pop(line)
+        for op in brace_statements(line):
+            counts[op] += times
+    return counts
 
 
 # A block comment, possibly over several lines: "/* unused */"

@@ -9,6 +9,7 @@ cache), and optionally a Pygments lexer class.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from dataclasses import dataclass
@@ -95,10 +96,12 @@ def parse(kind: str, text: str) -> ParseResult:
     if module is None:
         return ParseResult(kind=kind)
     try:
-        return module.parse(text)
+        result = module.parse(text)
     except Exception as exc:  # a parser bug must not hide the other artifacts
         message = f"parser error: {type(exc).__name__}: {exc}"
         return ParseResult(kind=kind, diagnostics=(Diagnostic(0, message, "error"),))
+    # one module can serve several kinds (llir and llvm_ir): the result names the kind asked for
+    return result if result.kind == kind else dataclasses.replace(result, kind=kind)
 
 
 def detect(text: str, filename: str | None = None) -> str:

@@ -13,6 +13,7 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
                             Whitespace)
 
 from .base import Diagnostic, ParseResult, sorted_histogram
+from .occupancy import Occupancy, occupancy
 
 VERSION = 1
 
@@ -39,6 +40,9 @@ _NV_INFO_RE = re.compile(r"\.section[ \t]+\.nv\.info\.([^,\s]+)")
 _NTID_RE = re.compile(r"nvinfo : EIATTR_(REQNTID|MAX_THREADS)\s*\n(?:[^\n]*\n){0,8}?"
                       r"[^\n]*\.word\s+(0x[0-9a-f]+)\s*\n[^\n]*\.word\s+(0x[0-9a-f]+)\s*\n"
                       r"[^\n]*\.word\s+(0x[0-9a-f]+)")
+# Per-kernel figures in .nv.info: "nvinfo : EIATTR_REGCOUNT" ... ".word index@(add_kernel)" ".word 0x1e"
+_NV_ATTR_RE = re.compile(r"nvinfo : EIATTR_(REGCOUNT|FRAME_SIZE)\s*\n(?:[^\n]*\n){0,8}?"
+                         r"[^\n]*\.word\s+index@\(([^)\s]+)\)\s*\n[^\n]*\.word\s+(0x[0-9a-f]+)")
 # maxas headers: "# RegCnt: 122" / "# SharedSize: 16384"
 _MAXAS_RES_RE = re.compile(r"#[ \t]*(RegCnt|SharedSize):[ \t]*(\d+)")
 
@@ -55,7 +59,7 @@ _CATEGORY_BY_OP = {
                      "STSM", "MOVM", "WARPGROUP", "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA",
                      "UTCBAR", "OMMA", "QMMA"), "tensor_core"),
     **dict.fromkeys(("FADD", "FMUL", "FFMA", "FMNMX", "FSETP", "FSET", "FSEL", "FCHK",
-                     "FSWZADD", "FFMA32I", "FADD32I", "FMUL32I", "FMNMX"), "fp32"),
+                     "FSWZADD", "FFMA32I", "FADD32I", "FMUL32I"), "fp32"),
     **dict.fromkeys(("HADD2", "HMUL2", "HFMA2", "HSETP2", "HSET2", "HMNMX2", "HADD2_32I",
                      "HFMA2_32I", "HMUL2_32I"), "fp16"),
     **dict.fromkeys(("DADD", "DMUL", "DFMA", "DSETP", "DSET", "DMNMX"), "fp64"),
@@ -70,14 +74,14 @@ _CATEGORY_BY_OP = {
                      "F2I64", "UF2FP"), "conversion"),
     **dict.fromkeys(("MOV", "MOV32I", "PRMT", "SHFL", "SEL", "S2R", "S2UR", "CS2R", "R2UR",
                      "P2R", "R2P", "UMOV", "UPRMT", "USEL", "UP2UR", "UR2UP", "B2R", "R2B",
-                     "S2UR", "CSMTEST", "GETLMEMBASE", "SETLMEMBASE", "LEPC"), "data_movement"),
+                     "GETLMEMBASE", "SETLMEMBASE", "LEPC"), "data_movement"),
     **dict.fromkeys(("VOTE", "VOTEU", "MATCH", "REDUX", "ELECT", "CREDUX"), "warp"),
     **dict.fromkeys(("BAR", "MEMBAR", "SYNCS", "DEPBAR", "ERRBAR", "FENCE", "WARPSYNC",
                      "ARRIVES", "CGAERRBAR", "BARRIER", "UCGABAR_ARV", "UCGABAR_WAIT",
                      "ACQBULK", "SYNC", "WARPGROUPSET"), "synchronization"),
     **dict.fromkeys(("BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BPT", "BSSY", "BSYNC",
                      "YIELD", "KILL", "BREAK", "BRK", "SSY", "PBK", "PCNT", "CONT", "JCAL",
-                     "PRET", "PEXIT", "ACCMUL", "NANOSLEEP", "CALL.ABS"), "control_flow"),
+                     "PRET", "PEXIT", "NANOSLEEP"), "control_flow"),
 }
 
 
@@ -91,6 +95,7 @@ class SassKernel:
     ops: dict[str, int] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
     resources: dict[str, int] = field(default_factory=dict)
+    occupancy: Occupancy | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +126,7 @@ def category(opcode: str) -> str:
 def sniff(text: str) -> float:
     """How surely ``text`` is a SASS listing: addressed upper-case instructions or res-usage."""
     head = text[:20000]
-    if INSTRUCTION_RE.search(head):
+    if INSTRUCTION_RE.search(head) or ("EF_CUDA_SM" in head and ".headerflags" in head):
         return 0.9
     if CONTROL_RE.search(head) or RES_USAGE_RE.search(head):
         return 0.6
@@ -148,6 +153,9 @@ def parse(text: str) -> SassModule:
         per_kernel.setdefault(name or "(no kernel name)", Counter())[opcode] += 1
     usage = parse_res_usage(text)
     bounds = launch_bounds(text)
+    for attr, owner, value in _NV_ATTR_RE.findall(text):
+        key = "registers" if attr == "REGCOUNT" else "stack_bytes"
+        usage.setdefault(owner, {}).setdefault(key, int(value, 16))
     maxas = {k: int(v) for k, v in _MAXAS_RES_RE.findall(text)}
     kernels = []
     for kernel_name, counts in per_kernel.items():
@@ -162,34 +170,46 @@ def parse(text: str) -> SassModule:
     total = Counter()
     for counts in per_kernel.values():
         total.update(counts)
-    arch = ARCH_RE.search(text)
+    arch_match = ARCH_RE.search(text)
+    arch = int(arch_match.group(1)) if arch_match else None
+    kernels = [_with_occupancy(k, arch) for k in kernels]
     diagnostics = () if instructions else (Diagnostic(0, "no SASS instructions found"),)
-    totals = {"instructions": sum(total.values()), "kernels": len(kernels)}
-    for key in ("registers", "stack_bytes", "shared_bytes", "const_bytes", "spill_stores",
-                "spill_loads"):
-        values = [k.resources[key] for k in kernels if key in k.resources]
-        if values:
-            totals[key] = max(values) if key == "registers" else sum(values)
+    totals = _totals(kernels, {"instructions": sum(total.values()), "kernels": len(kernels)})
     return SassModule(kind="sass", histogram=sorted_histogram(total), totals=totals,
                       diagnostics=diagnostics, format=fmt,
-                      arch=int(arch.group(1)) if arch else None, kernels=tuple(kernels),
+                      arch=arch, kernels=tuple(kernels),
                       ops=sorted_histogram(_fold(total, base_op)),
                       categories=sorted_histogram(_fold(total, category)))
 
 
 def with_resources(module: SassModule, usage: Mapping[str, Mapping[str, int]]) -> SassModule:
     """The module with each kernel's resources merged from ``parse_res_usage`` output."""
-    kernels = tuple(dataclasses.replace(k, resources={**k.resources, **usage.get(k.name, {})})
-                    for k in module.kernels)
-    totals = dict(module.totals)
-    regs = [k.resources["registers"] for k in kernels if "registers" in k.resources]
-    if regs:
-        totals["registers"] = max(regs)
-    for key in ("stack_bytes", "shared_bytes", "const_bytes"):
+    kernels = [_with_occupancy(dataclasses.replace(
+        k, resources={**k.resources, **usage.get(k.name, {})}), module.arch)
+        for k in module.kernels]
+    return dataclasses.replace(module, kernels=tuple(kernels),
+                               totals=_totals(kernels, dict(module.totals)))
+
+
+def _with_occupancy(kernel: SassKernel, arch: int | None) -> SassKernel:
+    """The kernel with its theoretical occupancy, when registers and block size are known."""
+    res = kernel.resources
+    if not arch or "registers" not in res or "threads_per_block" not in res:
+        return kernel
+    card = occupancy(arch, res["threads_per_block"], res["registers"], res.get("shared_bytes", 0))
+    return dataclasses.replace(kernel, occupancy=card)
+
+
+def _totals(kernels: list[SassKernel], totals: dict) -> dict:
+    for key in ("registers", "stack_bytes", "shared_bytes", "const_bytes", "spill_stores",
+                "spill_loads"):
         values = [k.resources[key] for k in kernels if key in k.resources]
         if values:
-            totals[key] = sum(values)
-    return dataclasses.replace(module, kernels=kernels, totals=totals)
+            totals[key] = max(values) if key == "registers" else sum(values)
+    cards = [k.occupancy for k in kernels if k.occupancy]
+    if cards:
+        totals["occupancy"] = min(card.ratio for card in cards)
+    return totals
 
 
 def parse_res_usage(text: str) -> dict[str, dict[str, int]]:

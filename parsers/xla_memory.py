@@ -21,8 +21,8 @@ TOTAL_RE = re.compile(r"^Total bytes(?: used)?:\s*(\d+)")
 PEAK_RE = re.compile(r"\bpeak\b[^:]*:\s*(\d+)", re.IGNORECASE)
 # "    16.0KiB( 98%);    16.0KiB;            0;                5; f32[32,2], 2×f32[32,128]"
 USAGE_ROW_RE = re.compile(r"^\s*[\d.]+\w*\(\s*\d+%\);\s*([\d.]+)(\w*);\s*(\d+);\s*(\d+);")
-ROLES = ("parameter", "output", "constant", "thread-local", "preallocated-temp", "maybe-live-out",
-         "entry computation parameter", "tuple")
+# the role after "size N": ", parameter 1, shape |...|"  ", output shape is |...|"  ", thread-local"
+ROLE_RE = re.compile(r",\s*([a-z][a-z\- ]*?)(?= \d| shape|,|:|$)")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "": 1}
 
 
@@ -56,11 +56,12 @@ def sniff(text: str) -> float:
 
 
 def _role(attributes: str) -> str:
-    text = attributes.strip(" ,:")
-    for role in ROLES:
-        if text.startswith(role):
-            return "parameter" if role.endswith("parameter") else role
-    return text.split(",")[0].strip() or "temp"
+    """`, parameter 1, shape |f32[64]| at ...` -> parameter; `, output shape is ...` -> output."""
+    match = ROLE_RE.match(attributes)
+    if not match:
+        return "temp"
+    role = match.group(1)
+    return "parameter" if role.endswith("parameter") else role
 
 
 def parse_summary(text: str) -> MemorySummary:

@@ -150,11 +150,18 @@ def test_single_artifacts_diff_as_one_unit_each(cli, tmp_path):
     garbage.write_text("just some words\n")
     refused = cli("diff", garbage, tmp_path / "b.ptx")
     assert refused.returncode == 1 and "neither a run" in refused.stderr
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps({"schema": "irscope.report/9", "units": []}))
+    newer = cli("diff", future, tmp_path / "b.ptx")
+    assert newer.returncode == 1 and "not an irscope.report/1 document" in newer.stderr
 
 
 def test_every_format_renders_the_diff(diff):
     assert "matmul_kernel" in table.render_diff(diff, width=100)
-    assert max(len(line) for line in table.render_diff(diff, width=80).splitlines()) <= 80
+    for width in (60, 80):
+        text = table.render_diff(diff, width=width)
+        assert max(len(line) for line in text.splitlines()) <= width
+        assert "(run total)" in text and "matmul_kernel" in text.replace("\n", "")
     rows = list(csv.DictReader(io.StringIO(csv_report.render_diff(diff))))
     matmul = [r for r in rows if r["unit_a"] == "matmul_kernel"]
     assert len(matmul) == len(by_name(diff, "matmul_kernel").changes)

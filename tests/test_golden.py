@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,35 @@ def test_sample_lexes_losslessly_without_errors(sample):
     tokens = list(lexer.get_tokens(text))
     assert "".join(value for _, value in tokens) == text
     assert not [value for token, value in tokens if token is Error]
+
+
+def mangled(text: str, seed: int) -> list[str]:
+    """Deterministic damage: truncations, cut-outs, stray brackets and shuffled lines."""
+    rng = random.Random(seed)
+    lines = text.splitlines(keepends=True)
+    versions = []
+    for _ in range(4):
+        cut = rng.randrange(len(text) + 1)
+        versions.append(text[:cut])
+        versions.append(text[:cut] + text[cut + rng.randrange(1, 80):])
+        versions.append("".join(c if rng.random() > 0.02 else rng.choice("{}()[]%=\n\"':,.#")
+                                for c in text))
+        versions.append("".join(rng.sample(lines, len(lines))))
+    return versions
+
+
+@pytest.mark.parametrize("sample", SAMPLES_LIST,
+                         ids=[str(p.relative_to(SAMPLES)) for p in SAMPLES_LIST])
+def test_damaged_sample_never_crashes_its_parser(sample):
+    """Malformed input is data: the parser reports diagnostics, it never raises."""
+    parsed = parsed_sample(sample)
+    if parsed is None:
+        return
+    text, kind, _ = parsed
+    for version in mangled(text, seed=len(text)):
+        result = registry.parse(kind, version)
+        crashes = [d.message for d in result.diagnostics if d.message.startswith("parser error")]
+        assert not crashes, crashes
 
 
 def test_no_orphan_goldens():

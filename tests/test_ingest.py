@@ -1,4 +1,4 @@
-"""Ingest of real dumps: TORCH_TRACE and TORCH_LOGS from torch.compile, an XLA dump, a Triton cache."""
+"""Ingest of real dumps: TORCH_TRACE, TORCH_LOGS, Inductor cache, XLA dump, Triton cache."""
 
 from __future__ import annotations
 
@@ -190,3 +190,45 @@ def test_corpus_torch_logs_all_ingest_and_the_corrupted_one_warns(corpus, tmp_pa
     kept = [s for s in run.stages() if s.origin and s.origin.startswith(f"{simple}:")
             and s.name.startswith("chromium_event#")]
     assert len(kept) == chromium
+
+
+def test_inductor_cache_folder_files_code_and_never_loads_pickles(dumps, tmp_path):
+    cache = dumps / "inductor_cache"
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, [cache])
+    skipped = dict(report.skipped)
+    assert skipped.get(str(cache / "fxgraph")) == "pickled cache entries, never loaded"
+    assert not [p for p in skipped if p.endswith(".so")]
+    cpp_files = list(cache.rglob("*.cpp"))
+    cpp_units = [u for u in run.units("cpp") if u.attrs.get("origin", "").endswith(".cpp")]
+    assert cpp_files and len(cpp_units) == len(cpp_files)
+    code = [s for s in run.stages() if s.kind == "inductor_output_code"]
+    assert code and all("def call(" in run.read_text(s) for s in code)
+
+
+def test_large_payload_is_streamed_into_one_blob(tmp_path):
+    payload = "".join(f"line {i} " + "x" * 100 + "\n" for i in range(60_000))  # ~6.6 MB
+    log = tmp_path / "big.log"
+    envelope = ('V1122 13:00:00.000000 1 torch/_inductor/graph.py:1] {"inductor_output_code": '
+                '{"filename": "x.py"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}\n')
+    start = ('V1122 13:00:00.000000 1 torch/_dynamo/convert_frame.py:1] {"dynamo_start": '
+             '{"stack": [{"line": 3, "name": "model", "filename": "m.py"}]}, "frame_id": 0, '
+             '"frame_compile_id": 0, "attempt": 0}\n')
+    log.write_text(start + envelope + "".join("\t" + ln for ln in payload.splitlines(True)))
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, [log])
+    stage = run.stage(run.unit("[0/0] model"), "inductor_output_code")
+    assert stage.size == len(payload.encode()) and run.read_text(stage) == payload
+    assert not report.warnings
+
+
+def test_truncated_trace_keeps_what_it_can_and_warns(corpus, tmp_path):
+    source = (corpus / "torch_logs" / "torch_trace_tlparse_comp_metrics.log").read_bytes()
+    cut = source.rfind(b'{"', 0, len(source) // 2) + 10  # inside an envelope's JSON
+    log = tmp_path / "truncated.log"
+    log.write_bytes(source[:cut])
+    run = Run.create(tmp_path / "run")
+    report = ingest(run, [log])
+    assert any("truncated.log" in w and "unreadable record" in w for w in report.warnings)
+    kept = [s for s in run.stages() if s.name.startswith("unparsed#")]
+    assert len(kept) == 1 and run.units("torch")

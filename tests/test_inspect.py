@@ -1,4 +1,4 @@
-"""`irscope inspect` on real scripts: the seed examples under torch.compile and jax.jit, AOT Triton."""
+"""`irscope inspect` on real scripts: seed examples under torch.compile and jax.jit, AOT Triton."""
 
 from __future__ import annotations
 

@@ -1,18 +1,22 @@
-"""`irscope inspect` when the script fails, exits, is interrupted or killed, or runs twice at once."""
+"""`irscope inspect` when the script fails, exits, is interrupted or killed, or runs twice."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+from pathlib import Path
 
 from inspect_helpers import inspect, inspect_popen, jax_script, write
 
 from irscope.store import Run, find_runs
 
+SLEEP = "import time\ntime.sleep(120)"
+
 
 def test_a_crashing_script_is_filed_as_partial_with_what_it_compiled(tmp_path):
-    script = write(tmp_path, "crash.py", jax_script("before_crash", tail="raise ValueError('boom')"))
+    script = write(tmp_path, "crash.py",
+                   jax_script("before_crash", tail="raise ValueError('boom')"))
     result = inspect(script, "--flag", run=tmp_path / "run")
     assert result.returncode == 1
     assert "ValueError: boom" in result.stderr
@@ -38,7 +42,7 @@ def test_sys_exit_status_is_returned_and_the_empty_run_says_so(tmp_path):
 
 
 def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):
-    script = write(tmp_path, "sleepy.py", jax_script("before_sleep", tail="import time\ntime.sleep(120)"))
+    script = write(tmp_path, "sleepy.py", jax_script("before_sleep", tail=SLEEP))
     child = inspect_popen(script, tmp_path / "run", tmp_path)
     assert child.stdout.readline().strip() == "compiled"
     os.killpg(child.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
@@ -51,7 +55,7 @@ def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):
 
 
 def test_a_killed_script_is_filed_with_its_signal(tmp_path):
-    script = write(tmp_path, "sleepy.py", jax_script("before_kill", tail="import time\ntime.sleep(120)"))
+    script = write(tmp_path, "sleepy.py", jax_script("before_kill", tail=SLEEP))
     parent = inspect_popen(script, tmp_path / "run", tmp_path)
     assert parent.stdout.readline().strip() == "compiled"
     child_pid = _child_of(parent.pid)
@@ -79,8 +83,22 @@ def test_two_inspects_at_once_never_mix_their_artifacts(tmp_path):
         with Run.open(path) as run:
             names = {u.name for u in run.units("jax")} & {"jit_only_in_first", "jit_only_in_second"}
             assert len(names) == 1, names
-            assert run.meta["target"][0].endswith(("a/job.py" if "first" in names.pop() else "b/job.py"))
+            expected = "a/job.py" if names == {"jit_only_in_first"} else "b/job.py"
+            assert run.meta["target"][0].endswith(expected)
             assert not (path / "staging").exists()
+
+
+def test_the_users_own_xla_dump_folder_is_kept_and_read(tmp_path):
+    mine = tmp_path / "my-dump"
+    script = write(tmp_path, "mine.py", jax_script("with_my_flags"))
+    env = {"XLA_FLAGS": f"--xla_dump_to={mine} --xla_dump_hlo_as_text"}
+    result = inspect(script, run=tmp_path / "run", env=env)
+    assert result.returncode == 0, result.stderr
+    assert list(mine.glob("module_*.jit_with_my_flags.before_optimizations.txt"))
+    with Run.open(tmp_path / "run") as run:
+        unit = run.unit("jit_with_my_flags")
+        assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt"} <= {
+            s.kind for s in run.stages(unit.id)}
 
 
 def _child_of(pid: int) -> int:
@@ -88,7 +106,7 @@ def _child_of(pid: int) -> int:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = open(f"/proc/{entry}/stat").read()
+                stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:

@@ -85,7 +85,8 @@ def test_debug_locations_name_the_kernel_source_line():
     assert files == {kernel_file}  # inlined `triton/language` frames give way to the kernel's
     softmax = compile_aot("softmax_kernel", arch=90)["llir"]
     reduced = llir.parse(softmax).locations
-    shuffles = [i for i, line in enumerate(softmax.split("\n"), 1) if "call i32 @llvm.nvvm.shfl.sync" in line]
+    shuffles = [i for i, line in enumerate(softmax.split("\n"), 1)
+                if "call i32 @llvm.nvvm.shfl.sync" in line]
     lines_of_reductions = {f"{kernel_file}:{source_line(s)}" for s in ("tl.max(x", "tl.sum(num")}
     assert shuffles and {reduced[i] for i in shuffles} == lines_of_reductions
 
@@ -139,7 +140,8 @@ attributes #0 = { nounwind "nvvm.maxntid"="256" "nvvm.kernel" }
 
 
 @pytest.mark.parametrize("text", ["", "define", "define void @f(", "}\n}\n", "\x00\xff",
-                                  "!0 = !DILocation(line: x)\ndefine void @f() {\n ret void, !dbg !0"])
+                                  "!0 = !DILocation(line: x)\ndefine void @f() {\n"
+                                  " ret void, !dbg !0"])
 def test_malformed_input_never_raises(text):
     assert llir.parse(text).totals["instructions"] >= 0
     llir.sniff(text)
@@ -156,7 +158,8 @@ def test_corpus_file_parses_and_counts_agree(path):
     result = registry.parse("llir", text)
     assert not result.diagnostics
     assert result.totals["instructions"] == independent_instruction_count(text)
-    assert result.totals["intrinsic_calls"] == len(INTRINSIC_CALL.findall("\n".join(body_lines(text))))
+    bodies = "\n".join(body_lines(text))
+    assert result.totals["intrinsic_calls"] == len(INTRINSIC_CALL.findall(bodies))
     annotated = {m for m in KERNEL_ANNOTATION.findall(text)}
     assert result.totals["kernels"] >= len(annotated)
     assert result.totals["functions"] == len(re.findall(r"^define\b", text, re.M))

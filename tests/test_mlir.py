@@ -17,7 +17,8 @@ KERNELS = ("add_kernel", "softmax_kernel", "matmul_kernel")
 DOTTED_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?"?[A-Za-z_]\w*\.[\w.$]+"?(?:[\s(<{]|$)(?!\s*=)')
 BARE_OP = re.compile(r'^\s*(?:%[^=]*=\s*)?(?:module|func|return|call)\b(?!\s*=)')
 CONVERT_LAYOUT = re.compile(r'^\s*(?:%[^=]*=\s*)?"?(?:ttg|triton_gpu)\.convert_layout\b')
-NUM_WARPS_ATTRIBUTE = re.compile(r'^module attributes \{.*"(?:ttg|triton_gpu)\.num-warps" = (\d+)', re.M)
+NUM_WARPS_ATTRIBUTE = re.compile(
+    r'^module attributes \{.*"(?:ttg|triton_gpu)\.num-warps" = (\d+)', re.M)
 BLOCKED_ENCODINGS = ("#ttg.blocked<", "#triton_gpu.blocked<")
 FUNCTION_OP = re.compile(r'^\s*"?(?:[\w$]+\.)?func"?(?![\w$.])(?!\s*=)')
 
@@ -28,6 +29,10 @@ def code_lines(text: str) -> list[str]:
 
 def independent_op_count(text: str) -> int:
     return sum(1 for line in code_lines(text) if DOTTED_OP.match(line) or BARE_OP.match(line))
+
+
+def conversion_lines(text: str) -> int:
+    return sum(1 for line in code_lines(text) if CONVERT_LAYOUT.match(line))
 
 
 def source_line(needle: str, script: str = "triton_kernels.py") -> int:
@@ -60,7 +65,7 @@ def test_triton_stages_parse_with_counts_matching_the_text(kernel, arch):
         assert result.histogram["tt.func"] == 1 and result.histogram["tt.return"] == 1
         assert set(result.dialects) >= {"tt", "arith"}
     gpu = ttgir.parse(asm["ttgir"])
-    assert gpu.layout_conversions == sum(map(bool, map(CONVERT_LAYOUT.match, code_lines(asm["ttgir"]))))
+    assert gpu.layout_conversions == conversion_lines(asm["ttgir"])
     assert gpu.totals["layout_conversions"] == gpu.layout_conversions
     assert gpu.totals["num_warps"] == asm["metadata"]["num_warps"] == 4
     assert gpu.module_attributes["ttg.target"] == f"cuda:{arch}"
@@ -194,7 +199,8 @@ func.func private @decl() -> tensor<f32>
 func.func @g(%a: tensor<f32>,
              %b: tensor<f32>) -> tensor<f32> {
   %0 = stablehlo.add %a, %b : tensor<f32>
-  %1 = stablehlo.reduce(%0 init: %a) applies stablehlo.add across dimensions = [] : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %1 = stablehlo.reduce(%0 init: %a) applies stablehlo.add across dimensions = []
+       : (tensor<f32>, tensor<f32>) -> tensor<f32>
   %2 = "stablehlo.all_reduce"(%1) ({
   ^bb0(%x: tensor<f32>, %y: tensor<f32>):
     %m = stablehlo.maximum %x, %y : tensor<f32>
@@ -209,6 +215,16 @@ func.func @g(%a: tensor<f32>,
 """, {"func.func": 2, "stablehlo.add": 1, "stablehlo.reduce": 1, "stablehlo.all_reduce": 1,
       "stablehlo.maximum": 1, "stablehlo.return": 1, "func.return": 1},
         [("decl", 0), ("g", 6)]),
+    "MHLO generic form, old func syntax": ("""
+module {
+  func @h(%a: tensor<2xf32>) -> tensor<2xf32> {
+    %0 = "mhlo.add"(%a, %a) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+    %1 = call @h(%0) : (tensor<2xf32>) -> tensor<2xf32>
+    "mhlo.return"(%1) : (tensor<2xf32>) -> ()
+  }
+}
+""", {"builtin.module": 1, "func.func": 1, "mhlo.add": 1, "func.call": 1, "mhlo.return": 1},
+        [("h", 3)]),
 }
 
 
@@ -231,7 +247,7 @@ module {
   %2 = foo.c : i32 loc(fused<"CSE">[unknown, "k.py":7:3 to :9])
   %3 = foo.d : i32 loc(callsite("lib.py":40:1 at "k.py":8:1))
   %4 = foo.e : i32 loc(#loc404)
-  %5 = foo.f : i32 loc(callsite("/py/site-packages/triton/language/standard.py":191:1 at "k.py":9:1))
+  %5 = foo.f : i32 loc(callsite("/py/site-packages/triton/language/core.py":1:1 at "k.py":9:1))
 } loc(#loc1)
 #loc9 = loc(unknown)
 """
@@ -243,7 +259,8 @@ module {
 
 
 @pytest.mark.parametrize("text", ["", "\x00\x01\xff garbage {{{", "}}}\n)))", "%0 = = =",
-                                  "module {\n  tt.func @f(", "#loc = loc(#loc)\n%0 = a.b loc(#loc)"])
+                                  "module {\n  tt.func @f(",
+                                  "#loc = loc(#loc)\n%0 = a.b loc(#loc)"])
 def test_malformed_input_never_raises(text):
     for module in (ttir, ttgir, stablehlo):
         result = module.parse(text)
@@ -272,12 +289,12 @@ def test_corpus_file_parses_and_counts_agree(kind, path):
     result = registry.parse(kind, text)
     assert not [d for d in result.diagnostics if d.severity == "error"]
     assert result.totals["ops"] == independent_op_count(text)
-    assert result.layout_conversions == sum(map(bool, map(CONVERT_LAYOUT.match, code_lines(text))))
+    assert result.layout_conversions == conversion_lines(text)
     assert len(result.functions) == sum(map(bool, map(FUNCTION_OP.match, code_lines(text))))
     assert sum(f.ops for f in result.functions) <= result.totals["ops"]
     warps = NUM_WARPS_ATTRIBUTE.search("\n".join(code_lines(text)))
     assert result.totals.get("num_warps") == (int(warps.group(1)) if warps else None)
-    if any(encoding in text for encoding in BLOCKED_ENCODINGS):  # layouts printed inline, or aliased: either way they are listed
+    if any(encoding in text for encoding in BLOCKED_ENCODINGS):  # inline or aliased, listed
         assert "blocked" in result.layouts.values()
 
 

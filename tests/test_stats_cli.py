@@ -38,6 +38,13 @@ def test_hlo_json_names_fusions_and_detects_after_optimizations(cli):
 MEMORY_REPORT = "hlo/jit_post_norm_block.cpu_after_optimizations-memory-usage-report.txt"
 
 
+def test_hlo_picks_up_the_buffer_assignment_beside_it(cli):
+    data = stats_json(cli, SAMPLES / "hlo" / "jit_mlp_dead_gate.cpu_after_optimizations.txt")
+    report = SAMPLES / "hlo" / "jit_mlp_dead_gate.cpu_after_optimizations-buffer-assignment.txt"
+    sizes = re.findall(r"^allocation \d+: size (\d+)", report.read_text(), re.MULTILINE)
+    assert data["memory"]["total_bytes"] == data["totals"]["total_bytes"] == sum(map(int, sizes))
+
+
 @pytest.mark.parametrize("sample,kind", [("jaxpr/control_flow.jaxpr", "jaxpr"),
                                          ("fx/mlp_dead_gate.dynamo_graph.txt", "fx_graph"),
                                          (MEMORY_REPORT, "memory_usage")])

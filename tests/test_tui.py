@@ -42,8 +42,7 @@ async def open_stage(app, pilot, unit: str, kind: str):
     with Run.open(app.run_path) as run:
         stage = run.stage(run.unit(unit), kind)
     app.navigator.select_stage(stage)
-    await until(pilot, lambda: app.current is not None and app.current.id == stage.id
-                and app.viewer.lines)
+    await until(pilot, lambda: app.shown is not None and app.shown.id == stage.id)
     return stage
 
 
@@ -65,10 +64,10 @@ async def test_opens_on_first_stage_and_navigates_in_pipeline_order(run_path):
         seen = [app.current.kind]
         for _ in range(3):
             await pilot.press("down")
-            await until(pilot, lambda: app.current.kind != seen[-1] and app.viewer.lines)
-            seen.append(app.current.kind)
+            await until(pilot, lambda: app.shown.kind != seen[-1])
+            seen.append(app.shown.kind)
         assert seen == ["ttir", "ttgir", "llir", "ptx"]
-        tree = app.navigator.tree
+        tree = app.navigator.stage_tree
         units = [str(n.label).split()[0] for n in tree.root.children[0].children]
         assert units == ["softmax_kernel", "add_kernel", "matmul_kernel"]
 
@@ -80,7 +79,7 @@ async def test_filter_keeps_matching_units_and_typing_triggers_no_binding(run_pa
         await until(pilot, lambda: app.viewer.lines)
         await pilot.press("f", *"add")  # 'a' alone would toggle the panel
         await pilot.pause(0.1)
-        units = [str(n.label).split()[0] for n in app.navigator.tree.root.children[0].children]
+        units = [str(n.label).split()[0] for n in app.navigator.stage_tree.root.children[0].children]
         assert units == ["add_kernel"]
         assert app.panel.display
 
@@ -127,13 +126,13 @@ async def test_follow_a_load_from_ttir_down_to_ptx(run_path):
         app.viewer.focus()
         for kind in ("ttgir", "llir", "ptx"):
             await pilot.press("right_square_bracket")
-            await until(pilot, lambda: app.current.kind == kind and app.viewer.marks)
+            await until(pilot, lambda: app.shown.kind == kind and app.viewer.marks)
         lines = app.viewer.lines
         assert app.viewer.cursor in app.viewer.marks
         loc = next(lines[i] for i in range(app.viewer.cursor, -1, -1) if ".loc" in lines[i])
         assert re.search(rf"\.loc\s+1 {load_line} |inlined_at 1 {load_line} ", loc), loc
         await pilot.press("left_square_bracket")
-        await until(pilot, lambda: app.current.kind == "llir")
+        await until(pilot, lambda: app.shown.kind == "llir")
         assert "!dbg" in app.viewer.current_line
 
 
@@ -199,7 +198,8 @@ async def test_missing_blob_shows_a_message_and_the_rest_stays_browsable(run_pat
         with Run.open(damaged) as run:
             stage = run.stage(run.unit("add_kernel"), "ptx")
         app.navigator.select_stage(stage)
-        await until(pilot, lambda: app.current.id == stage.id and "missing" in app.viewer.message)
+        await until(pilot, lambda: app.shown and app.shown.id == stage.id)
+        assert "missing" in app.viewer.message
         assert blob[:12] in app.viewer.message and not app.viewer.lines
         await open_stage(app, pilot, "add_kernel", "llir")
         assert app.viewer.lines

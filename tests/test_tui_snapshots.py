@@ -34,9 +34,8 @@ def goto(unit: str, kind: str, *then: str):
             stage = run.stage(run.unit(unit), kind)
         app.navigator.select_stage(stage)
         for _ in range(200):
-            if (app.current and app.current.id == stage.id and
-                    (app.viewer.lines or app.viewer.message) and app.panel.parsed is not None
-                    and app.navigator.tree.badges):
+            if (app.shown and app.shown.id == stage.id and app.panel.parsed is not None
+                    and app.navigator.stage_tree.badges):
                 break
             await pilot.pause(0.02)
         app.viewer.focus()

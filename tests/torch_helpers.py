@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -132,14 +133,19 @@ def _cached(program: str, package: str):
     Yields (folder, fresh): compiles are slow on small machines, so test modules and reruns
     share one real compile of the same program by the same compiler version.
     """
-    key = hashlib.sha256(f"{program}{metadata.version(package)}{sys.executable}".encode())
+    scripts = "".join(p.read_text() for p in sorted(SCRIPTS.glob("*.py")))
+    key = hashlib.sha256(f"{program}{scripts}{metadata.version(package)}{sys.executable}".encode())
     base = Path(tempfile.gettempdir()) / f"irscope-tests-{os.getuid()}"
     folder = base / f"{package}-{key.hexdigest()[:16]}"
     base.mkdir(parents=True, exist_ok=True)
     with open(base / f"{folder.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         done = folder / ".complete"
-        yield folder, not done.exists()
+        fresh = not done.exists()
+        if fresh:  # start clean: an interrupted compile may have left half a trace
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+        yield folder, fresh
         done.touch()
 
 
@@ -149,7 +155,6 @@ def compile_torch_seeds() -> dict[str, list[str]]:
     with _cached(program, "torch") as (folder, fresh):
         trace = folder / "trace"
         if fresh:
-            folder.mkdir(exist_ok=True)
             env = {**os.environ, "TORCH_TRACE": str(trace),
                    "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor_cache")}
             subprocess.run([sys.executable, "-c", program], env=env, check=True,
@@ -164,7 +169,6 @@ def jit_jax_seeds() -> Path:
     """jax.jit every seed example on CPU with an XLA dump (plus NAME.jaxpr files); the folder."""
     with _cached(JAX_PROGRAM, "jax") as (folder, fresh):
         if fresh:
-            folder.mkdir(exist_ok=True)
             program = JAX_PROGRAM.format(dump=str(folder), scripts=str(SCRIPTS))
             subprocess.run([sys.executable, "-c", program], check=True, capture_output=True,
                            timeout=600)
@@ -176,7 +180,6 @@ def jit_jax_large(layers: int = 120) -> Path:
     program = LARGE_JAX_PROGRAM.replace("{layers}", str(layers))
     with _cached(program, "jax") as (folder, fresh):
         if fresh:
-            folder.mkdir(exist_ok=True)
             subprocess.run([sys.executable, "-c", program.format(dump=str(folder))], check=True,
                            capture_output=True, timeout=900)
     return folder

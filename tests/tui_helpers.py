@@ -39,10 +39,18 @@ def build_run(path: Path, kernels: tuple[str, ...] = KERNELS, copies: int = 1,
     run = Run.create(path, {"name": path.name, "command": "tests/tui_helpers.py"})
     compiled = {k: compile_aot(k) for k in kernels}
     with run.transaction() as writer:
-        for copy in range(copies):
-            for name in kernels:
-                file_kernel(writer, name, compiled[name],
-                            name if copies == 1 else f"{name}_{copy:04d}", portable)
+        first = {name: file_kernel(writer, name, compiled[name],
+                                   name if copies == 1 else f"{name}_0000", portable)
+                 for name in kernels}
+        originals = {u.id: u for u in run.units()}
+        for copy in range(1, copies):  # copies reuse the first's stages: no re-disassembly
+            for name, unit_id in first.items():
+                unit = originals[unit_id]
+                clone = writer.add_unit(f"{name}_{copy:04d}", "triton", unit.source_file,
+                                        None, unit.attrs)
+                for stage in run.stages(unit_id):
+                    writer.add_stage(clone, stage.kind, run.read_blob(stage.blob),
+                                     origin=stage.origin)
     run.close()
     return path
 

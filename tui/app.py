@@ -9,7 +9,7 @@ from typing import Any
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError
@@ -17,7 +17,7 @@ from irscope.parsers import registry
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
-from irscope.tui.bindings import bindings
+from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptScreen,
                                  SourceScreen, stage_label)
@@ -49,7 +49,8 @@ class IrscopeApp(App[None]):
         self.sub_title = self.run_path.name
         self._local = threading.local()
         self._locations: dict[tuple[str, str], LineLocations] = {}
-        self.current: Stage | None = None
+        self.current: Stage | None = None  # the stage chosen
+        self.shown: Stage | None = None  # the stage whose text (or failure) is on screen
         self.marked: Stage | None = None
         self.collapsed = False
         self.folded_spans: list[tuple[int, int]] = []  # collapsed line -> source lines
@@ -57,27 +58,21 @@ class IrscopeApp(App[None]):
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
 
+        self.navigator = Navigator(id="navigator")
+        self.viewer = IrViewer(id="viewer")
+        self.status = Static("", id="status")
+        self.panel = AnalysisPanel(id="panel")
+        self._badges_requested = False
+
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
         with Horizontal(id="main"):
-            yield Navigator(id="navigator")
+            yield self.navigator
             with Vertical(id="centre"):
-                yield IrViewer(id="viewer")
-                yield Static("", id="status")
-            yield AnalysisPanel(id="panel")
-        yield Footer()
-
-    @property
-    def viewer(self) -> IrViewer:
-        return self.query_one("#viewer", IrViewer)
-
-    @property
-    def navigator(self) -> Navigator:
-        return self.query_one(Navigator)
-
-    @property
-    def panel(self) -> AnalysisPanel:
-        return self.query_one(AnalysisPanel)
+                yield self.viewer
+                yield self.status
+            yield self.panel
+        yield KeyBar(id="keybar")
 
     def store(self) -> Run:
         """This thread's connection to the run (SQLite handles stay in their thread)."""
@@ -224,12 +219,11 @@ class IrscopeApp(App[None]):
         else:
             self.open_stage(first)
             self.navigator.select_stage(first)
-        self.navigator.tree.focus()
-        self.load_badges()
+        self.navigator.stage_tree.focus()
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
-        self.navigator.tree.set_badges(message.badges)
+        self.navigator.stage_tree.set_badges(message.badges)
 
     @on(Navigator.StageChosen)
     def _stage_chosen(self, message: Navigator.StageChosen) -> None:
@@ -246,13 +240,20 @@ class IrscopeApp(App[None]):
     def _stage_loaded(self, message: msg.StageLoaded) -> None:
         if self.current is None or message.stage.id != self.current.id:
             return
+        self.shown = message.stage
         self.folded_spans = message.folded_spans
         self.viewer.show(message.lines, message.lexer, message.cursor, message.marks)
         self._update_status()
         self.call_after_refresh(self.load_analysis, message.stage)  # after the text is drawn
+        if not self._badges_requested:  # badges parse every unit: only once the screen is up
+            self._badges_requested = True
+            self.call_after_refresh(self.load_badges)
 
     @on(msg.StageFailed)
     def _stage_failed(self, message: msg.StageFailed) -> None:
+        if self.current is None or message.stage.id != self.current.id:
+            return
+        self.shown = message.stage
         self.viewer.show_message(f"⚠ {message.reason}. The other stages are still browsable.")
         self._update_status()
         self.load_analysis(message.stage)
@@ -306,14 +307,14 @@ class IrscopeApp(App[None]):
                          f"{len(viewer.matches)} lines")
         if self.marked:
             parts.append(f"marked: {self._label(self.marked)}")
-        self.query_one("#status", Static).update("  │  ".join(parts))
+        self.status.update("  │  ".join(parts))
 
     # -- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
     def action_focus_filter(self) -> None:
-        self.query_one("#filter").focus()
+        self.navigator.filter.focus()
 
     def action_search(self) -> None:
         def done(text: str | None) -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rich.text import Text
 from textual.binding import Binding
+from textual.widgets import Static
 
 
 @dataclass(frozen=True)
@@ -71,3 +73,16 @@ def bindings(scope: str) -> list[Binding]:
 
 def key_label(action: KeyAction) -> str:
     return action.label or action.key
+
+
+class KeyBar(Static):
+    """The footer: the table's main keys, drawn once (Textual's Footer rebuilds its widgets
+    on every focus change, which costs more than the rest of start-up)."""
+
+    def render(self) -> Text:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        for action in ACTIONS:
+            if action.footer:
+                text.append(f" {key_label(action)} ", style="reverse bold")
+                text.append(f" {action.short or action.description} ")
+        return text

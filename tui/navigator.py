@@ -79,18 +79,16 @@ class Navigator(Vertical):
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self.groups: list[FrameworkGroup] = []
+        self.filter = Input(placeholder="filter units…", id="filter")
+        self.stage_tree = StageTree()
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter units…", id="filter")
-        yield StageTree()
-
-    @property
-    def tree(self) -> StageTree:
-        return self.query_one(StageTree)
+        yield self.filter
+        yield self.stage_tree
 
     def set_groups(self, groups: list[FrameworkGroup]) -> None:
         self.groups = groups
-        self.tree.fill(groups)
+        self.stage_tree.fill(groups)
 
     def first_stage(self) -> Stage | None:
         for group in self.groups:
@@ -100,17 +98,17 @@ class Navigator(Vertical):
         return None
 
     def select_stage(self, stage: Stage) -> None:
-        node = self.tree.node_for_stage(stage)
+        node = self.stage_tree.node_for_stage(stage)
         if node is not None:  # the node has a line only once the tree has re-rendered
-            self.tree.call_after_refresh(self.tree.move_cursor, node, animate=False)
+            self.stage_tree.call_after_refresh(self.stage_tree.move_cursor, node, animate=False)
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:
-        self.tree.fill(filter_groups(self.groups, event.value))
+        self.stage_tree.fill(filter_groups(self.groups, event.value))
 
     @on(Input.Submitted, "#filter")
     def _to_tree(self) -> None:
-        self.tree.focus()
+        self.stage_tree.focus()
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:

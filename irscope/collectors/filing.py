@@ -21,7 +21,7 @@ EVENT_KINDS = ("compile_failure", "compile_time", "collector_error")
 
 
 def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
-    """Staging folders that received something, plus the user's own dump folders."""
+    """Staging folders that received something, plus files from the user's own dump folders."""
     paths = [p for p in (staging.torch_trace, staging.triton, staging.xla)
              if p.is_dir() and any(p.iterdir())]
     return paths + [p for p in extra if p.exists() and p not in paths]
@@ -39,7 +39,8 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
 
             ingest(run, paths, progress=progress)
         except Exception as exc:  # keep the staging folder and everything filed below
-            notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); kept in {staging.root}")
+            notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
+                         f"kept in {staging.root}")
             complete = False
     with run.transaction() as writer:
         _file_jax(writer, staging)
@@ -47,7 +48,8 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
         for event in staging.read_events():
             kind = event.pop("kind", None)
             if kind in EVENT_KINDS:
-                unit_id = _unit_id(run, event.get("framework"), event.get("unit") or event.get("name"))
+                unit = event.get("unit") or event.get("name")
+                unit_id = _unit_id(run, event.get("framework"), unit)
                 writer.add_event(kind, event, unit_id=unit_id)
                 if kind == "collector_error":
                     notes.append(f"{event.get('collector')} collector: {event.get('error')}")

@@ -1,4 +1,4 @@
-"""One collection from start to finish: a fresh run with its staging folder, then filing and status."""
+"""One collection from start to finish: a fresh run and its staging folder, then filing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from irscope import environment
 from irscope.collectors.filing import file_staging
-from irscope.collectors.staging import Staging, collection_env, staging_for, user_dump_dirs
+from irscope.collectors.staging import Staging, collection_env, staging_for, user_dump_files
 from irscope.errors import RunError
 from irscope.store import Run, default_run_dir
 
@@ -26,8 +26,8 @@ class Session:
         self.only = only
         self.started = time.time()
         self.user_env = dict(os.environ)
-        self.run = Run.create(path, {"name": name, "kind": "capture", "frameworks_selected": list(only),
-                                     "started": environment.now(), **meta})
+        self.run = Run.create(path, {"name": name, "kind": "capture", "started": environment.now(),
+                                     "frameworks_selected": list(only), **meta})
         self.staging: Staging = staging_for(path).create()
 
     @property
@@ -38,10 +38,12 @@ class Session:
         """Variables to add to the environment of whatever compiles (child or this process)."""
         return collection_env(self.staging, self.only, self.user_env)
 
-    def finish(self, status: dict[str, Any], keep_staging: bool = False, progress=None) -> list[str]:
+    def finish(self, status: dict[str, Any], keep_staging: bool = False,
+               progress=None) -> list[str]:
         """File the staging folder into the run and record how the program ended."""
-        notes, complete = file_staging(self.run, self.staging, user_dump_dirs(self.user_env),
-                                       progress)
+        filing_started = time.time()
+        notes, complete = file_staging(self.run, self.staging,
+                                       user_dump_files(self.user_env, self.started - 1), progress)
         code = int(status.get("exit_status", 0) or 0)
         self.run.update_meta({
             "exit_status": code,
@@ -51,6 +53,7 @@ class Session:
             "frameworks": status.get("frameworks", []),
             "missing_frameworks": status.get("missing", []),
             "duration_s": round(time.time() - self.started, 3),
+            "filing_s": round(time.time() - filing_started, 3),
             "finished": environment.now(),
             "notes": notes,
         })

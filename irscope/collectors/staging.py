@@ -88,18 +88,19 @@ class Staging:
         return self.config
 
 
-def collection_env(staging: Staging, only: tuple[str, ...], environ: dict[str, str]) -> dict[str, str]:
+def collection_env(staging: Staging, only: tuple[str, ...],
+                   environ: dict[str, str]) -> dict[str, str]:
     """Environment changes that make the compilers write into ``staging``.
 
     The user's own settings win: an existing TORCH_TRACE or ``--xla_dump_to`` is kept (and
-    read back at the end, see ``user_dump_dirs``).
+    read back at the end, see ``user_dump_files``).
     """
     env: dict[str, str] = {}
     if "torch" in only:
         if not environ.get("TORCH_TRACE"):
             env["TORCH_TRACE"] = str(staging.torch_trace)
         # Inductor's parallel compile workers would bypass the Triton hooks of this process.
-        env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1"))
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
     if "jax" in only:
         flags = environ.get("XLA_FLAGS", "")
         if not XLA_DUMP_TO.search(flags):
@@ -111,15 +112,24 @@ def collection_env(staging: Staging, only: tuple[str, ...], environ: dict[str, s
     return env
 
 
-def user_dump_dirs(environ: dict[str, str]) -> list[Path]:
-    """Dump folders the user configured themselves, to ingest alongside the staging folder."""
-    dirs = []
+def user_dump_files(environ: dict[str, str], since: float) -> list[Path]:
+    """Files written since ``since`` into dump folders the user configured themselves.
+
+    A user's TORCH_TRACE or ``--xla_dump_to`` folder is kept and read back at the end, but
+    only what this collection wrote to it: earlier runs' logs stay out of the run.
+    """
+    folders = []
     if environ.get("TORCH_TRACE"):
-        dirs.append(Path(environ["TORCH_TRACE"]))
+        folders.append(Path(environ["TORCH_TRACE"]))
     match = XLA_DUMP_TO.search(environ.get("XLA_FLAGS", ""))
     if match:
-        dirs.append(Path(shlex.split(match.group(1))[0]))
-    return dirs
+        folders.append(Path(shlex.split(match.group(1))[0]))
+    fresh = []
+    for folder in folders:
+        if folder.is_dir():
+            fresh += sorted(p for p in folder.rglob("*")
+                            if p.is_file() and p.stat().st_mtime >= since)
+    return fresh
 
 
 def _gpu_jax(environ: dict[str, str]) -> bool:

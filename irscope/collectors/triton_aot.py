@@ -46,7 +46,7 @@ class Outcome:
     """What compiling one Job produced: the stages and metadata, or the compiler's error."""
 
     ok: bool
-    seconds: float
+    seconds: float | None
     asm: dict[str, str] = field(default_factory=dict)
     cubin: bytes = b""
     metadata: dict[str, Any] = field(default_factory=dict)
@@ -56,6 +56,8 @@ class Outcome:
     error_file: str | None = None
     error_line: int | None = None
     error_source: str | None = None
+    cubin_stages: tuple[tuple[str, str, bytes, str | None], ...] = ()
+    cubin_attrs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -208,11 +210,42 @@ def compile_job(job: Job) -> Outcome:
     except Exception as exc:
         return _failure(exc, fn, time.perf_counter() - start)
     log = captured.getvalue().strip()
+    seconds = time.perf_counter() - start
+    cubin = kernel.asm.get("cubin", b"")
+    stages, attrs = derive_from_cubin(cubin)
     return Outcome(
-        ok=True, seconds=time.perf_counter() - start,
-        asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
-        cubin=kernel.asm.get("cubin", b""), metadata=_plain(kernel.metadata._asdict()),
-        ptxas=parse_ptxas_log(log), ptxas_log=log)
+        ok=True, seconds=seconds, asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
+        cubin=cubin, metadata=_plain(kernel.metadata._asdict()), ptxas=parse_ptxas_log(log),
+        ptxas_log=log, cubin_stages=stages, cubin_attrs=attrs)
+
+
+def derive_from_cubin(cubin: bytes) -> tuple[tuple[tuple[str, str, bytes, str | None], ...],
+                                               dict[str, Any]]:
+    """What ``nvtools.add_cubin`` files for a cubin (SASS, resources), computed here in the worker.
+
+    It runs against a scratch run private to this process, so disassembly happens in parallel
+    and the parent only copies the results into the real run.
+    """
+    from irscope import nvtools
+    from irscope.store import Run
+
+    global _scratch
+    if _scratch is None:
+        import tempfile
+
+        # Inside the worker's private Triton cache folder, which the pool removes at the end.
+        folder = tempfile.mkdtemp(prefix="scratch-", dir=os.environ.get("TRITON_CACHE_DIR"))
+        _scratch = Run.create(Path(folder) / "run")
+    with _scratch.transaction() as writer:
+        writer.db.execute("DELETE FROM units")
+        unit_id = writer.add_unit("kernel", "triton")
+        nvtools.add_cubin(writer, unit_id, cubin, origin="triton.compile")
+    stages = tuple((st.kind, st.name, _scratch.read_blob(st.blob), st.origin)
+                   for st in _scratch.stages(unit_id))
+    return stages, _scratch.unit(unit_id).attrs
+
+
+_scratch = None  # this worker's scratch run for derive_from_cubin
 
 
 def parse_ptxas_log(log: str) -> dict[str, int]:

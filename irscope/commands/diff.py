@@ -17,7 +17,7 @@ def add_parser(subparsers) -> None:
                     "matched ones, every changed figure: op counts per stage, kernels, "
                     "fusions, registers, spills. JSON follows the irscope.diff/1 schema.",
         epilog="gates: --fail-on 'ptx.spills > 0'  --fail-on 'kernels_launched increased'  "
-               "--fail-on 'sass.category.global_load > +10%%'. Exit 1 when a gate holds, "
+               "--fail-on 'sass.category.global_load > +10%'. Exit 1 when a gate holds, "
                "2 for a malformed gate.")
     parser.add_argument("a", help="before: run directory or name, report JSON, or artifact file")
     parser.add_argument("b", help="after: run directory or name, report JSON, or artifact file")
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         violations += evaluate(gate, diff)
     failures = [f"{v.gate}: {v.describe()}" for v in violations]
     emit(lambda: rendered(fmt, diff, violations, failures),
-         lambda: renderer(fmt).diff_renderable(diff), fmt, args.output)
+         lambda width: renderer(fmt).diff_renderable(diff), fmt, args.output)
     for line in failures:
         error(f"gate failed: {line}")
     return 1 if violations else 0

@@ -1,4 +1,4 @@
-"""`irscope inspect script.py [args]`: run a script unmodified and collect everything it compiles."""
+"""`irscope inspect script.py [args]`: run a script unmodified, collect all it compiles."""
 
 from __future__ import annotations
 
@@ -51,6 +51,7 @@ def _target(args) -> list[str]:
 
 
 def run(args) -> int:
+    from irscope import environment
     from irscope.collectors.session import Session
     from irscope.collectors.staging import frameworks_arg
     from irscope.console import progress
@@ -61,7 +62,7 @@ def run(args) -> int:
     python = args.python or sys.executable
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python,
-        **_describe([sys.argv[0], "inspect", *sys.argv[2:]] if len(sys.argv) > 1 else sys.argv)})
+        **environment.describe(["irscope", *sys.argv[1:]])})
     config = session.staging.write_config({
         "staging": str(session.staging.root), "only": list(only),
         # The child inherits this process's ignored SIGINT; it restores what the user had.
@@ -80,15 +81,19 @@ def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
     import json
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to handle
+    previous_term = signal.getsignal(signal.SIGTERM)
     try:
         child = subprocess.Popen(command, env=env)
+        # A polite kill of irscope ends the script, then the run is still filed.
+        signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
         returncode = child.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, previous_term)
     try:
         status = json.loads(staging.status.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        status = {"ended": "killed", "frameworks": []}
+    except (OSError, ValueError):  # os._exit() or a signal: the child wrote nothing
+        status = {"ended": "exit", "frameworks": []}
     if returncode < 0:
         sig = -returncode
         ended = "interrupted" if sig == signal.SIGINT else f"killed by {signal.Signals(sig).name}"
@@ -119,16 +124,10 @@ def _report(path: Path, args) -> None:
         run_app(path)
 
 
-def _describe(command: list[str]) -> dict:
-    from irscope import environment
-
-    return environment.describe(command)
-
-
 def _import_path(python: str, staging_root: Path) -> dict[str, str]:
     """PYTHONPATH that lets another interpreter import irscope (and nothing else of ours)."""
-    if os.path.realpath(python) == os.path.realpath(sys.executable):
-        return {}
+    if os.path.abspath(python) == os.path.abspath(sys.executable):
+        return {}  # (a venv's python links to its base interpreter: compare paths, not files)
     import irscope
 
     shim = staging_root / "import"

@@ -7,7 +7,7 @@ from collections import defaultdict
 from irscope.console import out, print_json
 from irscope.store import Run, locate_run
 
-HEADLINE = ("instructions", "kernels", "registers", "spill_stores", "fusions")
+RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "occupancy")
 
 
 def add_parser(subparsers) -> None:
@@ -18,6 +18,21 @@ def add_parser(subparsers) -> None:
     parser.add_argument("run", metavar="RUN", help="run folder, name, prefix or 'latest'")
     parser.add_argument("--json", action="store_true", help="print units and stages as JSON")
     parser.set_defaults(func=run)
+
+
+def headline(attrs: dict) -> dict:
+    """Figures known without parsing: compile time, and registers/spills from the cubin."""
+    figures = {}
+    times = attrs.get("compile_times") or {}
+    if "entire_frame_compile_time_s" in times:
+        figures["compile_s"] = round(times["entire_frame_compile_time_s"], 3)
+    for kernel in (attrs.get("resources") or {}).values():
+        figures.update({k: kernel[k] for k in RESOURCE_KEYS if k in kernel})
+        break
+    for key in ("num_warps", "num_stages", "guard_count"):
+        if key in attrs:
+            figures[key] = attrs[key]
+    return figures
 
 
 def listing(run_: Run) -> list[dict]:
@@ -34,7 +49,7 @@ def listing(run_: Run) -> list[dict]:
         launches[r.src].append(names.get(r.dst))
     rows = []
     for u in run_.units():
-        figures = {k: v for k, v in u.attrs.items() if k in HEADLINE or k == "compile_times"}
+        figures = headline(u.attrs)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
                      "source": f"{u.source_file}:{u.source_line}" if u.source_file else None,
                      "stages": stages[u.id], "events": dict(events[u.id]),
@@ -58,6 +73,8 @@ def run(args) -> int:
         extra += [f"{n} {kind}" for kind, n in sorted(row["events"].items())]
         if row["launches"]:
             extra.append(f"launches {len(row['launches'])}")
-        out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}")
+        figures = "  ".join(f"{k}={v}" for k, v in row["figures"].items())
+        out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}" + (f"  ({figures})"
+                                                                       if figures else ""))
         out(f"      {shown or '(no stages)'}" + (f"  [{', '.join(extra)}]" if extra else ""))
     return 0

@@ -94,13 +94,13 @@ def _print(args, module, kernels, text) -> None:
     totals = module.totals
     console.print(f"[bold]{args.file}[/]  PTX {module.version or '?'}  target "
                   f"{module.target or '?'}  {totals['kernels']} kernel(s), "
-                  f"{totals['functions']} function(s), {totals['instructions']:,} instructions")
+                  f"{totals['functions']} function(s), {totals['instructions']:,} instructions", soft_wrap=True)
     for kernel in kernels:
         console.print()
         kind = "kernel" if kernel.is_entry else "function"
         console.print(f"[bold cyan]{kernel.name}[/]  ({kind}, lines {kernel.first_line}-"
-                      f"{kernel.last_line}{', TRUNCATED' if kernel.truncated else ''})")
-        console.print(_card(kernel))
+                      f"{kernel.last_line}{', TRUNCATED' if kernel.truncated else ''})", soft_wrap=True)
+        console.print(_card(kernel), soft_wrap=True)
         histogram = getattr(kernel, LEVELS[args.by])
         table = Table(title=f"by {args.by}", title_justify="left", show_edge=False)
         table.add_column(args.by)
@@ -139,7 +139,7 @@ def _print_loops(console, kernel) -> None:
     from rich.table import Table
 
     if not kernel.loops:
-        console.print("  no loops")
+        console.print("  no loops", soft_wrap=True)
         return
     table = Table(title="loops", title_justify="left", show_edge=False)
     for column in ("head", "depth", "lines", "instructions", "top opcodes"):

@@ -69,7 +69,8 @@ def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -
         except OSError as exc:
             raise InputError(f"{output}: cannot write ({exc.strerror})") from None
     elif fmt == "table":
-        rich_console().print(renderable_for_terminal())
+        console = rich_console()
+        console.print(renderable_for_terminal(console.width))
     else:
         sys.stdout.write(text_for_file())
 
@@ -86,8 +87,8 @@ def run(args: argparse.Namespace) -> int:
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     module = renderer(fmt)
-    emit(lambda: module.render_report(report), lambda: module.report_renderable(report),
-         fmt, args.output)
+    emit(lambda: module.render_report(report),
+         lambda width: module.report_renderable(report, width), fmt, args.output)
     if args.output:
         note(f"wrote {fmt} report of {len(report.units)} units to {args.output}")
     return 0

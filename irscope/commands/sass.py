@@ -94,23 +94,23 @@ def _print(args, module, cards) -> None:
     console = rich_console()
     arch = f"sm_{module.arch}" if module.arch else "unknown arch"
     console.print(f"[bold]{args.file}[/]  {module.format}, {arch}, "
-                  f"{len(module.kernels)} kernel(s), {module.totals['instructions']:,} instructions")
+                  f"{len(module.kernels)} kernel(s), {module.totals['instructions']:,} instructions", soft_wrap=True)
     for kernel, card in zip(module.kernels, cards):
         res = kernel.resources
         console.print()
-        console.print(f"[bold cyan]{kernel.name}[/]")
+        console.print(f"[bold cyan]{kernel.name}[/]", soft_wrap=True)
         if "registers" in res:
             console.print(f"  registers {res['registers']}  spills: stores "
                           f"{res.get('spill_stores', 0)} B, loads {res.get('spill_loads', 0)} B  "
                           f"stack {res.get('stack_bytes', 0)} B  shared "
-                          f"{res.get('shared_bytes', 0):,} B  const {res.get('const_bytes', 0):,} B")
+                          f"{res.get('shared_bytes', 0):,} B  const {res.get('const_bytes', 0):,} B", soft_wrap=True)
         else:
-            console.print("  resource usage unknown (no -res-usage data in this listing)")
+            console.print("  resource usage unknown (no -res-usage data in this listing)", soft_wrap=True)
         if card:
             console.print(f"  occupancy on sm_{card['arch']} at {card['threads_per_block']} "
                           f"threads/block: [bold]{card['ratio']:.0%}[/] ({card['active_warps']}/"
                           f"{card['max_warps']} warps, {card['active_blocks']} blocks/SM), "
-                          f"limited by {card['limiter'].replace('_', ' ')}")
+                          f"limited by {card['limiter'].replace('_', ' ')}", soft_wrap=True)
         histogram = {"opcode": kernel.histogram, "op": kernel.ops,
                      "category": kernel.categories}[args.by]
         table = Table(show_edge=False)

@@ -46,6 +46,15 @@ def read_artifact(path: Path) -> str:
         raise InputError(f"{path}: not UTF-8 text") from None
 
 
+def buffer_assignment_beside(path: Path) -> str | None:
+    """The XLA dump's `<name>-buffer-assignment.txt` next to an HLO file, when there is one."""
+    sibling = path.with_name(path.stem + "-buffer-assignment.txt")
+    try:
+        return sibling.read_text() if sibling.is_file() else None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def summary(kind: str, result) -> dict[str, Any]:
     """The JSON document `stats --json` prints: the parse plus the headline keys up front."""
     data = result.to_json()
@@ -74,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         module = None
     if module is None:
         raise InputError(f"{path}: no parser for kind {kind!r} (use --kind to choose one)")
-    result = registry.parse(kind, text)
+    report = buffer_assignment_beside(path) if module.__name__.endswith(".hlo") else None
+    result = module.parse(text, buffer_assignment=report) if report else registry.parse(kind, text)
     if result.kind in registry.kinds() and result.kind != kind and not args.kind:
         kind = result.kind  # the parse knows better (HLO after optimizations, memory report)
     if args.json:

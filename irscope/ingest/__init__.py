@@ -14,10 +14,15 @@ from pathlib import Path
 
 from irscope.store import Run
 
-from . import linking, single_file, torch_logs, torch_trace, triton_cache, xla_dump
+from . import (linking, single_file, torch_compile_debug, torch_logs, torch_trace, triton_cache,
+               xla_dump)
 
 HEAD_BYTES = 64 << 10
 SKIP_DIRS = {"__pycache__", ".git", ".irscope"}
+# Inductor cache folders of pickled entries: never loaded (nothing stored is ever executed).
+PICKLE_DIRS = {"fxgraph", "aotautograd"}
+# Build products met in cache folders, not compiler artifacts: passed over quietly.
+IGNORED_SUFFIXES = {".so", ".lock", ".pyc", ".o", ".a"}
 
 
 @dataclass
@@ -45,12 +50,14 @@ class _Plan:
     traces: list[Path] = field(default_factory=list)
     logs: list[Path] = field(default_factory=list)
     triton_entries: list[Path] = field(default_factory=list)
+    debug_folders: list[Path] = field(default_factory=list)
     xla_files: list[Path] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
 
     @property
     def count(self) -> int:
         return (len(self.traces) + len(self.logs) + len(self.triton_entries)
+                + len(self.debug_folders)
                 + len(self.xla_files) + len(self.files))
 
 
@@ -60,7 +67,7 @@ def ingest(run: Run, paths, progress=None) -> IngestReport:
     report.units_before, report.stages_before = _counts(run)
     plan = _Plan()
     for path in map(Path, paths):
-        _classify(path, plan, report, top=True)
+        _classify(path, plan, report)
     if progress is not None:
         progress.total(plan.count)
 
@@ -72,6 +79,9 @@ def ingest(run: Run, paths, progress=None) -> IngestReport:
         for entry in plan.triton_entries:
             report.artifacts += triton_cache.ingest_entry(writer, entry, report)
             step(entry.name)
+        for folder in plan.debug_folders:
+            report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
+            step(folder.name)
         report.artifacts += xla_dump.ingest_files(writer, plan.xla_files, report)
         for _ in plan.xla_files:
             step("xla dump")
@@ -96,7 +106,7 @@ def _counts(run: Run) -> tuple[int, int]:
     return units, stages
 
 
-def _classify(path: Path, plan: _Plan, report: IngestReport, top: bool = False) -> None:
+def _classify(path: Path, plan: _Plan, report: IngestReport) -> None:
     """Sort one path (a file or a folder, walked) into the plan, or record why it is skipped."""
     if not path.exists() and not path.is_symlink():
         report.skipped.append((str(path), "no such file or folder"))
@@ -119,7 +129,7 @@ def _classify(path: Path, plan: _Plan, report: IngestReport, top: bool = False) 
         plan.xla_files.append(path)
     elif torch_trace.is_torch_trace(head):
         plan.traces.append(path)
-    elif torch_logs.is_torch_log(head):
+    elif torch_logs.is_torch_log(head, path.name):
         plan.logs.append(path)
     else:
         plan.files.append(path)
@@ -129,13 +139,20 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
     found_before = plan.count + len(report.skipped)
     for root, dirs, files in os.walk(folder, onerror=lambda exc: report.skipped.append(
             (str(exc.filename), f"unreadable folder ({exc.strerror})"))):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith("."))
         here = Path(root)
+        for name in PICKLE_DIRS & set(dirs):
+            report.skipped.append((str(here / name), "pickled cache entries, never loaded"))
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS | PICKLE_DIRS
+                         and not d.startswith("."))
         if triton_cache.is_entry(here, files):
             plan.triton_entries.append(here)
             continue
+        if torch_compile_debug.is_debug_folder(files):
+            plan.debug_folders.append(here)
+            continue
         for name in sorted(files):
-            if name.startswith(".") or triton_cache.is_group_file(name):
+            if (name.startswith(".") or triton_cache.is_group_file(name)
+                    or os.path.splitext(name)[1] in IGNORED_SUFFIXES):
                 continue
             _classify(here / name, plan, report)
     if plan.count + len(report.skipped) == found_before:

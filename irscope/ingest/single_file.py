@@ -9,15 +9,16 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from irscope import nvtools
 from irscope.store import Writer
+
+from . import triton_cache
 
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
 # Framework a loose file belongs to, by its detected kind; the rest are plain "file" units.
 FRAMEWORKS = {"ttir": "triton", "ttgir": "triton", "jaxpr": "jax", "stablehlo": "jax",
               "hlo_before_opt": "jax", "hlo_after_opt": "jax", "fx_graph": "torch",
-              "inductor_output_code": "torch"}
+              "inductor_output_code": "torch", "cpp_kernel": "cpp"}
 
 
 def cubin_problem(data: bytes) -> str | None:
@@ -56,7 +57,7 @@ def ingest_file(writer: Writer, path: Path, report) -> int:
             report.skipped.append((str(path), problem))
             return 0
         unit = writer.add_unit(path.stem, "file", attrs={"origin": str(path)})
-        nvtools.add_cubin(writer, unit, data, origin=str(path))
+        triton_cache.file_cubin(writer, unit, data, str(path))
         report.sources.append((str(path), "cubin"))
         return 1
     try:
@@ -67,7 +68,7 @@ def ingest_file(writer: Writer, path: Path, report) -> int:
     if "\0" in text[:4096]:
         report.skipped.append((str(path), "binary data that is neither text nor a cubin"))
         return 0
-    kind = registry.detect(text, path.name)
+    kind = "cpp_kernel" if path.suffix == ".cpp" else registry.detect(text, path.name)
     unit = writer.add_unit(path.stem, FRAMEWORKS.get(kind, "file"), attrs={"origin": str(path)})
     writer.add_stage(unit, kind, data, name=kind, origin=str(path))
     problems = [d for d in registry.parse(kind, text).diagnostics

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from irscope.store import Writer
 
-# [rank0]:V1122 13:00:00.123000 1234 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
+# V1122 13:00:00.123000 1234 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
 LOG_LINE = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] (?:\[[\d/!_]+\] )?"
                       r"\[__(\w+)\] ?(.*)$")
 # Graph break in user code at /tmp/x.py:4  /  Graph Break Reason: ...
@@ -21,14 +21,14 @@ GRAPH_BREAK = re.compile(r"Graph [Bb]reak(?: in user code at (\S+):(\d+)|: (.*)|
 RECOMPILE = re.compile(r"Recompiling function (\S+) in (\S+?):(\d+)")
 #     - 0/0: tensor 'x' size mismatch at index 0. expected 32, actual 48
 GUARD_FAILURE = re.compile(r"^\s*- (\d+/\d+: .+)$")
-# Any one of these in the first 64 KiB marks TORCH_LOGS output.
-MARKERS = re.compile(r"\[__\w+\]|TORCH_LOGS=|TRACED GRAPH|GUARDS:|Recompiling function|"
-                     r"Graph break|torch/_dynamo/|torch\._dynamo|TorchDynamo|produce_guards|"
-                     r"__compiled_fn_\d+")
+# Any one of these in the first 64 KiB of a non-Python file marks TORCH_LOGS output.
+MARKERS = re.compile(r"\] (?:\[[\d/!_]+\] )?\[__\w+\]|TORCH_LOGS=|TRACED GRAPH|GUARDS:|"
+                     r"Recompiling function|Graph break|produce_guards|torch/_dynamo/\S+\.py:\d+\]|"
+                     r"\[\d+/\d+\] torch\._(?:dynamo|inductor)\.")
 
 
-def is_torch_log(head: bytes) -> bool:
-    return bool(MARKERS.search(head.decode("utf-8", "replace")))
+def is_torch_log(head: bytes, name: str = "") -> bool:
+    return not name.endswith(".py") and bool(MARKERS.search(head.decode("utf-8", "replace")))
 
 
 def ingest_log(writer: Writer, path: Path, report) -> int:

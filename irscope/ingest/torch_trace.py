@@ -2,7 +2,7 @@
 
 A log is glog-prefixed JSON envelopes, each followed by its payload on tab-indented lines:
 
-    V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": {...}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}
+    V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...}
     \t<payload line>
 
 Records are grouped by (compiled autograd id, frame id, frame compile id) into torch units
@@ -105,21 +105,11 @@ def is_torch_trace(head: bytes) -> bool:
     return False
 
 
-def ingest_trace(run: Run, writer: Writer, path: Path, warn, progress=None) -> int:
+def ingest_trace(run: Run, writer: Writer, path: Path, warn) -> int:
     """File one TORCH_TRACE log into the run; returns how many records were kept."""
     reader = _TraceReader(run, str(path), warn)
     with open(path, "rb") as fh:
-        done = 0
-        for line in fh:
-            reader.feed(line)
-            if progress is not None:
-                done += len(line)
-                if done > SPILL_BYTES:
-                    progress(done)
-                    done = 0
-        if progress is not None:
-            progress(done)
-    reader.finish()
+        reader.read(fh)
     reader.write(writer)
     return reader.records
 
@@ -140,17 +130,23 @@ class _TraceReader:
         self._size = 0
         self._sink = None
 
-    def feed(self, line: bytes) -> None:
-        self.lineno += 1
-        if line[:1] == b"\t":
-            if self._open is None:
-                self._unrecognised()
-                return
-            self._chunks.append(line[1:])
-            self._size += len(line) - 1
-            if self._size > SPILL_BYTES:
-                self._spill()
-            return
+    def read(self, lines) -> None:
+        """Consume every line; payload lines take the fast path, one append each."""
+        lineno = 0
+        for line in lines:
+            lineno += 1
+            if line[:1] == b"\t" and self._open is not None:
+                self._chunks.append(line[1:])
+                self._size += len(line)
+                if self._size > SPILL_BYTES:
+                    self._spill()
+            else:
+                self.lineno = lineno
+                self._other(line)
+        self.finish()
+
+    def _other(self, line: bytes) -> None:
+        """An envelope, a blank payload line, or a line that belongs to no record."""
         if self._open is not None and not line.strip():
             self._chunks.append(b"\n")  # a blank payload line written without its tab
             return
@@ -158,7 +154,7 @@ class _TraceReader:
         match = ENVELOPE.match(line.rstrip(b"\r\n"))
         if not match:
             if line.strip():
-                self._unrecognised()
+                self.bad_lines += 1
             return
         try:
             meta = json.loads(match.group(1))
@@ -177,9 +173,6 @@ class _TraceReader:
         if self.bad_lines:
             self.warn(f"{self.origin}: {self.bad_lines} line(s) that are not TORCH_TRACE "
                       f"records were skipped")
-
-    def _unrecognised(self) -> None:
-        self.bad_lines += 1
 
     def _spill(self) -> None:
         if self._sink is None:

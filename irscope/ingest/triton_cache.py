@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from irscope import nvtools
-from irscope.store import Writer
+from irscope.store import BlobRef, Writer, digest
 
 # Stage kind of each file extension, in pipeline order.
 EXTENSIONS = {".source": "python_source", ".ttir": "ttir", ".ttgir": "ttgir", ".llir": "llir",
@@ -57,7 +57,7 @@ def ingest_entry(writer: Writer, folder: Path, report) -> int:
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
             continue
         if kind == "cubin":
-            nvtools.add_cubin(writer, unit, data, origin=str(path))
+            file_cubin(writer, unit, data, str(path))
         else:
             writer.add_stage(unit, kind, data, origin=str(path))
         stored += 1
@@ -72,3 +72,23 @@ def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict) -> int:
     if row and json.loads(row[0]).get("hash") not in (None, entry_hash):
         name = f"{name}-{entry_hash[:8]}"
     return writer.add_unit(name, "triton", attrs=attrs)
+
+
+def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str) -> None:
+    """Store a cubin with its SASS; a cubin already analysed in the run reuses that analysis."""
+    key = digest(cubin)
+    row = writer.db.execute(
+        "SELECT sass.blob, sass.size, units.attrs FROM stages AS bin "
+        "JOIN stages AS sass ON sass.unit_id = bin.unit_id AND sass.kind = 'sass' "
+        "JOIN units ON units.id = bin.unit_id WHERE bin.kind = 'cubin' AND bin.blob = ? LIMIT 1",
+        (key,)).fetchone()
+    if row is None:
+        nvtools.add_cubin(writer, unit_id, cubin, origin=origin)
+        return
+    writer.add_stage(unit_id, "cubin", BlobRef(key, len(cubin)), origin=origin)
+    writer.add_stage(unit_id, "sass", BlobRef(row[0], row[1]), origin=origin)
+    resources = json.loads(row[2]).get("resources")
+    if resources:
+        name, framework = writer.db.execute("SELECT name, framework FROM units WHERE id=?",
+                                            (unit_id,)).fetchone()
+        writer.add_unit(name, framework, attrs={"resources": resources})

@@ -6,14 +6,14 @@ from collections.abc import Iterable, Mapping
 
 from irscope.parsers import registry
 from irscope.reports.diff import Diff, FigureDelta
-from irscope.reports.records import Report, StageRecord
+from irscope.reports.records import Report, StageRecord, UnitRecord
 
 # Unit-level figures shown as columns, in this order, with their titles.
 HEADLINE_COLUMNS = (
     ("kernels_generated", "Kernels"), ("kernels_launched", "Launched"),
     ("extern_calls", "Extern"), ("fusions", "Fusions"), ("layout_conversions", "Layout cvt"),
     ("registers", "Regs"), ("spills", "Spills"), ("shared_bytes", "Smem B"),
-    ("graph_breaks", "Breaks"), ("recompiles", "Recompiles"),
+    ("occupancy", "Occupancy"), ("graph_breaks", "Breaks"), ("recompiles", "Recompiles"),
 )
 # Stage totals shown as columns, in this order, with their titles.
 STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers", "Regs"),
@@ -73,11 +73,25 @@ def top_ops(histogram: Mapping[str, int], limit: int = 6) -> str:
     return text + (f", +{more} more" if more > 0 else "")
 
 
+def stage_summary(stage: StageRecord) -> str:
+    """Top ops of a parsed stage, or the size of one kept unparsed (a cubin, C++ source)."""
+    if stage.histogram:
+        return top_ops(stage.histogram)
+    return f"not parsed, {stage.size:,} bytes" if stage.size is not None else ""
+
+
 def summary_line(report: Report) -> str:
     stages = sum(len(u.stages) for u in report.units)
-    return f"{report.run}: {len(report.units)} units, {stages} parsed stages"
+    return (f"{report.run}: {len(report.units)} unit{'s' * (len(report.units) != 1)}, "
+            f"{stages} stage{'s' * (stages != 1)}")
 
 
 def run_total_changes(diff: Diff) -> list[FigureDelta]:
     """Run-total changes worth a row: totals and categories (per-op rows are shown per unit)."""
     return [d for d in diff.totals if ".op." not in d.name]
+
+
+def kernel_rows(unit: UnitRecord) -> list[tuple[str, str, str, str]]:
+    """(stage, kernel, kind, fused ops) for every kernel a stage lists with a fused-op count."""
+    return [(stage_title(s), k["name"], k.get("kind", ""), number(k["fused_ops"]))
+            for s in unit.stages for k in s.kernels if "fused_ops" in k]

@@ -153,7 +153,7 @@ def _fmt(value: float | None) -> str:
 
 
 def evaluate(gate: Gate, diff: Diff) -> list[Violation]:
-    """Every matched (and, for absolute gates, added) unit and the run total where ``gate`` holds."""
+    """The matched units (added ones too, for absolute gates) and run total where it holds."""
     rows: list[Violation] = []
     for unit in diff.units:
         if unit.status == "removed" or (unit.status == "added" and gate.needs_both_sides):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from irscope.reports.common import (number, run_total_changes, percent, signed, stage_columns, stage_title,
-                                    summary_line, unit_columns)
+from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
+                                    stage_columns, stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 
@@ -74,6 +74,12 @@ def render_report(report: Report) -> str:
                            ("<tr>" + _td(stage_title(s))
                             + "".join(_td(number(s.totals.get(k)), True) for k, _ in totals)
                             + _td(s.diagnostics, True) + "</tr>" for s in unit.stages)))
+        kernels = kernel_rows(unit)
+        if kernels:
+            body.append("<h3>Generated kernels</h3>" + _table(
+                ["Stage", "Kernel", "Kind", "Fused ops"],
+                ("<tr>" + _td(stage) + _td(name) + _td(kind) + _td(fused, True) + "</tr>"
+                 for stage, name, kind, fused in kernels)))
         for stage in unit.stages:
             if stage.histogram:
                 body.append(f"<h3>{escape(stage_title(stage))}</h3>{bar_chart(stage.histogram)}")

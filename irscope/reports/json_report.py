@@ -1,4 +1,8 @@
-"""Reports and diffs as JSON documents (schemas irscope.report/1 and irscope.diff/1)."""
+"""Reports and diffs as JSON documents (schemas irscope.report/1 and irscope.diff/1).
+
+Top-level keys are indented; each unit is one compact line, so a 1,000-unit report stays
+quick to write (Python's C encoder) and line-diffable.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +14,22 @@ from irscope.reports.diff import Diff, diff_to_json
 from irscope.reports.records import Report, report_to_json
 
 
+def dumps(doc: Mapping[str, Any]) -> str:
+    """``doc`` as JSON with one line per top-level key and per element of ``units``."""
+    lines = []
+    for key, value in doc.items():
+        if key == "units" and value:
+            inner = ",\n".join("    " + json.dumps(unit, ensure_ascii=False) for unit in value)
+            text = f"[\n{inner}\n  ]"
+        else:
+            text = json.dumps(value, ensure_ascii=False)
+        lines.append(f"  {json.dumps(key)}: {text}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
 def render_report(report: Report) -> str:
-    return json.dumps(report_to_json(report), indent=2) + "\n"
+    return dumps(report_to_json(report))
 
 
 def render_diff(diff: Diff, gates: Iterable[Mapping[str, Any]] = ()) -> str:
-    return json.dumps(diff_to_json(diff, gates), indent=2) + "\n"
+    return dumps(diff_to_json(diff, gates))

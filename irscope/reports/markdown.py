@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-from irscope.reports.common import (number, run_total_changes, percent, signed, stage_columns, stage_title,
-                                    summary_line, unit_columns)
+from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
+                                    stage_columns, stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 
@@ -38,6 +38,10 @@ def render_report(report: Report) -> str:
         lines += table(["Stage", *(t for _, t in totals), "Diagnostics"],
                        ([stage_title(s), *(number(s.totals.get(k)) for k, _ in totals),
                          s.diagnostics] for s in unit.stages))
+        kernels = kernel_rows(unit)
+        if kernels:
+            lines += ["", "**Generated kernels**", ""]
+            lines += table(["Stage", "Kernel", "Kind", "Fused ops"], kernels, numeric_from=3)
         for stage in unit.stages:
             if stage.histogram:
                 lines += ["", f"**{cell(stage_title(stage))}** op counts", ""]

@@ -19,7 +19,7 @@ PEAK_KEYS = frozenset({"registers", "occupancy", "shared_bytes", "stack_bytes", 
                        "const_bytes"})
 # Headline figures lifted from the most-lowered stage that reports them to the unit level.
 HEADLINE_KEYS = ("kernels_generated", "kernels_launched", "extern_calls", "fusions",
-                 "layout_conversions", "registers", "spills", "shared_bytes")
+                 "layout_conversions", "registers", "spills", "shared_bytes", "occupancy")
 EVENT_FIGURES = {"graph_break": "graph_breaks", "recompile": "recompiles"}
 # Stages without a parser that still hold the compiled code: reported (size, digest) so a
 # diff can tell that they changed. Logs, metadata and raw records are left out.
@@ -83,6 +83,8 @@ class UnitRecord:
         for stage in self.stages:
             prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
             out.update(stage.figures(prefix))
+        if per_kind["ptx"] and "spills" in self.headline:
+            out.setdefault("ptx.spills", self.headline["spills"])  # what ptxas made of it
         return out
 
 
@@ -151,7 +153,7 @@ def _kernel_summary(kernel: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"name": str(kernel.get("name", "?"))}
     if isinstance(kernel.get("kind"), str):
         out["kind"] = kernel["kind"]
-    fused = kernel.get("fused_ops", kernel.get("ops"))
+    fused = kernel.get("fused_ops")
     if isinstance(fused, (list, tuple)):
         out["fused_ops"] = len(fused)
     elif _is_number(fused):
@@ -166,29 +168,21 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-_RESOURCE_KEYS = {"registers": "registers", "regs": "registers", "REG": "registers",
-                  "spill_stores": "spill_stores", "spill_loads": "spill_loads",
-                  "shared_bytes": "shared_bytes", "shared": "shared_bytes", "SHARED": "shared_bytes"}
+_RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "stack_bytes",
+                  "local_bytes", "occupancy")
 
 
 def resource_figures(resources: Any) -> dict[str, float]:
-    """Registers, spills and shared memory from a unit's cuobjdump ``resources`` attribute.
-
-    Accepts one mapping of figures, a list of them, or a mapping kernel -> figures.
-    """
-    if isinstance(resources, Mapping) and not any(k in _RESOURCE_KEYS for k in resources):
-        entries = [v for v in resources.values() if isinstance(v, Mapping)]
-    elif isinstance(resources, Mapping):
-        entries = [resources]
-    elif isinstance(resources, list):
-        entries = [v for v in resources if isinstance(v, Mapping)]
-    else:
+    """Registers, spills, memory and occupancy from a unit's ``resources`` attribute
+    (kernel name -> cuobjdump figures, as irscope.nvtools files it), peaks over kernels."""
+    if not isinstance(resources, Mapping):
         return {}
+    entries = [v for v in resources.values() if isinstance(v, Mapping)]
     out: dict[str, float] = {}
     for entry in entries:
-        for raw, key in _RESOURCE_KEYS.items():
-            if _is_number(entry.get(raw)):
-                out[key] = _combine(key, out.get(key), entry[raw])
+        for key in _RESOURCE_KEYS:
+            if _is_number(entry.get(key)):
+                out[key] = _combine(key, out.get(key), entry[key])
     if "spill_stores" in out or "spill_loads" in out:
         out["spills"] = out.get("spill_stores", 0) + out.get("spill_loads", 0)
     return out
@@ -202,11 +196,12 @@ def unit_headline(unit: Unit, stages: Iterable[StageRecord], launches: int | Non
     for stage in sorted(stages, key=lambda s: registry.get(s.kind).order):
         figures = stage.figures()
         for key in HEADLINE_KEYS:
-            value = stage.totals.get(key, figures.get(f"{stage.kind}.{key}"))
+            value = figures.get(f"{stage.kind}.{key}")  # includes the derived .spills
             if value is not None:
                 out[key] = value
     out.update(resource_figures(unit.attrs.get("resources")))
-    out.pop("spill_stores", None), out.pop("spill_loads", None)
+    for key in ("spill_stores", "spill_loads", "stack_bytes", "local_bytes"):
+        out.pop(key, None)
     if launches and "kernels_launched" not in out:
         out["kernels_launched"] = launches
     out.update(events)
@@ -243,7 +238,8 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
             for s in by_unit.get(unit.id, ())
             if (registry.get(s.kind).module or s.kind in CODE_KINDS)
             and stage_selected(s.kind, wanted))
-        headline = unit_headline(unit, records, launches.get(unit.id), unit_events.get(unit.id, {}))
+        headline = unit_headline(unit, records, launches.get(unit.id),
+                                 unit_events.get(unit.id, {}))
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
                                 records, headline))
     totals = {"units": len(units), **run_events}

@@ -1,0 +1,170 @@
+"""PTX parser: hand-checked counts, blocks and loops, bad input, corpus agreement, lexer."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import SAMPLES, corpus_files
+from ptx_helpers import reference_opcodes
+from pygments.token import Error
+
+from irscope.parsers import ptx, registry
+from irscope.parsers.ptx_ops import split_opcode
+
+PTX_SAMPLES = sorted((SAMPLES / "ptx").glob("*.ptx"))
+HAND_LOOP = (SAMPLES / "ptx" / "hand_loop.ptx").read_text()
+
+# Counted by hand from samples/ptx/hand_loop.ptx (26 statements; braces, labels, guards,
+# directives, the multi-line call's operand lines and inline-asm .reg lines are not opcodes).
+HAND_LOOP_COUNTS = {
+    "fma.rn.f32": 4, "mov.u32": 3, "add.s32": 2, "setp.lt.u32": 2, "bar.sync": 1, "bra": 1,
+    "bra.uni": 1, "call.uni": 1, "ld.global.nc.v4.f32": 1, "ld.param.b32": 1, "ld.param.u32": 1,
+    "ld.param.u64": 1, "mov.b32": 1, "mov.f32": 1, "ret": 1, "setp.ne.u32": 1,
+    "st.global.f32": 1, "st.param.b32": 1, "st.shared.f32": 1,
+}
+
+
+def test_summarize_ptx_keeps_the_seed_shape_and_counts_by_hand():
+    pairs = ptx.summarize_ptx(HAND_LOOP)
+    assert isinstance(pairs, list) and all(isinstance(p, tuple) and len(p) == 2 for p in pairs)
+    assert dict(pairs) == HAND_LOOP_COUNTS
+    assert [n for _, n in pairs] == sorted((n for _, n in pairs), reverse=True)
+    assert not any(op[0] in "{}@$." or op.endswith(":") for op, _ in pairs)
+
+
+def test_hand_loop_module_kernel_and_declarations():
+    module = ptx.parse(HAND_LOOP)
+    assert (module.version, module.target, module.address_size) == ("8.0", "sm_80", 64)
+    assert module.totals["instructions"] == 26 and module.totals["kernels"] == 1
+    assert [(d.space, d.name, d.size_bytes) for d in module.decls] == [("global", "table", 16)]
+    (kernel,) = module.kernels
+    assert kernel.name == "hand_loop" and kernel.is_entry and kernel.first_line == 12
+    assert dict(kernel.histogram) == HAND_LOOP_COUNTS
+    assert [(p.name, p.type, p.pointer) for p in kernel.params] == [
+        ("hand_loop_param_0", "u64", True), ("hand_loop_param_1", "u32", False)]
+    # %p<3>, %r<12>, %f<9>, %rd<4> plus the inline-asm scopes' %q, arg and lo
+    assert kernel.registers == {"pred": 4, "b32": 13, "f32": 9, "b64": 4, "b16": 1}
+    assert [(d.space, d.name, d.size_bytes, d.align) for d in kernel.decls] == [
+        ("shared", "tile", 4096, 16)]
+    assert kernel.perf == {"maxntid": (256, 1, 1), "minnctapersm": (2,)}
+    assert kernel.threads_per_block == 256
+    assert kernel.estimates == {"global_load_bytes": 16, "global_store_bytes": 4,
+                                "tensor_core": 0, "fma": 4, "fp32_fma": 4}
+    assert kernel.categories["fp32"] == 4 and kernel.categories["control_flow"] == 4
+    assert kernel.ops["fma"] == 4 and kernel.ops["ld"] == 4 and kernel.ops["setp"] == 3
+
+
+def test_hand_loop_blocks_and_nested_loops():
+    kernel = ptx.parse(HAND_LOOP).kernels[0]
+    blocks = {b.name: b for b in kernel.blocks}
+    assert [b.instructions for b in kernel.blocks] == [5, 2, 7, 7, 5]
+    assert blocks["$L__inner"].successors == ("$L__inner", "$L__inner+1")
+    assert blocks["$L__inner+1"].successors == ("$L__outer", "$L__inner+2")
+    assert kernel.blocks[-1].successors == ()
+    loops = {loop.head: loop for loop in kernel.loops}
+    assert loops["$L__outer"].depth == 1 and loops["$L__inner"].depth == 2
+    assert loops["$L__inner"].histogram == {"fma.rn.f32": 4, "add.s32": 1, "bra": 1,
+                                            "setp.lt.u32": 1}
+    assert loops["$L__outer"].instructions == 16
+    graph = ptx.cfg(kernel)
+    assert graph.has_edge("$L__inner", "$L__inner") and graph.has_edge("$L__inner+1", "$L__outer")
+    assert graph.nodes["$L__inner"]["loop_depth"] == 2 and graph.nodes["entry"]["loop_depth"] == 0
+
+
+@pytest.mark.parametrize("text, op, space, vector, types, category", [
+    ("ld.global.nc.v4.b32", "ld", "global", 4, ("b32",), "global_memory"),
+    ("st.shared::cta.v2.f32", "st", "shared::cta", 2, ("f32",), "shared_memory"),
+    ("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
+     "cp.async.bulk.tensor", "shared::cluster", 1, (), "async_copy"),
+    ("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", "wgmma.mma_async", None, 1,
+     ("f32", "f16", "f16"), "tensor_core"),
+    ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma", None, 1,
+     ("f32", "f16", "f16", "f32"), "tensor_core"),
+    ("ldmatrix.sync.aligned.m8n8.x4.shared.b16", "ldmatrix", "shared", 1, ("b16",), "tensor_core"),
+    ("mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.try_wait", "shared::cta", 1, ("b64",),
+     "synchronization"),
+    ("fma.rn.bf16x2", "fma", None, 1, ("bf16x2",), "bf16"),
+    ("tanh.approx.f32", "tanh", None, 1, ("f32",), "special_function"),
+    ("cvt.rn.f16x2.f32", "cvt", None, 1, ("f16x2", "f32"), "conversion"),
+    ("shfl.sync.bfly.b32", "shfl", None, 1, ("b32",), "data_movement"),
+    ("frobnicate.sync.b32", "frobnicate", None, 1, ("b32",), "other"),
+])
+def test_split_opcode(text, op, space, vector, types, category):
+    opcode = split_opcode(text)
+    assert (opcode.op, opcode.state_space, opcode.vector, opcode.types, opcode.category) == (
+        op, space, vector, types, category)
+
+
+def test_truncated_module_keeps_what_it_read():
+    module = ptx.parse((SAMPLES / "ptx" / "truncated_entry.ptx").read_text())
+    assert [k.name for k in module.kernels] == ["complete_kernel", "cut_kernel"]
+    assert [k.truncated for k in module.kernels] == [False, True]
+    assert module.kernels[0].instructions == 4 and module.kernels[1].instructions == 3
+    assert any("cut_kernel" in d.message and "truncated" in d.message for d in module.diagnostics)
+
+
+@pytest.mark.parametrize("text, words", [("", "empty"), ("   \n\t\n", "empty"),
+                                         ("\x7fELF\x02\x01\x01\x00\x00\x00" * 20, "binary")])
+def test_empty_and_binary_input_give_one_error(text, words):
+    module = ptx.parse(text)
+    assert module.kernels == () and len(module.diagnostics) == 1
+    assert module.diagnostics[0].severity == "error" and words in module.diagnostics[0].message
+
+
+def test_unknown_opcodes_are_counted_under_other():
+    module = ptx.parse((SAMPLES / "ptx" / "future_opcodes.ptx").read_text())
+    kernel = module.kernels[0]
+    assert kernel.histogram["frobnicate.sync.aligned.b32"] == 2
+    assert kernel.histogram["tcgen99.quantum.shared::cta.b32"] == 1
+    assert kernel.histogram["warpfold.b32"] == 1
+    assert kernel.categories["other"] == 4 and kernel.instructions == 6
+
+
+def test_collapsed_listing_folds_runs_and_expands_back():
+    kernel = ptx.parse(HAND_LOOP).kernels[0]
+    text = ptx.kernel_text(HAND_LOOP, kernel)
+    listing = ptx.collapse(text, kernel.first_line)
+    shown = [line.text.strip() for line in listing]
+    assert "fma.rn.f32 ×4" in shown and "ld.param.u64 \t%rd1, [hand_loop_param_0];" in shown
+    assert "$L__outer:" in shown and "$L__inner:" in shown
+    assert "@%p1 bra \t$L__inner;" in shown and "@%p2 bra.uni \t$L__outer;" in shown
+    assert len(listing) < len(text.splitlines())
+    expanded = [ln for item in listing for ln in ptx.expand(HAND_LOOP, item)]
+    assert expanded == text.splitlines()
+    assert sum(item.count for item in listing) >= kernel.instructions
+
+
+def test_json_is_compact_and_has_per_kernel_fields():
+    data = ptx.parse(HAND_LOOP).to_json()
+    kernel = data["kernels"][0]
+    assert kernel["name"] == "hand_loop" and kernel["instructions"] == 26
+    assert kernel["histogram"]["fma.rn.f32"] == 4 and kernel["blocks"] == 5
+    assert data["totals"]["instructions"] == 26
+
+
+def test_registry_detects_and_parses_ptx():
+    assert registry.detect(HAND_LOOP, "x.ptx") == "ptx"
+    assert registry.detect(HAND_LOOP) == "ptx"
+    assert registry.parse("ptx", HAND_LOOP).totals["instructions"] == 26
+
+
+def _real_ptx():
+    return [p for p in PTX_SAMPLES if "truncated" not in p.name] + corpus_files("ptx")
+
+
+@pytest.mark.parametrize("path", _real_ptx(), ids=lambda p: p.name)
+def test_counts_agree_with_an_independent_count(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    module = ptx.parse(text)
+    fast = dict(ptx.summarize_ptx(text))
+    assert fast == dict(reference_opcodes(text))
+    assert fast == dict(module.histogram)
+    assert sum(k.instructions for k in module.kernels) == module.totals["instructions"]
+    assert module.kernels and not [d for d in module.diagnostics if d.severity == "error"]
+
+
+@pytest.mark.parametrize("path", PTX_SAMPLES + corpus_files("ptx"), ids=lambda p: p.name)
+def test_lexer_round_trips_without_error_tokens(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    tokens = list(registry.lexer("ptx").get_tokens_unprocessed(text))
+    assert "".join(value for _, _, value in tokens) == text
+    assert not [value for _, kind, value in tokens if kind is Error]
