@@ -4,7 +4,7 @@ Each seed example is run once both ways to warm the compiler caches (Inductor's 
 and kernel caches, Triton's cache), then the two commands alternate ``--repeat`` times and
 the median wall times are compared. Target: at most 15% overhead.
 
-Run: python benchmarks/bench_inspect.py [--repeat 3]
+Run: python benchmarks/bench_inspect.py [--repeat 3] [seed_jax.py ...]
 """
 
 from __future__ import annotations
@@ -66,11 +66,13 @@ def measure(script: Path, repeat: int, workdir: Path) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each command")
+    ap.add_argument("scripts", nargs="*", default=SEEDS, metavar="SCRIPT",
+                    help=f"seed scripts to measure (default: {' '.join(SEEDS)})")
     args = ap.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="irscope-bench-inspect-"))
     rows, ok = [], True
     try:
-        for name in SEEDS:
+        for name in args.scripts:
             rows.append((name, measure(SCRIPTS / name, args.repeat, workdir)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

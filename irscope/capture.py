@@ -74,7 +74,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
                       "error": f"{exc_type.__name__}: {exc}"}
         status.update(frameworks=imported_frameworks(), missing=missing_frameworks(self._only))
         session.finish(status, keep_staging=self._keep)
-        session.run.close()
+        session.close()
         self._run = Run.open(session.path)
 
     # -- reading -------------------------------------------------------------------------

@@ -27,6 +27,8 @@ SCHEMA_VERSION = 1
 RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
 WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
+READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
+CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
 _RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, INDEX + "-wal", INDEX + "-shm", INDEX + "-journal"}
 
 _SCHEMA = """
@@ -310,6 +312,8 @@ class Run:
         except sqlite3.OperationalError as exc:
             raise RunError(f"{self.path}: cannot write ({exc}); another irscope may be "
                            f"writing to this run") from None
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
         try:
             yield Writer(self)
         except BaseException:
@@ -381,12 +385,17 @@ class Run:
         if row:
             return json.loads(row[0])
         data = registry.parse(stage.kind, self.read_text(stage)).to_json()
+        row = (stage.blob, stage.kind, version, json.dumps(data))
+        if self.db.in_transaction:  # inside a writer's transaction: cached with its writes
+            self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
+            return data
         try:
-            with self.db:
-                self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)",
-                                (stage.blob, stage.kind, version, json.dumps(data)))
+            self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
+            self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
         except sqlite3.OperationalError:
             pass  # read-only or busy run: the figures are still right, just not cached
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
         return data
 
 
@@ -450,7 +459,7 @@ class Writer:
 
 def _connect(path: Path) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
-    db.execute("PRAGMA busy_timeout = 60000")
+    db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
     try:
         db.execute("PRAGMA journal_mode = WAL")

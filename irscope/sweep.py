@@ -42,6 +42,9 @@ ARCH_FAMILIES = {"ampere": 80, "ada": 89, "hopper": 90, "blackwell": 100}
 SHARED_LIMITS = {50: 49152, 52: 49152, 53: 49152, 60: 49152, 61: 49152, 62: 49152, 70: 98304,
                  72: 98304, 75: 65536, 80: 166912, 86: 101376, 87: 166912, 89: 101376,
                  90: 232448, 100: 232448, 103: 232448, 110: 232448, 120: 101376, 121: 101376}
+# Imported once in the forkserver so each worker starts with them loaded (no CUDA is touched).
+PRELOAD = ["triton", "triton.compiler", "triton.backends.nvidia.compiler", "irscope.store",
+           "irscope.nvtools", "irscope.parsers.sass", "irscope.collectors.triton_aot"]
 REGISTERS_PER_BLOCK = 65536
 REGISTER_ALLOCATION_UNIT = 256  # registers are granted per warp in chunks of this many
 MAX_THREADS_PER_BLOCK = 1024
@@ -209,7 +212,7 @@ class CompilePool:
         self.workers = max(1, workers or os.cpu_count() or 1)
         self._root = tempfile.mkdtemp(prefix="irscope-compile-")
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["irscope.collectors.triton_aot"])
+        self._context.set_forkserver_preload(PRELOAD)
         self._executor = self._pool(self.workers, os.path.join(self._root, "pool.err"))
 
     def _pool(self, workers: int, stderr_path: str) -> ProcessPoolExecutor:

@@ -18,6 +18,9 @@ from irscope.store import Run, Stage, Unit
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
 HISTOGRAM_MODES = ("opcode", "op", "category")
+NOT_IR = frozenset({"metadata", "raw", "guards", "torch_log", "cost_analysis",
+                    "buffer_assignment", "memory_usage", "text"})
+RAW = "raw"  # raw log records: grouped under one navigator node
 
 # #loc12 = loc("/path/triton_kernels.py":24:13)
 MLIR_LOC_DEF = re.compile(r'^(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
@@ -27,9 +30,11 @@ MLIR_FILE_LINE = re.compile(r'^"([^"]*)":(\d+):\d+$')
 MLIR_NAMED = re.compile(r'^"[^"]*"\((#loc\d*)\)$')  # "x"(#loc8)
 MLIR_CALLSITE = re.compile(r'^callsite\((#loc\d*) at (#loc\d*)\)$')
 # !21 = !DILocation(line: 24, column: 13, scope: !22, inlinedAt: !18)
-LLVM_DILOC = re.compile(r'^(!\d+) = !DILocation\(line: (\d+).*?scope: (!\d+)(?:, inlinedAt: (!\d+))?')
-# !4 = distinct !DISubprogram(name: "k", ..., file: !1, ...)   /  !1 = !DIFile(filename: "k.py", ...)
-LLVM_SCOPE = re.compile(r'^(!\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlockFile|LexicalBlock)\(.*?(?:scope: (!\d+))?.*?file: (!\d+)')
+LLVM_DILOC = re.compile(
+    r'^(!\d+) = !DILocation\(line: (\d+).*?scope: (!\d+)(?:, inlinedAt: (!\d+))?')
+# !4 = distinct !DISubprogram(name: "k", ..., file: !1, ...)
+LLVM_SCOPE = re.compile(r'^(!\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock\w*)\(.*?file: (!\d+)')
+# !1 = !DIFile(filename: "k.py", directory: "/path")
 LLVM_FILE = re.compile(r'^(!\d+) = !DIFile\(filename: "([^"]*)"')
 LLVM_DBG = re.compile(r'!dbg (!\d+)')
 # .file 1 "/path/triton_kernels.py"    /    .loc 1 24 13, ..., inlined_at 1 26 51
@@ -41,6 +46,8 @@ SASS_LOC = re.compile(r'//##\s*File "([^"]*)", line (\d+)(?:.*inlined at "([^"]*
 FX_FILE = re.compile(r'#\s*File:\s*(\S+?):(\d+)\b')
 # tanh = torch.ops.aten.tanh.default(x)     /     mul: "f32[8]" = ...
 FX_NODE = re.compile(r'^\s*([A-Za-z_]\w*)(?:\s*:\s*"[^"]*")?\s*=\s')
+# metadata={op_type="mul" op_name="jit(f)/mul" source_file="/path/seed_jax.py" source_line=21}
+HLO_SOURCE = re.compile(r'source_file="([^"]+)" source_line=(\d+)')
 # # Topologically Sorted Source Nodes: [tanh, sigmoid], Original ATen: [...]
 INDUCTOR_NODES = re.compile(r'Source Nodes: \[([^\]]*)\]')
 
@@ -185,6 +192,12 @@ class LineLocations:
     def at(self, line: int) -> frozenset[str]:
         return self.lines[line] if 0 <= line < len(self.lines) else frozenset()
 
+    def same_source(self, line: int) -> frozenset[str]:
+        """The line's keys plus those of every line sharing one with it: a `# File:` comment
+        brings the FX node names under it, so Inductor's Source Nodes can match them."""
+        keys = self.at(line)
+        return keys.union(*(self.lines[i] for i in self.find(keys))) if keys else keys
+
     def find(self, keys: frozenset[str]) -> list[int]:
         """Lines carrying any of ``keys`` (compared by file base name and line)."""
         hits: set[int] = set()
@@ -238,7 +251,7 @@ def _mlir(lines: list[str]) -> list[frozenset[str]]:
 
 def _llvm(lines: list[str]) -> list[frozenset[str]]:
     files = {m.group(1): m.group(2) for m in map(LLVM_FILE.match, lines) if m}
-    scopes = {m.group(1): m.group(3) for m in map(LLVM_SCOPE.match, lines) if m}
+    scopes = {m.group(1): m.group(2) for m in map(LLVM_SCOPE.match, lines) if m}
     dilocs = {m.group(1): (m.group(2), m.group(3), m.group(4))
               for m in map(LLVM_DILOC.match, lines) if m}
 
@@ -305,16 +318,31 @@ def _fx(lines: list[str]) -> list[frozenset[str]]:
 
 
 def _inductor(lines: list[str]) -> list[frozenset[str]]:
-    out = []
+    """A Source Nodes comment names FX nodes for itself and the code below it, up to a blank."""
+    out, current = [], frozenset()
     for line in lines:
-        m = INDUCTOR_NODES.search(line)
-        names = [n.strip() for n in m.group(1).split(",")] if m else []
-        out.append(frozenset(f"node {n}" for n in names if n))
+        if m := INDUCTOR_NODES.search(line):
+            current = frozenset(f"node {n.strip()}" for n in m.group(1).split(",") if n.strip())
+        elif not line.strip():
+            current = frozenset()
+        out.append(current)
     return out
 
 
-_READERS = {"ttir": _mlir, "ttgir": _mlir, "stablehlo": _mlir, "llir": _llvm,
-            "ptx": _ptx, "sass": _sass, "fx_graph": _fx, "inductor": _inductor}
+def _hlo(lines: list[str]) -> list[frozenset[str]]:
+    out = []
+    for line in lines:
+        m = HLO_SOURCE.search(line)
+        out.append(frozenset((f"{m.group(1)}:{m.group(2)}",)) if m else frozenset())
+    return out
+
+
+_READERS = {"ttir": _mlir, "ttgir": _mlir, "stablehlo": _mlir, "llir": _llvm, "ptx": _ptx,
+            "sass": _sass, "fx_graph": _fx, "inductor": _inductor, "hlo": _hlo}
+
+
+def node_keys(keys: frozenset[str]) -> frozenset[str]:
+    return frozenset(k for k in keys if k.startswith("node "))
 
 
 def python_location(keys: frozenset[str]) -> tuple[str, int] | None:
@@ -326,9 +354,14 @@ def python_location(keys: frozenset[str]) -> tuple[str, int] | None:
     return None
 
 
+def is_ir(stage: Stage) -> bool:
+    """Whether following code may land on this stage (IR text, not records or binaries)."""
+    return stage.kind not in NOT_IR and not registry.get(stage.kind).binary
+
+
 def neighbour_stage(stages: Sequence[Stage], current: Stage, step: int) -> Stage | None:
-    """The next (+1) or previous (-1) text stage of a unit in pipeline order."""
-    text_stages = [s for s in stages if not registry.get(s.kind).binary]
+    """The next (+1) or previous (-1) IR stage of a unit in pipeline order."""
+    text_stages = [s for s in stages if is_ir(s) or s.id == current.id]
     ids = [s.id for s in text_stages]
     if current.id not in ids:
         return None

@@ -81,6 +81,12 @@ def sniff(text: str) -> float:
     return 0.0
 
 
+def detect_kind(text: str) -> str:
+    """hlo_after_opt for a scheduled (optimized) module, else hlo_before_opt."""
+    first = text[:4096].split("\n", 1)[0] if text.startswith("HloModule") else text[:4096]
+    return "hlo_after_opt" if "is_scheduled=true" in first else "hlo_before_opt"
+
+
 def _opcode(rhs: str) -> str | None:
     """The opcode of an instruction's right-hand side (after its shape, tuple shapes included)."""
     if rhs.startswith("("):

@@ -274,14 +274,16 @@ def _parse_function(text, start, limit, index, decls, diagnostics):
     body_line = index.line(brace)
     blocks = split_blocks(body, body_line)
     histogram = Counter(chain.from_iterable(block.ops for block in blocks))
-    registers: Counter = Counter()
+    registers: dict[str, int] = {}
     kernel_decls = []
     first = bisect_right(decls, (brace,))
     for pos, groups in decls[first:]:
         if pos >= end:
             break
         if groups[0] == "reg":
-            registers.update(_register_counts(groups[1]))
+            reg_type, count = _register_count(groups[1])
+            if count:
+                registers[reg_type] = registers.get(reg_type, 0) + count
         else:
             kernel_decls.extend(_decls(groups))
     kernel = PtxKernel(
@@ -359,11 +361,11 @@ def _params(text: str | None) -> tuple[PtxParam, ...]:
     return tuple(params)
 
 
-def _register_counts(text: str) -> Counter:
-    """`.b32 %r<236>` -> {'b32': 236}; `.pred %p, %q` -> {'pred': 2}."""
+def _register_count(text: str) -> tuple[str, int]:
+    """`.b32 %r<236>` -> ('b32', 236); `.pred %p, %q` -> ('pred', 2)."""
     words = text.split(None, 1)
     if len(words) < 2:
-        return Counter()
+        return "", 0
     kind = words[0].lstrip(".")
     if kind.startswith("v") and kind[1:].isdigit():
         sub = words[1].split(None, 1)
@@ -373,7 +375,7 @@ def _register_counts(text: str) -> Counter:
         m = _NAME_RE.match(item.strip())
         if m:
             total += int(m.group(2)) if m.group(2) else 1
-    return Counter({kind: total})
+    return kind, total
 
 
 def _decls(groups: tuple[str, str]) -> list[PtxDecl]:

@@ -6,6 +6,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 from .base import sorted_histogram
@@ -154,8 +155,13 @@ def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
         members = [blocks[i] for i in sorted(body)]
         loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
                              max(m.last_line for m in members), tuple(m.name for m in members),
-                             sum(histogram.values()), sorted_histogram(histogram)))
+                             sum(histogram.values()), _by_count(histogram)))
     return tuple(loops)
+
+
+def _by_count(histogram: Counter) -> dict[str, int]:
+    """Most frequent first, ties by name: sorted_histogram's order with C-level sort keys."""
+    return dict(sorted(sorted(histogram.items()), key=itemgetter(1), reverse=True))
 
 
 def cfg(kernel):

@@ -110,14 +110,19 @@ def detect(text: str, filename: str | None = None) -> str:
         ext = os.path.splitext(filename)[1].lower()
         by_name = [f for f in FORMATS if ext and ext in f.extensions and f.module]
         if len(by_name) == 1 and _score(by_name[0], text) > 0.0:
-            return by_name[0].kind
+            refine = getattr(parser_module(by_name[0].kind), "detect_kind", None)
+            return refine(text) if refine else by_name[0].kind
     best, best_score = TEXT, 0.0
     for fmt in FORMATS:
         if fmt.sniffed and fmt.module:
             score = _score(fmt, text)
             if score > best_score:
                 best, best_score = fmt.kind, score
-    return best if best_score >= 0.3 else TEXT
+    if best_score < 0.3:
+        return TEXT
+    # a module serving several kinds (HLO before/after optimization) names the exact one
+    refine = getattr(parser_module(best), "detect_kind", None)
+    return refine(text) if refine else best
 
 
 def _score(fmt: Format, text: str) -> float:

@@ -55,6 +55,14 @@ def sniff(text: str) -> float:
     return 0.0
 
 
+def detect_kind(text: str) -> str:
+    """memory_usage for a memory-usage report, buffer_assignment otherwise."""
+    head = text[:4096].lstrip()
+    if "cumulative_size;" in head and not head.startswith(("BufferAssignment:", "allocation 0:")):
+        return "memory_usage"
+    return "buffer_assignment"
+
+
 def _role(attributes: str) -> str:
     """`, parameter 1, shape |f32[64]| at ...` -> parameter; `, output shape is ...` -> output."""
     match = ROLE_RE.match(attributes)

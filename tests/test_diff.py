@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -108,6 +109,7 @@ def test_cli_exit_codes(runs, cli):
            "ptx.instructions" in failing.stderr
     doc = json.loads(failing.stdout)
     assert [g["unit"] for g in doc["gates"]] == ["matmul_kernel", "(run total)"]
+    assert schema_errors(doc, SCHEMA) == []
     assert "fusions" in failing.stderr and "neither side reports" in failing.stderr
 
     passing = cli("diff", a, b, "--fail-on", "ptx.instructions increased")
@@ -158,10 +160,10 @@ def test_single_artifacts_diff_as_one_unit_each(cli, tmp_path):
 
 def test_every_format_renders_the_diff(diff):
     assert "matmul_kernel" in table.render_diff(diff, width=100)
-    for width in (60, 80):
+    for width in (60, 80, 120):
         text = table.render_diff(diff, width=width)
         assert max(len(line) for line in text.splitlines()) <= width
-        assert "(run total)" in text and "matmul_kernel" in text.replace("\n", "")
+    assert "(run total)" in text and "matmul_kernel" in text
     rows = list(csv.DictReader(io.StringIO(csv_report.render_diff(diff))))
     matmul = [r for r in rows if r["unit_a"] == "matmul_kernel"]
     assert len(matmul) == len(by_name(diff, "matmul_kernel").changes)
@@ -170,3 +172,35 @@ def test_every_format_renders_the_diff(diff):
     assert "### Failed gates" in md and md.count("<details>") == 1
     page = html.render_diff(diff)
     assert "http" not in page and "<script" not in page
+
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def test_committed_ttgir_samples_show_mma_becoming_wgmma(cli):
+    """sm_80 -> sm_90 TTGIR of the same matmul: tt.dot (mma v2) becomes ttng.warp_group_dot."""
+    a = SAMPLES / "mlir" / "matmul_kernel.sm80.ttgir"
+    b = SAMPLES / "mlir" / "matmul_kernel.sm90.ttgir"
+    result = cli("diff", a, b, "--json", "--fail-on", "ttgir.op.ttng.warp_group_dot > 0")
+    assert result.returncode == 1, result.stderr
+    unit = json.loads(result.stdout)["units"][0]
+    changes = {c["figure"]: (c["a"], c["b"]) for c in unit["changes"]}
+    for op in ("tt.dot", "ttng.warp_group_dot", "ttg.local_load"):
+        pattern = re.compile(rf"\b{re.escape(op)}\b")
+        assert changes[f"ttgir.op.{op}"] == (len(pattern.findall(a.read_text())),
+                                             len(pattern.findall(b.read_text())))
+    assert changes["ttgir.op.tt.dot"] == (1, 0)
+    assert changes["ttgir.op.ttng.warp_group_dot"] == (0, 1)
+
+
+def test_committed_hlo_samples_show_the_fusion_xla_made(cli):
+    """HLO of complex_activation before and after XLA's CPU pipeline: one fusion appears."""
+    hlo = SAMPLES / "hlo"
+    a = hlo / "jit_complex_activation.before_optimizations.txt"
+    b = hlo / "jit_complex_activation.cpu_after_optimizations.txt"
+    fusions = len(re.findall(r"= \S+ fusion\(", b.read_text()))
+    result = cli("diff", a, b, "--format", "csv", "--fail-on", "fusions increased")
+    assert result.returncode == 1 and "fusions 0 -> 1" in result.stderr
+    rows = {r["figure"]: r for r in csv.DictReader(io.StringIO(result.stdout))
+            if r["status"] == "matched"}
+    assert int(rows["fusions"]["b"]) == fusions == 1

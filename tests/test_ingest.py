@@ -232,3 +232,34 @@ def test_truncated_trace_keeps_what_it_can_and_warns(corpus, tmp_path):
     assert any("truncated.log" in w and "unreadable record" in w for w in report.warnings)
     kept = [s for s in run.stages() if s.name.startswith("unparsed#")]
     assert len(kept) == 1 and run.units("torch")
+
+
+def test_kernel_dump_folder_without_metadata_is_named_by_its_files(tmp_path):
+    pytest.importorskip("triton")
+    entry = write_triton_entry(tmp_path / "dump", "add_kernel")
+    for extra in entry.glob("*.json"):
+        extra.unlink()
+    run = Run.create(tmp_path / "run")
+    ingest(run, [tmp_path / "dump"])
+    unit = run.unit("add_kernel")
+    assert unit.framework == "triton" and unit.attrs["hash"] == entry.name
+    assert [s.kind for s in run.stages(unit.id)][:5] == ["ttir", "ttgir", "llir", "ptx", "cubin"]
+
+
+def test_xla_gpu_dump_names_group_by_module(tmp_path):
+    """GPU dump names (module names with dots, sm_X.Y prefixes) group into one unit each."""
+    hlo = "HloModule {name}\n\nENTRY main {{\n  ROOT p = f32[] parameter(0)\n}}\n"
+    names = {"module_0012.SyncTensorsGraph.147": "SyncTensorsGraph.147",
+             "module_0003.jit_f": "jit_f"}
+    suffixes = ("before_optimizations.txt", "sm_8.0_gpu_after_optimizations.txt",
+                "sm_8.0_gpu_after_optimizations-buffer-assignment.txt", "ptx", "ir-with-opt.ll",
+                "thunk_sequence.txt")
+    for prefix, name in names.items():
+        for suffix in suffixes:
+            (tmp_path / f"{prefix}.{suffix}").write_text(hlo.format(name=name))
+    run = Run.create(tmp_path / "run")
+    ingest(run, [tmp_path])
+    assert sorted(u.name for u in run.units()) == sorted(names.values())
+    kinds = [s.kind for s in run.stages(run.unit("SyncTensorsGraph.147").id)]
+    assert kinds == ["hlo_before_opt", "hlo_after_opt", "buffer_assignment", "llvm_ir", "ptx",
+                     "text"]

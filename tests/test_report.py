@@ -13,7 +13,7 @@ import pytest
 from report_helpers import file_triton, schema_errors, triton_run
 
 from irscope.parsers import registry
-from irscope.reports import csv_report, html, markdown, table
+from irscope.reports import csv_report, markdown, table
 from irscope.reports.records import (CODE_KINDS, build_report, report_from_json,
                                      report_to_json)
 from irscope.store import Run

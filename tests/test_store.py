@@ -194,3 +194,24 @@ def test_concurrent_creation_of_one_run(tmp_path):
     assert sorted(u.name for u in run.units()) == ["u0", "u1", "u2", "u3"]
     assert sqlite3.connect(run.path / INDEX).execute("PRAGMA integrity_check").fetchone()[0] \
         == "ok"
+
+
+HLO = "HloModule m\n\nENTRY main {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n"
+
+
+def test_parsed_figures_are_cached_by_blob(tmp_path, monkeypatch):
+    from irscope.parsers import registry
+
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as w:
+        w.add_stage(w.add_unit("a", "jax"), "hlo_after_opt", HLO)
+        w.add_stage(w.add_unit("b", "jax"), "hlo_after_opt", HLO)
+    first, second = run.stages()
+    figures = run.parsed(first)
+    assert figures["histogram"] == {"negate": 1, "parameter": 1}
+
+    def no_parsing(kind, text):
+        raise AssertionError("parsed again")
+
+    monkeypatch.setattr(registry, "parse", no_parsing)
+    assert Run.open(run.path).parsed(second) == figures  # same blob: from the index

@@ -79,7 +79,8 @@ async def test_filter_keeps_matching_units_and_typing_triggers_no_binding(run_pa
         await until(pilot, lambda: app.viewer.lines)
         await pilot.press("f", *"add")  # 'a' alone would toggle the panel
         await pilot.pause(0.1)
-        units = [str(n.label).split()[0] for n in app.navigator.stage_tree.root.children[0].children]
+        group = app.navigator.stage_tree.root.children[0]
+        units = [str(n.label).split()[0] for n in group.children]
         assert units == ["add_kernel"]
         assert app.panel.display
 
@@ -277,3 +278,20 @@ async def test_loop_view_lists_the_matmul_k_loop(run_path):
         assert isinstance(app.screen, LoopsScreen)
         titles = [str(w.content) for w in app.screen.query("Static")]
         assert sum("loop at" in t for t in titles) == len(loops)
+
+
+@synchronous
+async def test_copy_line_and_light_theme(run_path):
+    app = IrscopeApp(run_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "add_kernel", "ptx")
+        app.viewer.focus()
+        await pilot.press("colon", "1", "2", "enter", "y")
+        assert app.clipboard == app.viewer.lines[11]
+        await pilot.press("Y")
+        assert app.clipboard.splitlines() == app.viewer.lines
+        assert app.current_theme.dark
+        await pilot.press("ctrl+t")
+        assert not app.current_theme.dark
+        await pilot.pause(0.1)
+        assert app.viewer.lines  # re-highlighted with the light theme's colours

@@ -22,8 +22,8 @@ from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptScreen,
                                  SourceScreen, stage_label)
 from irscope.tui.viewer import IrViewer
-from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, line_locations,
-                           navigator_groups, neighbour_stage, python_location)
+from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, is_ir, line_locations,
+                           navigator_groups, neighbour_stage, node_keys, python_location)
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
 BADGE_KINDS = ("sass", "ptx", "inductor_output_code", "hlo_after_opt", "jaxpr", "fx_graph")
@@ -115,7 +115,7 @@ class IrscopeApp(App[None]):
         try:
             text = self.store().read_text(stage)
         except IrscopeError as exc:
-            self.post_message(msg.StageFailed(stage, str(exc)))
+            self.post_message(msg.StageFailed(stage, self._without_run_path(exc)))
             return
         collapsed = self.collapsed and stage.kind == "ptx"
         if collapsed:
@@ -140,20 +140,29 @@ class IrscopeApp(App[None]):
             where = "next" if step > 0 else "previous"
             self.post_message(msg.FollowResolved(None, (), f"no {where} stage"))
             return
-        keys = self._locations_of(run, stage).at(line)
+        keys = self._locations_of(run, stage).same_source(line)
         if not keys:
             self.post_message(msg.FollowResolved(target, (), f"line {line + 1} carries no "
                                                  "source location; opened the stage at the top"))
             return
         hits = tuple(self._locations_of(run, target).find(keys))
-        shown = ", ".join(sorted(k.rsplit("/", 1)[-1] for k in keys))
+        files = sorted(k.rsplit("/", 1)[-1] for k in keys if not k.startswith("node "))
+        shown = ", ".join(files or sorted(keys))
         note = (f"{len(hits)} lines from {shown}" if hits
                 else f"{shown} does not appear in {stage_title_of(target)}")
         self.post_message(msg.FollowResolved(target, hits, note))
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def source_worker(self, stage: Stage, line: int) -> None:
-        found = python_location(self._locations_of(self.store(), stage).at(line))
+        run = self.store()
+        keys = self._locations_of(run, stage).at(line)
+        found = python_location(keys)
+        nodes = node_keys(keys)
+        for graph in self.stages_by_unit.get(stage.unit_id, ()):  # Inductor code names FX
+            if found is None and nodes and graph.kind in ("fx_graph", "aot_graph"):  # nodes
+                graph_locations = self._locations_of(run, graph)
+                for number in graph_locations.find(nodes):
+                    found = found or python_location(graph_locations.at(number))
         if found is None:
             self.post_message(msg.Problem("no Python source line for this line (or the file "
                                           "is not on this machine)", "warning"))
@@ -176,12 +185,16 @@ class IrscopeApp(App[None]):
                           self._parse_quietly(run, stage)))
         self.post_message(msg.CompareReady(sides))
 
+    def _without_run_path(self, exc: Exception) -> str:
+        """The error as the user needs it here: the run's path is already in the title."""
+        return str(exc).removeprefix(f"{self.run_path}: ")
+
     def _parse_quietly(self, run: Run, stage: Stage) -> dict[str, Any]:
         """Parsed JSON, or a result naming the failure: one odd stage never stops the TUI."""
         try:
             return run.parsed(stage)
         except IrscopeError as exc:
-            return {"diagnostics": [{"line": 0, "message": str(exc)}]}
+            return {"diagnostics": [{"line": 0, "message": self._without_run_path(exc)}]}
         except Exception as exc:  # a missing or failing parser module
             return {"diagnostics": [{"line": 0, "message": f"no analysis: {exc}"}]}
 
@@ -197,8 +210,7 @@ class IrscopeApp(App[None]):
         linked = ([r.dst for r in relations if r.src == stage.unit_id] if step > 0
                   else [r.src for r in relations if r.dst == stage.unit_id])
         for unit_id in linked:
-            text_stages = [s for s in self.stages_by_unit.get(unit_id, ())
-                           if not registry.get(s.kind).binary]
+            text_stages = [s for s in self.stages_by_unit.get(unit_id, ()) if is_ir(s)]
             if text_stages:
                 return text_stages[0] if step > 0 else text_stages[-1]
         return None

@@ -12,7 +12,8 @@ from textual.message import Message
 from textual.widgets import Input, Tree
 
 from irscope.store import Stage
-from irscope.views import Badges, FrameworkGroup, UnitRow, filter_groups, stage_title
+from irscope.views import (RAW, Badges, FrameworkGroup, UnitRow, filter_groups, is_ir,
+                           stage_title)
 
 
 class StageTree(Tree):
@@ -51,8 +52,14 @@ class StageTree(Tree):
     def expand_unit(self, node) -> None:
         row = node.data
         if isinstance(row, UnitRow) and not node.children:
+            raw = [s for s in row.stages if s.kind == RAW]
             for stage in row.stages:
-                node.add_leaf(stage_title(stage), data=stage)
+                if stage.kind != RAW:
+                    node.add_leaf(stage_title(stage), data=stage)
+            if raw:  # dozens of log records would bury the IR stages
+                records = node.add(Text(f"raw records ({len(raw)})", style="dim"), data=RAW)
+                for stage in raw:
+                    records.add_leaf(stage.name, data=stage)
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         self.expand_unit(event.node)
@@ -65,7 +72,13 @@ class StageTree(Tree):
         unit_node.expand()
         if unit_node.parent:
             unit_node.parent.expand()
-        return next((n for n in unit_node.children if n.data.id == stage.id), None)
+        for node in unit_node.children:
+            if node.data == RAW and stage.kind == RAW:
+                node.expand()
+                return next((n for n in node.children if n.data.id == stage.id), None)
+            if isinstance(node.data, Stage) and node.data.id == stage.id:
+                return node
+        return None
 
 
 class Navigator(Vertical):
@@ -91,11 +104,10 @@ class Navigator(Vertical):
         self.stage_tree.fill(groups)
 
     def first_stage(self) -> Stage | None:
-        for group in self.groups:
-            for row in group.rows:
-                if row.stages:
-                    return row.stages[0]
-        return None
+        """The stage to open first: the first IR of the first unit that has one."""
+        stages = [s for g in self.groups for row in g.rows for s in row.stages]
+        return next((s for s in stages if is_ir(s) and s.kind != "python_source"),
+                    stages[0] if stages else None)
 
     def select_stage(self, stage: Stage) -> None:
         node = self.stage_tree.node_for_stage(stage)

@@ -46,7 +46,8 @@ def token_styles(variables: dict[str, str]) -> dict[Any, Style]:
     for token, variable, extra in TOKEN_COLOURS:
         value = variables.get(variable, "")
         colour = Color.parse(value) if value.startswith("#") else None
-        styles[token] = Style(color=colour, dim=variable == "text-muted") + Style.parse(extra or "none")
+        base = Style(color=colour, dim=variable == "text-muted")
+        styles[token] = base + Style.parse(extra) if extra else base
     return styles
 
 

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import FRAMEWORKS, Staging
+from irscope.collectors.staging import FRAMEWORKS, Staging, close_records
 
 EXIT_INTERRUPTED = 130
 
@@ -52,6 +52,7 @@ class Collectors:
         imports.remove(self.finder)
         while self.restores:
             self.restores.pop()()
+        close_records()
 
 
 def imported_frameworks() -> list[str]:

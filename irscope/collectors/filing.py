@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from irscope.collectors.staging import Staging
+from irscope.collectors.staging import Staging, read_records
 from irscope.collectors.triton import SIDECAR
 from irscope.store import Run, Writer
 
@@ -57,23 +57,22 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
 
 
 def _file_jax(writer: Writer, staging: Staging) -> None:
+    functions: dict[int, dict[str, Any]] = {}
+    for record in read_records(staging.jax_functions):
+        functions.setdefault(record.get("id", 0), {}).update(record)
     seen: dict[str, int] = {}
-    for folder in sorted(p for p in staging.jax.glob("*") if p.is_dir()):
-        lowering = _read_json(folder / "lowering.json")
-        compiled = _read_json(folder / "compile.json")
-        name = lowering.get("module") or compiled.get("module") or folder.name.split(".", 1)[-1]
+    origin = "irscope jax collector"
+    for function in (functions[k] for k in sorted(functions)):
+        name = function.get("module") or "jit_unknown"
         seen[name] = seen.get(name, 0) + 1
         suffix = "" if seen[name] == 1 else f"#{seen[name]}"
-        timing = {k: v for k, v in {**lowering, **compiled}.items() if k.endswith("_seconds")}
-        unit_id = writer.add_unit(name, "jax", lowering.get("source_file"),
-                                  lowering.get("source_line"),
-                                  {"compiles": seen[name], **timing})
-        origin = "irscope jax collector"
-        for file_name, kind in (("jaxpr.txt", "jaxpr"), ("stablehlo.mlir", "stablehlo")):
-            if (folder / file_name).is_file():
-                writer.add_stage(unit_id, kind, (folder / file_name).read_bytes(),
-                                 name=kind + suffix, origin=origin)
-        analyses = {k: compiled[k] for k in ("cost_analysis", "memory_analysis") if k in compiled}
+        timing = {k: v for k, v in function.items() if k.endswith("_seconds")}
+        unit_id = writer.add_unit(name, "jax", function.get("source_file"),
+                                  function.get("source_line"), {"compiles": seen[name], **timing})
+        for kind in ("jaxpr", "stablehlo"):
+            if function.get(kind):
+                writer.add_stage(unit_id, kind, function[kind], name=kind + suffix, origin=origin)
+        analyses = {k: function[k] for k in ("cost_analysis", "memory_analysis") if k in function}
         if analyses:
             writer.add_stage(unit_id, "cost_analysis", json.dumps(analyses, indent=2),
                              name="cost_analysis" + suffix, origin=origin)

@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import re
 import time
 from typing import Any, Callable
 
-from irscope.collectors.staging import Staging
+from irscope.collectors.staging import Staging, append_record
 
 # mlp at /home/me/seed_jax.py:10
 SRC_INFO = re.compile(r" at (?P<file>.+):(?P<line>\d+)$")
@@ -95,40 +94,38 @@ def module_name(jax_name: str) -> str:
     return MODULE_NAME_UNSAFE.sub("_", jax_name).rstrip("_")
 
 
-def _folder(staging: Staging, computation):
-    folder = getattr(computation, "_irscope_folder", None)
-    if folder is None:
-        name = module_name(getattr(computation, "_name", "jit_unknown"))
-        folder = staging.jax / f"{next(_counter):04d}.{name}"
-        folder.mkdir(parents=True, exist_ok=True)
-        computation._irscope_folder = folder
-    return folder
+def _record_id(computation) -> int:
+    """One number per lowering, shared by its lowering and compile records."""
+    number = getattr(computation, "_irscope_id", None)
+    if number is None:
+        number = computation._irscope_id = next(_counter)
+    return number
 
 
 def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float) -> None:
     from jax._src.interpreters import mlir
 
-    folder = _folder(staging, computation)
-    (folder / "jaxpr.txt").write_text(str(closed_jaxpr), encoding="utf-8")
-    (folder / "stablehlo.mlir").write_text(mlir.module_to_string(computation.stablehlo()),
-                                          encoding="utf-8")
-    info: dict[str, Any] = {"module": module_name(computation._name), "lowering_seconds": seconds}
+    record: dict[str, Any] = {
+        "record": "lowering", "id": _record_id(computation),
+        "module": module_name(computation._name), "lowering_seconds": seconds,
+        "jaxpr": str(closed_jaxpr), "stablehlo": mlir.module_to_string(computation.stablehlo())}
     debug = getattr(closed_jaxpr.jaxpr, "_debug_info", None)
     match = SRC_INFO.search(getattr(debug, "func_src_info", "") or "")
     if match:
-        info.update(source_file=match["file"], source_line=int(match["line"]))
-    _write_json(folder / "lowering.json", info)
+        record.update(source_file=match["file"], source_line=int(match["line"]))
+    append_record(staging.jax_functions, record)
 
 
 def _stage_executable(staging: Staging, computation, executable, seconds: float) -> None:
-    folder = _folder(staging, computation)
-    info: dict[str, Any] = {"module": module_name(computation._name), "compile_seconds": seconds}
-    for key, method in (("cost_analysis", "cost_analysis"), ("memory_analysis", "memory_analysis")):
+    record: dict[str, Any] = {"record": "compile", "id": _record_id(computation),
+                              "module": module_name(computation._name),
+                              "compile_seconds": seconds}
+    for key in ("cost_analysis", "memory_analysis"):
         try:
-            info[key] = _jsonable(getattr(executable, method)())
+            record[key] = _jsonable(getattr(executable, key)())
         except Exception as exc:  # not offered on every backend
-            info[key + "_error"] = f"{type(exc).__name__}: {exc}"
-    _write_json(folder / "compile.json", info)
+            record[key + "_error"] = f"{type(exc).__name__}: {exc}"
+    append_record(staging.jax_functions, record)
 
 
 def _jsonable(value: Any) -> Any:
@@ -140,7 +137,3 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     fields = {k: getattr(value, k) for k in dir(value) if not k.startswith("_")}
     return {k: _jsonable(v) for k, v in fields.items() if not callable(v)}
-
-
-def _write_json(path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ class Session:
         self.run = Run.create(path, {"name": name, "kind": "capture", "started": environment.now(),
                                      "frameworks_selected": list(only), **meta})
         self.staging: Staging = staging_for(path).create()
+        self._cleanup: threading.Thread | None = None
 
     @property
     def path(self) -> Path:
@@ -58,8 +60,15 @@ class Session:
             "notes": notes,
         })
         if complete and not keep_staging:
-            shutil.rmtree(self.staging.root, ignore_errors=True)
+            self._cleanup = threading.Thread(target=shutil.rmtree, args=(self.staging.root, True))
+            self._cleanup.start()  # slow on some file systems: overlap it with the summary
         return notes
+
+    def close(self) -> None:
+        """Wait for the staging folder to be gone and close the run."""
+        if self._cleanup is not None:
+            self._cleanup.join()
+        self.run.close()
 
 
 def _claim_run_dir(name: str) -> Path:

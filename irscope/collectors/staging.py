@@ -3,9 +3,9 @@
 Layout of ``<run>/staging/``: ``torch_trace/`` (TORCH_TRACE logs), ``triton/`` (one
 folder per compiled kernel, like TRITON_KERNEL_DUMP: ``<name>.json`` metadata plus
 ``.ttir``/``.ttgir``/``.llir``/``.ptx``/``.cubin``/``.source`` and ``_irscope.json``
-with the kernel's Python source), ``xla/`` (XLA dump), ``jax/`` (one folder per jitted
-function with its jaxpr, StableHLO and analyses), ``events.jsonl`` (failures, timings)
-and ``status.json`` (the script's exit status, written by the child).
+with the kernel's Python source), ``xla/`` (XLA dump), ``jax/functions.jsonl`` (one line
+per jit lowering or compile: jaxpr, StableHLO, analyses), ``events.jsonl`` (failures,
+timings) and ``status.json`` (how the script ended, written by the child).
 """
 
 from __future__ import annotations
@@ -14,12 +14,15 @@ import importlib.util
 import json
 import re
 import shlex
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 FRAMEWORKS = ("torch", "triton", "jax")
+_appending: dict[Path, Any] = {}
+_appending_lock = threading.Lock()
 STAGING = "staging"
 CONFIG = "config.json"
 
@@ -66,26 +69,51 @@ class Staging:
             folder.mkdir(parents=True, exist_ok=True)
         return self
 
+    @property
+    def jax_functions(self) -> Path:
+        return self.jax / "functions.jsonl"
+
     def record_event(self, kind: str, data: dict[str, Any]) -> None:
-        """Append one event line; lines are small, so concurrent appends stay whole."""
-        line = json.dumps({"kind": kind, "time": time.time(), **data}, default=str) + "\n"
-        with open(self.events, "a", encoding="utf-8") as fh:
-            fh.write(line)
+        """Append one event: a failure, a timing, a collector problem."""
+        append_record(self.events, {"kind": kind, "time": time.time(), **data})
 
     def read_events(self) -> list[dict[str, Any]]:
-        if not self.events.is_file():
-            return []
-        events = []
-        for line in self.events.read_text(encoding="utf-8", errors="replace").splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue  # a line cut short by a killed process
-        return events
+        return read_records(self.events)
 
     def write_config(self, config: dict[str, Any]) -> Path:
         self.config.write_text(json.dumps(config, indent=2), encoding="utf-8")
         return self.config
+
+
+def append_record(path: Path, record: dict[str, Any]) -> None:
+    """Append one JSON line, flushed at once (a killed process keeps what it wrote)."""
+    line = json.dumps(record, default=str) + "\n"
+    with _appending_lock:
+        handle = _appending.get(path)
+        if handle is None or handle.closed:
+            handle = _appending[path] = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        handle.write(line)
+        handle.flush()
+
+
+def close_records() -> None:
+    """Close the files ``append_record`` keeps open (before their folder is filed)."""
+    with _appending_lock:
+        while _appending:
+            _appending.popitem()[1].close()
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of ``path``; a last line cut short by a kill is skipped."""
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            continue
+    return records
 
 
 def collection_env(staging: Staging, only: tuple[str, ...],

@@ -72,7 +72,10 @@ def run(args) -> int:
     status = _run_child(command, env, session.staging)
     with progress("filing the run") as bar:
         session.finish(status, keep_staging=args.keep_staging, progress=bar)
-    _report(session.path, args)
+    try:
+        _report(session.run, args)
+    finally:
+        session.close()
     return int(status["exit_status"])
 
 
@@ -103,13 +106,12 @@ def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
     return status
 
 
-def _report(path: Path, args) -> None:
+def _report(run, args) -> None:
     from irscope import summary
     from irscope.console import note, print_json
-    from irscope.store import Run
 
-    with Run.open(path) as run:
-        data = summary.summarize(run)
+    path = run.path
+    data = summary.summarize(run)
     if args.json:
         print_json(data)
     else:

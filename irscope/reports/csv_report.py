@@ -34,17 +34,18 @@ def diff_rows(diff: Diff):
     def blank(value):
         return "" if value is None else value
 
+    def pct(d):
+        return "" if d.percent is None else round(d.percent, 3)
+
     for d in diff.totals:
-        yield ("total", "", "", "", "", d.name, blank(d.a), blank(d.b), blank(d.delta),
-               blank(d.percent))
+        yield ("total", "", "", "", "", d.name, blank(d.a), blank(d.b), blank(d.delta), pct(d))
     for unit in diff.units:
         names = (unit.a.name if unit.a else "", unit.b.name if unit.b else "", unit.framework,
                  unit.matched_by or "")
         if unit.status != "matched":
             yield (unit.status, *names, "", "", "", "", "")
         for d in unit.changes:
-            yield (unit.status, *names, d.name, blank(d.a), blank(d.b), blank(d.delta),
-                   blank(d.percent))
+            yield (unit.status, *names, d.name, blank(d.a), blank(d.b), blank(d.delta), pct(d))
 
 
 def _csv(header, rows) -> str:

@@ -1,0 +1,132 @@
+"""The TUI's headless view models: source locations, following, badges, histogram diffs."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAMPLES
+from irscope.store import Stage
+from irscope.views import (Badges, badges, histogram, histogram_diff, line_locations,
+                           neighbour_stage, node_keys, normal_key, python_location)
+
+# .loc	1 24 13                         // triton_kernels.py:24:13
+PTX_LOC_COMMENT = re.compile(r"^\s*\.loc\s+\d+ \d+ \d+\s+// (\S+):(\d+):\d+$")
+
+
+@pytest.fixture(scope="module")
+def softmax():
+    pytest.importorskip("triton")
+    from kernels import compile_aot
+
+    return compile_aot("softmax_kernel")
+
+
+def kernel_body_lines(name: str) -> set[int]:
+    """Line numbers of a sample kernel's def and body, read with ast (independent of IR)."""
+    from kernels import SCRIPTS
+
+    tree = ast.parse((SCRIPTS / "triton_kernels.py").read_text())
+    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    return set(range(fn.lineno, fn.end_lineno + 1))
+
+
+def test_every_stage_maps_to_the_kernels_own_lines(softmax):
+    body = kernel_body_lines("softmax_kernel")
+    for kind in ("ttir", "ttgir", "llir", "ptx"):
+        keys = line_locations(kind, softmax[kind]).index
+        lines = {int(k.rsplit(":", 1)[1]) for k in keys}
+        assert {k.rsplit(":", 1)[0] for k in keys} == {"triton_kernels.py"}, kind
+        assert lines <= body and len(lines) >= 5, (kind, lines)
+
+
+def test_ptx_locations_agree_with_the_loc_comments(softmax):
+    text = softmax["ptx"]
+    locations = line_locations("ptx", text)
+    checked = 0
+    for number, line in enumerate(text.splitlines()):
+        if (m := PTX_LOC_COMMENT.match(line)) and "inlined_at" not in line:
+            assert {normal_key(k) for k in locations.at(number)} == {f"{m[1]}:{m[2]}"}
+            checked += 1
+    assert checked == sum(1 for line in text.splitlines()
+                          if ".loc" in line and "inlined_at" not in line and "//" in line)
+
+
+def test_inlined_ptx_lines_map_to_the_callers_line(softmax):
+    text = softmax["ptx"].splitlines()
+    locations = line_locations("ptx", softmax["ptx"])
+    inlined = [i for i, line in enumerate(text) if "inlined_at 1 " in line]
+    assert inlined
+    for i in inlined:
+        caller = re.search(r"inlined_at 1 (\d+) ", text[i])[1]
+        assert {normal_key(k) for k in locations.at(i)} == {f"triton_kernels.py:{caller}"}
+
+
+def test_inductor_source_nodes_lead_to_the_python_line_through_the_fx_graph():
+    code = (SAMPLES / "inductor" / "mlp_dead_gate.output_code.py").read_text()
+    graph = (SAMPLES / "fx" / "mlp_dead_gate.dynamo_graph.txt").read_text()
+    code_locations = line_locations("inductor_output_code", code)
+    graph_locations = line_locations("fx_graph", graph)
+    number = next(i for i, line in enumerate(code.splitlines())
+                  if "Source Nodes: [matmul_1]" in line)
+    hits = graph_locations.find(node_keys(code_locations.at(number)))
+    assert [graph.splitlines()[i].split(":")[0].strip() for i in hits] == ["matmul_1"]
+    file_comment = graph.splitlines()[hits[0] - 1]
+    line = re.search(r"seed_torch\.py:(\d+)", file_comment)[1]
+    found = python_location(graph_locations.at(hits[0]))
+    if found:  # the sample names the checkout it was made in
+        assert found[1] == int(line)
+    assert any(k.endswith(f"seed_torch.py:{line}") for k in graph_locations.at(hits[0]))
+
+
+def test_fx_graph_lines_under_a_file_comment_carry_it():
+    graph = (SAMPLES / "fx" / "mlp_dead_gate.dynamo_graph.txt").read_text()
+    locations = line_locations("fx_graph", graph)
+    comments = [i for i, line in enumerate(graph.splitlines()) if "# File:" in line]
+    assert len(comments) == graph.count("# File:")
+    for i in comments:
+        assert locations.at(i) and locations.at(i) <= locations.at(i + 1)
+
+
+def test_histogram_diff_covers_both_sides_largest_change_first():
+    rows = histogram_diff({"add": 5, "mul": 2, "ld": 1}, {"add": 1, "mul": 2, "st": 7})
+    assert {r.op for r in rows} == {"add", "mul", "ld", "st"}
+    assert [r.op for r in rows][:2] == ["st", "add"]
+    assert {r.op: r.delta for r in rows} == {"add": -4, "mul": 0, "ld": -1, "st": 7}
+
+
+def test_histogram_modes():
+    parsed = {"histogram": {"ld.global.b32": 3, "ld.shared.b32": 2, "add.f32": 1},
+              "categories": {"memory": 5, "arith": 1}}
+    assert histogram(parsed, "opcode") == parsed["histogram"]
+    assert histogram(parsed, "op") == {"ld": 5, "add": 1}
+    assert histogram(parsed, "category") == parsed["categories"]
+    assert histogram({**parsed, "ops": {"ld": 5}}, "op") == {"ld": 5}
+
+
+def test_badges_prefer_the_lowest_stage():
+    parsed = {"ptx": {"totals": {"instructions": 150, "kernels": 1}},
+              "sass": {"totals": {"instructions": 200, "registers": 40, "spill_stores": 2,
+                                  "spill_loads": 1}}}
+    assert badges(parsed) == Badges(kernels=1, instructions=200, registers=40, spills=3)
+    assert badges(parsed).text() == "200 ins 40 reg 3 spill"
+    assert badges({}).text() == ""
+
+
+def test_neighbour_stage_skips_binaries():
+    stages = [Stage(i, 1, kind, kind, pos, "b", 1) for i, (kind, pos) in
+              enumerate([("ptx", 110), ("cubin", 120), ("sass", 130)])]
+    assert neighbour_stage(stages, stages[0], 1).kind == "sass"
+    assert neighbour_stage(stages, stages[2], -1).kind == "ptx"
+    assert neighbour_stage(stages, stages[2], 1) is None
+
+
+def test_core_views_do_not_import_textual():
+    code = "import sys, irscope.views; print('textual' in sys.modules, 'rich' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["False", "False"]
