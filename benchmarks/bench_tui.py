@@ -132,6 +132,9 @@ def main() -> int:
         base_s = f"{base * 1000:8.0f}ms" if base else "         -"
         print(f"{name:<28} {value * 1000:8.0f}ms {base_s} {ratio} {target * 1000:6.0f}ms  "
               f"{'pass' if passed else 'FAIL'}")
+    print(f"(each of {REPEATS} runs, ms: open {' '.join(f'{v * 1000:.0f}' for v in opens)}; "
+          f"big stage {' '.join(f'{v * 1000:.0f}' for v in stages)}; the first open includes "
+          "imports)")
     return 0 if ok else 1
 
 

@@ -210,7 +210,7 @@ class Run:
                              f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
             db.close()
         except sqlite3.DatabaseError as exc:
-            raise RunError(f"{path / INDEX}: damaged index ({exc})") from None
+            raise RunError(f"{path / INDEX}: cannot write the index ({exc})") from None
         run = cls.open(path)
         if not fresh:
             if meta:

@@ -36,9 +36,18 @@ def test_sys_exit_status_is_returned_and_the_empty_run_says_so(tmp_path):
     assert printed == "['a', '--b']"  # the script saw its own argv
     data = json.loads(summary_json)
     assert data["exit_status"] == 3 and data["partial"] is True and data["units"] == {}
-    text = inspect(script, run=tmp_path / "run2").stderr
+    text = inspect(script, run=tmp_path / "run", options=["--replace"]).stderr
     assert "empty run: the program imported none of torch, jax, triton" in text
     assert "partial run: exit status 3" in text
+
+
+def test_a_module_runs_with_dash_m_from_the_working_directory(tmp_path, cli):
+    write(tmp_path, "tool.py", "import sys\nprint('module argv', sys.argv[1:])\nsys.exit(4)\n")
+    result = cli("inspect", "-o", str(tmp_path / "run"), "-m", "tool", "x", "--y", cwd=tmp_path)
+    assert result.returncode == 4, result.stderr
+    assert result.stdout == "module argv ['x', '--y']\n"
+    with Run.open(tmp_path / "run") as run:
+        assert run.meta["target"] == ["-m", "tool", "x", "--y"] and run.name == "tool"
 
 
 def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):

@@ -295,3 +295,9 @@ async def test_copy_line_and_light_theme(run_path):
         assert not app.current_theme.dark
         await pilot.pause(0.1)
         assert app.viewer.lines  # re-highlighted with the light theme's colours
+
+
+def test_open_rejects_an_unknown_theme(run_path, cli):
+    result = cli("open", run_path, "--theme", "no-such-theme")
+    assert result.returncode == 2
+    assert "unknown theme 'no-such-theme'" in result.stderr and "textual-light" in result.stderr

@@ -53,6 +53,17 @@ def totals_table(totals: dict[str, Any]) -> Table:
     return table
 
 
+def listing(title: str, items: Any, describe, limit: int = 8) -> list[Text]:
+    """A titled list of a parser's records (launches, fusions), or nothing when absent."""
+    if not isinstance(items, list) or not items:
+        return []
+    rows = [Text(describe(item) if isinstance(item, dict) else str(item), no_wrap=True,
+                 overflow="ellipsis") for item in items[:limit]]
+    if len(items) > limit:
+        rows.append(Text(f"… {len(items) - limit} more", style="dim"))
+    return [Text(""), Text(f"{title} ({len(items)})", style="bold"), *rows]
+
+
 class AnalysisPanel(Static):
     """Renders ``parsed`` (the parser's JSON) in the histogram ``mode``."""
 
@@ -68,10 +79,11 @@ class AnalysisPanel(Static):
         totals = parsed.get("totals") or {}
         if totals:
             parts += [Text(""), totals_table(totals)]
-        launched = parsed.get("kernels_launched") or parsed.get("launches")
-        if isinstance(launched, list) and launched:
-            names = [k if isinstance(k, str) else str(k.get("name", k)) for k in launched[:8]]
-            parts += [Text(""), Text("kernels launched", style="bold"), Text("\n".join(names))]
+        parts += listing("kernels launched", parsed.get("launch_sequence"),
+                         lambda k: f"{k.get('name', '?')}  {k.get('kind', '')}")
+        parts += listing("fusions", parsed.get("fusions"),
+                         lambda f: f"{f.get('name', '?')}  {f.get('kind', '')}  " + " ".join(
+                             f"{op}×{n}" for op, n in (f.get("members") or {}).items()))
         hist = histogram(parsed, self.mode)
         heading = Text("histogram ", style="bold")
         for mode in HISTOGRAM_MODES:

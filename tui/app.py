@@ -12,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Header, Static
 from textual.worker import Worker, WorkerState
 
-from irscope.errors import IrscopeError
+from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
@@ -23,7 +23,8 @@ from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptS
                                  SourceScreen, stage_label)
 from irscope.tui.viewer import IrViewer
 from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, is_ir, line_locations,
-                           navigator_groups, neighbour_stage, node_keys, python_location)
+                           navigator_groups, neighbour_stage, node_keys, python_location,
+                           stage_title)
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
 BADGE_KINDS = ("sass", "ptx", "inductor_output_code", "hlo_after_opt", "jaxpr", "fx_graph")
@@ -109,7 +110,7 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)
     def load_stage(self, stage: Stage, cursor: int = 0, marks: tuple[int, ...] = ()) -> None:
         if registry.get(stage.kind).binary:
-            self.post_message(msg.StageFailed(stage, f"{stage_title_of(stage)} is binary "
+            self.post_message(msg.StageFailed(stage, f"{stage_title(stage)} is binary "
                                               f"({stage.size:,} bytes): open its SASS stage"))
             return
         try:
@@ -149,7 +150,7 @@ class IrscopeApp(App[None]):
         files = sorted(k.rsplit("/", 1)[-1] for k in keys if not k.startswith("node "))
         shown = ", ".join(files or sorted(keys))
         note = (f"{len(hits)} lines from {shown}" if hits
-                else f"{shown} does not appear in {stage_title_of(target)}")
+                else f"{shown} does not appear in {stage_title(target)}")
         self.post_message(msg.FollowResolved(target, hits, note))
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
@@ -420,10 +421,6 @@ class IrscopeApp(App[None]):
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
 
 
-def stage_title_of(stage: Stage) -> str:
-    return registry.get(stage.kind).title
-
-
 def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     """The PTX analyzer's folded listing: shown lines and the 0-based source lines each covers."""
     from irscope.parsers.ptx_listing import collapse
@@ -432,6 +429,12 @@ def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     return [i.text for i in items], [(i.first_line - 1, i.last_line - 1) for i in items]
 
 
-def run_app(run_path: str | Path) -> None:
-    """Open the TUI on a run directory (already checked to open)."""
-    IrscopeApp(run_path).run()
+def run_app(run_path: str | Path, theme: str | None = None) -> None:
+    """Open the TUI on a run directory (already checked to open), in ``theme`` if given."""
+    app = IrscopeApp(run_path)
+    if theme:
+        if theme not in app.available_themes:
+            raise UsageError(f"unknown theme {theme!r}; choose one of "
+                             + ", ".join(sorted(app.available_themes)))
+        app.theme = theme
+    app.run()

@@ -37,7 +37,11 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
         try:
             from irscope.ingest import ingest
 
-            ingest(run, paths, progress=progress)
+            report = ingest(run, paths, progress=progress)
+            warnings = list(getattr(report, "warnings", []))
+            if warnings:
+                more = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""
+                notes.append(f"ingest: {warnings[0]}{more}")
         except Exception as exc:  # keep the staging folder and everything filed below
             notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
                          f"kept in {staging.root}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import io
 import os
 import re
@@ -25,6 +26,8 @@ STAGES = ("ttir", "ttgir", "llir", "ptx")
 PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
 #     6592 bytes stack frame, 16756 bytes spill stores, 17240 bytes spill loads
 PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+#     def matmul_kernel(a_ptr, b_ptr, ...
+DEF_LINE = re.compile(r"^\s*def\s")
 # ptxas-blackwell fatal   : Value 'sm_101a' is not defined for option 'gpu-name'
 PTXAS_MESSAGE = re.compile(r"^ptxas\S*\s+(?:fatal|error)\s*:.*$", re.MULTILINE)
 
@@ -135,7 +138,7 @@ def describe(path: str, name: str) -> KernelInfo:
     constexprs = tuple(p.name for p in fn.params if p.is_constexpr)
     defaults = {p.name: p.default for p in fn.params
                 if p.has_default and isinstance(p.default, (int, float, bool, str))}
-    return KernelInfo(name, params, constexprs, defaults, fn.file_name, fn.def_file_line_number,
+    return KernelInfo(name, params, constexprs, defaults, *def_location(fn),
                       fn.src)
 
 
@@ -271,7 +274,8 @@ def _failure(exc: Exception, fn, seconds: float) -> Outcome:
         where = _jit_function_with_source(fn, exc.src)
         lineno = getattr(exc.node, "lineno", None)
         if where is not None and lineno:
-            file_name, line = where.file_name, where.def_file_line_number + lineno - 1
+            file_name, def_line = def_location(where)
+            line = def_line + lineno - 1
             text = exc.src.splitlines()[lineno - 1].strip() if exc.src else None
             return Outcome(False, seconds, error=message, error_file=file_name,
                            error_line=line, error_source=text)
@@ -280,8 +284,18 @@ def _failure(exc: Exception, fn, seconds: float) -> Outcome:
     ptxas = PTXAS_MESSAGE.findall(text)
     message = "; ".join(m.strip() for m in ptxas) if ptxas else (
         f"{type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''}")
-    return Outcome(False, seconds, error=message, error_file=fn.file_name,
-                   error_line=fn.def_file_line_number)
+    file_name, def_line = def_location(fn)
+    return Outcome(False, seconds, error=message, error_file=file_name, error_line=def_line)
+
+
+def def_location(fn) -> tuple[str, int]:
+    """File and line of a jitted function's ``def`` (after its decorators), on any Triton 3.x."""
+    code = fn.fn.__code__
+    if hasattr(fn, "def_file_line_number"):
+        return code.co_filename, fn.def_file_line_number
+    lines, first = inspect.getsourcelines(fn.fn)
+    offset = next((i for i, line in enumerate(lines) if DEF_LINE.match(line)), 0)
+    return code.co_filename, first + offset
 
 
 def _jit_function_with_source(kernel, src: str | None):

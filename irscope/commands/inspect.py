@@ -20,6 +20,8 @@ def add_parser(subparsers) -> None:
                     "before the script; everything after it is the script's own arguments.")
     p.add_argument("-o", "--output", metavar="RUN", help="run directory (default: "
                    "./.irscope/runs/<time>-<name>)")
+    p.add_argument("--replace", action="store_true",
+                   help="replace the run at -o RUN if there is one (never a non-run folder)")
     p.add_argument("--name", help="run name (default: the script or module name)")
     p.add_argument("--only", metavar="LIST", help="collect only these frameworks, e.g. torch,jax")
     p.add_argument("--python", metavar="PATH", help="interpreter for the script "
@@ -60,6 +62,8 @@ def run(args) -> int:
     only = frameworks_arg(args.only)
     name = args.name or (target[1] if target[0] == "-m" else Path(target[0]).stem)
     python = args.python or sys.executable
+    if args.replace and args.output:
+        _remove_run(Path(args.output))
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python,
         **environment.describe(["irscope", *sys.argv[1:]])})
@@ -124,6 +128,18 @@ def _report(run, args) -> None:
                  f"`irscope open {path}`")
             return
         run_app(path)
+
+
+def _remove_run(path: Path) -> None:
+    import shutil
+
+    from irscope.errors import RunError
+    from irscope.store import INDEX
+
+    if path.is_dir() and any(path.iterdir()):
+        if not (path / INDEX).is_file():
+            raise RunError(f"{path}: not an irscope run; --replace only replaces runs")
+        shutil.rmtree(path)
 
 
 def _import_path(python: str, staging_root: Path) -> dict[str, str]:

@@ -14,6 +14,9 @@ def add_parser(subparsers) -> None:
                     "compare and stage-to-stage following. Press ? inside for every key.")
     p.add_argument("run", nargs="?", default="latest",
                    help="run directory, run name under ./.irscope/runs, or 'latest' (default)")
+    p.add_argument("--theme", metavar="NAME",
+                   help="colour theme, e.g. textual-light or solarized-light for light "
+                        "terminals (ctrl+t switches dark/light inside; NO_COLOR is honoured)")
     p.set_defaults(func=run)
 
 
@@ -44,5 +47,5 @@ def run(args) -> int:
     Run.open(path).close()  # a missing or damaged index is one clear line, before any UI
     from irscope.tui.app import run_app
 
-    run_app(path)
+    run_app(path, theme=args.theme)
     return 0

@@ -86,7 +86,8 @@ def ingest(run: Run, paths, progress=None) -> IngestReport:
         for _ in plan.xla_files:
             step("xla dump")
         for log in plan.traces:
-            report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append)
+            report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,
+                                                         _share_reporter(progress, log.name))
             report.sources.append((str(log), "torch_trace"))
             step(log.name)
         for log in plan.logs:
@@ -98,6 +99,13 @@ def ingest(run: Run, paths, progress=None) -> IngestReport:
         linking.link(run, writer, report)
     report.units_after, report.stages_after = _counts(run)
     return report
+
+
+def _share_reporter(progress, name: str):
+    """A callback showing how much of one large file is read, or None without a bar."""
+    if progress is None:
+        return None
+    return lambda fraction: progress.advance(0, description=f"{name[-32:]} {fraction:4.0%}")
 
 
 def _counts(run: Run) -> tuple[int, int]:

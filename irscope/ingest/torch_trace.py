@@ -22,6 +22,7 @@ from irscope.store import BlobRef, Run, Writer
 
 TRACE_UNIT = "(trace)"
 SPILL_BYTES = 4 << 20  # payloads larger than this are streamed into their blob
+PROGRESS_EVERY = 500  # records between progress reports
 
 # V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...
 ENVELOPE = re.compile(rb"^[VIWEFD]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]*\] (\{.*)$")
@@ -105,10 +106,16 @@ def is_torch_trace(head: bytes) -> bool:
     return False
 
 
-def ingest_trace(run: Run, writer: Writer, path: Path, warn) -> int:
-    """File one TORCH_TRACE log into the run; returns how many records were kept."""
+def ingest_trace(run: Run, writer: Writer, path: Path, warn, on_progress=None) -> int:
+    """File one TORCH_TRACE log into the run; returns how many records were kept.
+
+    ``on_progress(fraction)`` is called now and then with the share of the file read.
+    """
     reader = _TraceReader(run, str(path), warn)
+    size = max(path.stat().st_size, 1)
     with open(path, "rb") as fh:
+        if on_progress is not None:
+            reader.on_record = lambda: on_progress(fh.tell() / size)
         reader.read(fh)
     reader.write(writer)
     return reader.records
@@ -129,6 +136,7 @@ class _TraceReader:
         self._chunks: list[bytes] = []
         self._size = 0
         self._sink = None
+        self.on_record = None  # called every PROGRESS_EVERY records
 
     def read(self, lines) -> None:
         """Consume every line; payload lines take the fast path, one append each."""
@@ -193,6 +201,8 @@ class _TraceReader:
             text, ref = b"".join(self._chunks), None
         self._chunks, self._size = [], 0
         self.records += 1
+        if self.on_record is not None and self.records % PROGRESS_EVERY == 0:
+            self.on_record()
         self._record(meta, envelope, _Payload(self.run, text, ref), f"{self.origin}:{lineno}")
 
     # -- one record ------------------------------------------------------------------
