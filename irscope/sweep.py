@@ -28,8 +28,9 @@ DEFAULT_OPTIONS = {"num_warps": 4, "num_stages": 3}
 DEFAULT_ARCH = "sm_90a"
 
 # *fp16   i32   *kfp32 (const pointer)   fp8e4nv   constexpr   tensordesc<fp16[64, 64]>
+# and, as in Triton's own AOT tool, ":16" for a pointer or integer divisible by 16: *fp16:16
 TRITON_TYPE = re.compile(r"^(\*k?|k)?(i1|u1|[iu](8|16|32|64)|fp(8e4nv|8e5|8e4b15|8e4b8|8e5b16|16|32|64)"
-                         r"|bf16)$|^constexpr$|^tensordesc<.+>$|^nvTmaDesc$")
+                         r"|bf16)(:16)?$|^constexpr$|^tensordesc<.+>$|^nvTmaDesc$")
 # x_ptr=*fp16, n: i32      (a comma that starts the next NAME= entry splits)
 SIGNATURE_SPLIT = re.compile(r",\s*(?=[A-Za-z_]\w*\s*[=:])")
 # x_ptr=*fp16   n: i32

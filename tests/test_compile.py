@@ -175,9 +175,25 @@ def test_signature_inferred_from_example_arguments(cli, tmp_path):
     assert done.returncode == 0, done.stderr
     with Run.open(tmp_path / "run") as run:
         unit = run.unit(data["rows"][0]["unit"])
-    assert unit.attrs["signature"] == {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16",
-                                       "n": "i32"}
+    assert unit.attrs["signature"] == {"x_ptr": "*fp16:16", "y_ptr": "*fp16:16",
+                                       "out_ptr": "*fp16:16", "n": "i32:16"}
     assert unit.attrs["constexprs"] == {"BLOCK": 512}
+
+
+def test_divisibility_hints_enable_pipelined_async_copies(cli, tmp_path):
+    """``:16`` marks aligned pointers/ints as a launch does; Triton then pipelines with cp.async."""
+    hinted = MATMUL_SIGNATURE.replace("*fp16", "*fp16:16").replace("stride_am=i32", "stride_am=i32:16")
+    hinted = hinted.replace("stride_bk=i32", "stride_bk=i32:16")
+    ptx = {}
+    for label, signature in (("plain", MATMUL_SIGNATURE), ("hinted", hinted)):
+        done, data = compile_json(cli, tmp_path / label, f"{KERNELS}::matmul_kernel", "--signature",
+                                  signature, *UNIT_STRIDES, "--constexpr", "BLOCK_M=64",
+                                  "--constexpr", "BLOCK_N=64", "--constexpr", "BLOCK_K=32",
+                                  "--arch", "sm_80")
+        assert done.returncode == 0, done.stderr
+        with Run.open(tmp_path / label / "run") as run:
+            ptx[label] = run.read_text(run.stage(run.unit(data["rows"][0]["unit"]), "ptx"))
+    assert "cp.async" in ptx["hinted"] and "cp.async" not in ptx["plain"]
 
 
 @pytest.mark.parametrize("target, extra, code, message", [

@@ -14,6 +14,7 @@ def test_signature_parses_both_spellings():
     assert sweep.parse_signature("x: *bf16, eps: fp32, flag: i1") == {
         "x": "*bf16", "eps": "fp32", "flag": "i1"}
     assert sweep.parse_signature("") == {}
+    assert sweep.parse_signature("x=*fp16:16,n=i32:16") == {"x": "*fp16:16", "n": "i32:16"}
 
 
 @pytest.mark.parametrize("text", ["x_ptr=*fq16", "x_ptr", "1x=i32", "x=i32,x=i64", "x=float"])

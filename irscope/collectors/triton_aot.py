@@ -148,7 +148,8 @@ def infer_signature(path: str, kernel: str, example: str) -> tuple[dict[str, str
     Positional ``args`` follow the kernel's parameters in order, ``kwargs`` name them, as at a
     call site ``kernel[grid](*args, **kwargs)``. Tensors become pointers to their dtype, ints
     i32 (i64 when they do not fit), floats fp32, bools i1; values for constexpr parameters
-    become constexprs.
+    become constexprs. As a launch would, 16-byte aligned tensors and ints divisible by 16
+    are marked ``:16``.
     """
     try:
         import torch
@@ -183,11 +184,12 @@ def _triton_type(value: Any, torch, where: str) -> str:
         dtype = str(value.dtype).removeprefix("torch.")
         if dtype not in TORCH_DTYPES:
             raise KernelLookupError(f"{where}: no Triton type for tensors of {value.dtype}")
-        return "*" + TORCH_DTYPES[dtype]
+        return "*" + TORCH_DTYPES[dtype] + (":16" if value.data_ptr() % 16 == 0 else "")
     if isinstance(value, bool):
         return "i1"
     if isinstance(value, int):
-        return "i32" if -2**31 <= value < 2**31 else "i64"
+        kind = "i32" if -2**31 <= value < 2**31 else "i64"
+        return kind + (":16" if value % 16 == 0 else "")
     if isinstance(value, float):
         return "fp32"
     raise KernelLookupError(f"{where}: cannot infer a Triton type for {type(value).__name__}")
@@ -202,8 +204,12 @@ def compile_job(job: Job) -> Outcome:
 
     start = time.perf_counter()
     fn = find_kernel(job.path, job.kernel)
-    signature = {**job.signature, **{k: "constexpr" for k in job.constexprs}}
-    source = ASTSource(fn=fn, signature=signature, constexprs=dict(job.constexprs))
+    signature = {k: v.removesuffix(":16") for k, v in job.signature.items()}
+    # ":16" marks what a launch specializes as divisible by 16 (aligned pointers, such ints)
+    attrs = {(fn.arg_names.index(k),): [["tt.divisibility", 16]]
+             for k, v in job.signature.items() if v.endswith(":16")}
+    source = ASTSource(fn=fn, signature={**signature, **{k: "constexpr" for k in job.constexprs}},
+                       constexprs=dict(job.constexprs), attrs=attrs)
     captured = io.StringIO()  # ptxas's -v report, and the PTX dump Triton prints on failure
     knobs.nvidia.dump_ptxas_log = True
     try:

@@ -17,7 +17,9 @@ def add_parser(subparsers) -> None:
                     "instructions, main-loop global traffic, and whether the config is valid.")
     p.add_argument("target", metavar="FILE.py::KERNEL", help="the kernel file and kernel name")
     p.add_argument("--signature", metavar="NAME=TYPE,...", default="",
-                   help="types of the non-constexpr parameters, e.g. 'x_ptr=*fp16,n=i32'")
+                   help="types of the non-constexpr parameters, e.g. 'x_ptr=*fp16,n=i32'; "
+                        "append :16 where a launch would see 16-divisible values (aligned "
+                        "pointers: '*fp16:16'), as Triton's launcher specializes them")
     p.add_argument("--example", metavar="FILE.py", help="infer the signature from a file "
                    "defining args = (...) (and kwargs = {...}) as at a call site (needs torch)")
     p.add_argument("--constexpr", action="append", default=[], metavar="NAME=VALUE",

@@ -56,15 +56,19 @@ def module_names(paths: list[Path]) -> dict[str, str]:
 def ingest_files(writer: Writer, paths: list[Path], report) -> int:
     """File XLA dump files, grouped by module; returns the number of artifacts stored."""
     names = module_names(paths)
-    groups: dict[str, list[tuple[str, Path]]] = defaultdict(list)
+    groups: dict[tuple[int, str], list[tuple[str, Path]]] = defaultdict(list)
     for path in paths:
         number, rest = MODULE_FILE.match(dump_name(path)).groups()
         name = names.get(number) or rest.split(".")[0]
         suffix = rest[len(name) + 1:] if rest.startswith(name + ".") else rest
-        groups[name].append((suffix, path))
-    stored = 0
-    for name, files in groups.items():
-        unit = writer.add_unit(name, "jax", attrs={"xla_dump": str(files[0][1].parent)})
+        groups[(int(number), name)].append((suffix, path))
+    stored, seen = 0, set()
+    for (number, name), files in sorted(groups.items()):
+        # a recompiled function (same name, new module number) is a unit of its own
+        unit_name = name if name not in seen else f"{name} (module {number})"
+        seen.add(name)
+        unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": str(files[0][1].parent),
+                                                        "xla_module": number})
         for suffix, path in sorted(files, key=lambda item: item[0]):
             try:
                 data = path.read_bytes()
