@@ -33,7 +33,8 @@ MLIR_CALLSITE = re.compile(r'^callsite\((#loc\d*) at (#loc\d*)\)$')
 LLVM_DILOC = re.compile(
     r'^(!\d+) = !DILocation\(line: (\d+).*?scope: (!\d+)(?:, inlinedAt: (!\d+))?')
 # !4 = distinct !DISubprogram(name: "k", ..., file: !1, ...)
-LLVM_SCOPE = re.compile(r'^(!\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock\w*)\(.*?file: (!\d+)')
+LLVM_SCOPE = re.compile(
+    r'^(!\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock\w*)\(.*?file: (!\d+)')
 # !1 = !DIFile(filename: "k.py", directory: "/path")
 LLVM_FILE = re.compile(r'^(!\d+) = !DIFile\(filename: "([^"]*)"')
 LLVM_DBG = re.compile(r'!dbg (!\d+)')
@@ -294,10 +295,14 @@ def _ptx(lines: list[str]) -> list[frozenset[str]]:
 
 def _sass(lines: list[str]) -> list[frozenset[str]]:
     out, current = [], frozenset()
+    outermost: dict[tuple[str, str], str] = {}  # inlined callee position -> user's line
     for line in lines:
         if m := SASS_LOC.search(line):
-            path, number = (m.group(3), m.group(4)) if m.group(3) else (m.group(1), m.group(2))
-            current = frozenset((f"{path}:{number}",))
+            here = (m.group(1), m.group(2))
+            caller = (m.group(3), m.group(4)) if m.group(3) else here
+            key = outermost.get(caller) or f"{caller[0]}:{caller[1]}"
+            outermost[here] = key
+            current = frozenset((key,))
             out.append(current)
         else:
             out.append(current if "/*" in line and ";" in line else frozenset())

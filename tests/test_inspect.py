@@ -16,6 +16,8 @@ SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "ml
 TRITON_STAGES = {"python_source", "ttir", "ttgir", "llir", "ptx", "cubin", "metadata"}
 JAX_STAGES = {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "buffer_assignment",
               "memory_usage", "llvm_ir", "cost_analysis"}
+# module_0012.jit__normal.before_optimizations.txt
+MODULE_FILE = re.compile(r"^module_\d+\.(.+)\.before_optimizations\.txt$")
 # [0/1] mlp
 COMPILE_ID = re.compile(r"^\[(\d+)/(\d+)\] (\w+)$")
 
@@ -98,9 +100,14 @@ def test_jax_seed_functions_have_every_stage(jax_run):
 
 def test_jax_units_match_the_xla_dump_modules(jax_run):
     run, _ = jax_run
-    dumped = {re.sub(r"^module_\d+\.", "", p.name.split(".before_optimizations")[0])
-              for p in (run.path / "staging" / "xla").glob("module_*.before_optimizations.txt")}
-    assert dumped == {u.name for u in run.units("jax") if u.name.startswith("jit_")}
+    dumped = [MODULE_FILE.match(p.name)[1] for p in
+              (run.path / "staging" / "xla").glob("module_*.before_optimizations.txt")]
+    compiled = [u for u in run.units("jax")
+                if "hlo_before_opt" in {s.kind for s in run.stages(u.id)}]
+    assert len(compiled) == len(dumped)  # one unit per XLA module, recompiles included
+    assert {u.name.split(" (module")[0] for u in compiled} == set(dumped)
+    for unit in compiled:  # every compile merged with what the JAX collector saw
+        assert {"jaxpr", "stablehlo", "cost_analysis"} <= {s.kind for s in run.stages(unit.id)}
 
 
 def test_jax_cost_analysis_counts_the_matmul_flops(jax_run):

@@ -39,6 +39,7 @@ async def until(pilot, condition, timeout: float = 10.0) -> None:
 
 
 async def open_stage(app, pilot, unit: str, kind: str):
+    await until(pilot, lambda: app.shown is not None)  # the run is loaded, first stage shown
     with Run.open(app.run_path) as run:
         stage = run.stage(run.unit(unit), kind)
     app.navigator.select_stage(stage)
@@ -198,6 +199,7 @@ async def test_missing_blob_shows_a_message_and_the_rest_stays_browsable(run_pat
     async with app.run_test(size=SIZE) as pilot:
         with Run.open(damaged) as run:
             stage = run.stage(run.unit("add_kernel"), "ptx")
+        await until(pilot, lambda: app.shown is not None)
         app.navigator.select_stage(stage)
         await until(pilot, lambda: app.shown and app.shown.id == stage.id)
         assert "missing" in app.viewer.message

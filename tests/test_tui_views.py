@@ -56,6 +56,23 @@ def test_ptx_locations_agree_with_the_loc_comments(softmax):
                           if ".loc" in line and "inlined_at" not in line and "//" in line)
 
 
+def test_sass_line_info_maps_to_the_kernels_own_lines(softmax, tmp_path):
+    """nvdisasm -gi prints `//## File ..., line N inlined at ...`; all of it lands in the body."""
+    from irscope.nvtools import find_tool
+
+    nvdisasm = find_tool("nvdisasm")
+    if not nvdisasm:
+        pytest.skip("nvdisasm not available")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(softmax["cubin"])
+    sass = subprocess.run([nvdisasm, "-gi", str(cubin)], capture_output=True, text=True,
+                          check=True).stdout
+    keys = line_locations("sass", sass).index
+    lines = {int(k.rsplit(":", 1)[1]) for k in keys}
+    assert {k.rsplit(":", 1)[0] for k in keys} == {"triton_kernels.py"}
+    assert lines <= kernel_body_lines("softmax_kernel") and len(lines) >= 5
+
+
 def test_inlined_ptx_lines_map_to_the_callers_line(softmax):
     text = softmax["ptx"].splitlines()
     locations = line_locations("ptx", softmax["ptx"])

@@ -79,7 +79,7 @@ class IrViewer(ScrollView, can_focus=True):
         self.marks = frozenset(marks)
         self._chunks.clear()
         self.matches = self._find(self.pattern) if self.pattern else []
-        self.virtual_size = Size(self._gutter_width() + max(map(len, lines[:5000]), default=0) + 1,
+        self.virtual_size = Size(self._gutter_width() + max(map(len, lines), default=0) + 1,
                                  len(lines))
         self.set_reactive(IrViewer.cursor, -1)
         self.cursor = min(max(cursor, 0), max(len(lines) - 1, 0))

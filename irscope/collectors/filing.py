@@ -47,7 +47,7 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                          f"kept in {staging.root}")
             complete = False
     with run.transaction() as writer:
-        _file_jax(writer, staging)
+        _file_jax(run, writer, staging)
         _file_triton_sidecars(run, writer, staging)
         for event in staging.read_events():
             kind = event.pop("kind", None)
@@ -60,26 +60,43 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
     return notes, complete
 
 
-def _file_jax(writer: Writer, staging: Staging) -> None:
+def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
     functions: dict[int, dict[str, Any]] = {}
     for record in read_records(staging.jax_functions):
         functions.setdefault(record.get("id", 0), {}).update(record)
     seen: dict[str, int] = {}
     origin = "irscope jax collector"
     for function in (functions[k] for k in sorted(functions)):
-        name = function.get("module") or "jit_unknown"
-        seen[name] = seen.get(name, 0) + 1
-        suffix = "" if seen[name] == 1 else f"#{seen[name]}"
+        module = function.get("module") or "jit_unknown"
+        seen[module] = seen.get(module, 0) + 1
+        name = _jax_unit_name(run, module, seen[module])
         timing = {k: v for k, v in function.items() if k.endswith("_seconds")}
         unit_id = writer.add_unit(name, "jax", function.get("source_file"),
-                                  function.get("source_line"), {"compiles": seen[name], **timing})
+                                  function.get("source_line"), timing)
         for kind in ("jaxpr", "stablehlo"):
             if function.get(kind):
-                writer.add_stage(unit_id, kind, function[kind], name=kind + suffix, origin=origin)
+                writer.add_stage(unit_id, kind, function[kind], origin=origin)
         analyses = {k: function[k] for k in ("cost_analysis", "memory_analysis") if k in function}
         if analyses:
             writer.add_stage(unit_id, "cost_analysis", json.dumps(analyses, indent=2),
-                             name="cost_analysis" + suffix, origin=origin)
+                             origin=origin)
+
+
+def _jax_unit_name(run: Run, module: str, compile_number: int) -> str:
+    """The unit of the n-th compile of ``module``: the XLA dump's, in module-number order.
+
+    The dump files a recompiled function (same module name) as ``name (module N)``; the
+    n-th compile seen here is the n-th module of that name there.
+    """
+    if compile_number == 1:
+        return module
+    rows = run.db.execute(
+        "SELECT name FROM units WHERE framework='jax' AND name LIKE ? ESCAPE '\\' "
+        "ORDER BY json_extract(attrs, '$.xla_module')",
+        (module.replace("_", "\\_").replace("%", "\\%") + " (module %",)).fetchall()
+    if compile_number - 2 < len(rows):
+        return rows[compile_number - 2][0]
+    return f"{module} (compile {compile_number})"
 
 
 def _file_triton_sidecars(run: Run, writer: Writer, staging: Staging) -> None:

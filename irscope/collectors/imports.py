@@ -29,12 +29,15 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         loader = spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             return spec
-        callback = self.callbacks.pop(fullname)
         exec_module = loader.exec_module
 
         def exec_then_call_back(module):
             exec_module(module)
-            callback(module)
+            # popped only on a real import: importlib.util.find_spec() probes (torch does
+            # one for triton) ask for a spec and never execute it
+            callback = self.callbacks.pop(fullname, None)
+            if callback is not None:
+                callback(module)
 
         loader.exec_module = exec_then_call_back  # loaders are made per spec: this one only
         return spec

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 EXIT_SIGNAL_BASE = 128
@@ -91,6 +92,7 @@ def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
     previous_term = signal.getsignal(signal.SIGTERM)
     try:
         child = subprocess.Popen(command, env=env)
+        threading.Thread(target=_preload, daemon=True).start()
         # A polite kill of irscope ends the script, then the run is still filed.
         signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
         returncode = child.wait()
@@ -108,6 +110,14 @@ def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
     else:
         status["exit_status"] = returncode
     return status
+
+
+def _preload() -> None:
+    """Import what filing and the summary need while the script runs (this process idles)."""
+    import irscope.ingest  # noqa: F401
+    import irscope.summary  # noqa: F401
+    from irscope.parsers import registry  # noqa: F401
+    from rich import console, text  # noqa: F401
 
 
 def _report(run, args) -> None:

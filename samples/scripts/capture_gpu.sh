@@ -10,7 +10,8 @@ export PYTHONUNBUFFERED=1 TORCHINDUCTOR_CACHE_DIR=/tmp/irscope-inductor TRITON_C
 inspect() {  # name script [args]
   local name=$1; shift
   echo "== $name: irscope inspect $*"
-  python3 -m irscope inspect -o "$out/$name" --name "$name" "$here/$1" "${@:2}"
+  # run from $out so that `python3 -m irscope` imports the installed package, not the checkout
+  (cd "$out" && python3 -m irscope inspect -o "$out/$name" --name "$name" "$here/$1" "${@:2}")
   echo "== $name: exit $?"
   python3 - "$out/$name" <<'PY'
 import sqlite3, sys

@@ -5,6 +5,7 @@ Run: python samples/scripts/seed_jax.py
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def mlp(x, w1, w2):
@@ -37,12 +38,14 @@ def mlp_dead_gate(x, w1, w2, gating1):
 
 
 def main():
-    k = jax.random.split(jax.random.PRNGKey(0), 4)
+    # inputs made with NumPy so the only XLA modules are the five seed functions
+    rng = np.random.default_rng(0)
     d, h = 64, 128
-    x = jax.random.normal(k[0], (32, d))
-    w1, w2 = jax.random.normal(k[1], (d, h)), jax.random.normal(k[2], (h, d))
-    g1 = jax.random.normal(k[3], (d, h))
-    gamma, beta = jnp.ones(d), jnp.zeros(d)
+    x = rng.standard_normal((32, d), dtype=np.float32)
+    w1 = rng.standard_normal((d, h), dtype=np.float32)
+    w2 = rng.standard_normal((h, d), dtype=np.float32)
+    g1 = rng.standard_normal((d, h), dtype=np.float32)
+    gamma, beta = np.ones(d, np.float32), np.zeros(d, np.float32)
     jax.jit(mlp)(x, w1, w2).block_until_ready()
     jax.jit(activation_chain)(x).block_until_ready()
     jax.jit(complex_activation)(x).block_until_ready()
