@@ -20,7 +20,7 @@ test: setup
 	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
 
 demo: setup
-	$(PY) -m irscope inspect -o .irscope/runs/demo-seed --name seed samples/scripts/seed_torch.py
+	$(PY) -m irscope inspect --replace -o .irscope/runs/demo-seed --name seed samples/scripts/seed_torch.py
 
 bench: setup
 	$(PY) benchmarks/run_all.py

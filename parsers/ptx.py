@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain
@@ -13,11 +12,11 @@ from pygments.lexer import inherit
 from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
 from pygments.token import Comment, Operator, Punctuation, Text
 
-from .base import Diagnostic, ParseResult, sorted_histogram, to_jsonable
+from .base import Diagnostic, ParseResult, to_jsonable
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_listing import CollapsedLine, collapse, expand
-from .ptx_ops import (TYPE_BITS, by_category, by_op, estimates, opcode_histogram,
-                      split_opcode, strip_block_comments)
+from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,
+                      opcode_histogram, split_opcode, strip_block_comments)
 
 VERSION = 1
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
@@ -34,6 +33,8 @@ PERF_RE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|maxnctapersm|maxc
 # A declaration from its state space on: ".reg .b32 \t%r<236>;" / ".shared .align 16 .b8 smem[];"
 DECL_RE = re.compile(r"\.(reg|shared|local|global|const)(?=[ \t.])[ \t]*+([^;]*);")
 _DECL_PREFIXES = frozenset({".extern", ".visible", ".weak", "{"})
+# A declaration as a kernel body holds it, prefixes first: "\t{ .reg .b16 lo; mov.b32 ..."
+DECL_LINE_RE = re.compile(r"[{ \t]*+(?:\.(?:extern|visible|weak)[ \t]++)*+" + DECL_RE.pattern)
 # ".file 1 \"/path/kernel.py\"" (optionally with timestamp and size)
 FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
@@ -159,7 +160,7 @@ def sniff(text: str) -> float:
 
 def summarize_ptx(text: str) -> list[tuple[str, int]]:
     """(opcode, count) pairs, most frequent first: the notebook helper, minus its miscounts."""
-    return list(sorted_histogram(opcode_histogram(text)).items())
+    return list(by_count(opcode_histogram(text)).items())
 
 
 def parse(text: str) -> PtxModule:
@@ -167,7 +168,7 @@ def parse(text: str) -> PtxModule:
     problem = _unreadable(text)
     if problem:
         return PtxModule(kind="ptx", diagnostics=(Diagnostic(0, problem, "error"),))
-    if "/*" in text:
+    if has_block_comment(text):
         text = strip_block_comments(text)
     diagnostics: list[Diagnostic] = []
     header = {}
@@ -176,30 +177,30 @@ def parse(text: str) -> PtxModule:
     if "version" not in header:
         diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX module"))
     line_starts = _LineIndex(text)
-    decls = _declarations(text)
     kernels = []
-    spans = []
+    gap_start = 0
+    module_decls = []
     starts = _function_starts(text)
     for start, limit in zip(starts, starts[1:] + [len(text)]):
-        kernel, span = _parse_function(text, start, limit, line_starts, decls, diagnostics)
+        kernel, span = _parse_function(text, start, limit, line_starts, diagnostics)
         if kernel:
             kernels.append(kernel)
-            spans.append(span)
-    module_decls = tuple(d for pos, g in decls if g[0] != "reg" and not _inside(pos, spans)
-                         for d in _decls(g))
+            module_decls.extend(_module_decls(text, gap_start, span[0] + 1))
+            gap_start = span[1]
+    module_decls.extend(_module_decls(text, gap_start, len(text)))
     histogram = Counter()
     for k in kernels:
         histogram.update(k.histogram)
     files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
-    totals = _totals(kernels, module_decls, histogram)
+    ops, categories, est = fold(histogram)
+    totals = _totals(kernels, module_decls, histogram, est)
     address = header.get("address_size", "")
-    return PtxModule(kind="ptx", histogram=sorted_histogram(histogram), totals=totals,
+    return PtxModule(kind="ptx", histogram=by_count(histogram), totals=totals,
                      diagnostics=tuple(diagnostics), version=header.get("version"),
                      target=header.get("target"),
                      address_size=int(address) if address.isdigit() else None,
-                     kernels=tuple(kernels), decls=module_decls, files=files,
-                     ops=sorted_histogram(by_op(histogram)),
-                     categories=sorted_histogram(by_category(histogram)))
+                     kernels=tuple(kernels), decls=tuple(module_decls), files=files,
+                     ops=ops, categories=categories)
 
 
 def kernel_text(text: str, kernel: PtxKernel) -> str:
@@ -209,7 +210,7 @@ def kernel_text(text: str, kernel: PtxKernel) -> str:
 
 
 def _unreadable(text: str) -> str | None:
-    if not text.strip():
+    if not text or text.isspace():
         return "empty input: no PTX to read"
     head = text[:4096]
     if "\x00" in head or sum(ch < " " and ch not in "\t\r\n\f" for ch in head) > 8:
@@ -247,7 +248,7 @@ def _function_starts(text: str) -> list[int]:
     return sorted(starts)
 
 
-def _parse_function(text, start, limit, index, decls, diagnostics):
+def _parse_function(text, start, limit, index, diagnostics):
     """One function from its keyword: (PtxKernel, (body_start, body_end)) or (None, None)."""
     line = index.line(start)
     head = FUNCTION_RE.match(text, start)
@@ -270,43 +271,46 @@ def _parse_function(text, start, limit, index, decls, diagnostics):
         end = limit
         diagnostics.append(Diagnostic(line, f"{name}: truncated: no closing brace; "
                                             "counted what was read"))
-    body = text[brace + 1:end]
     body_line = index.line(brace)
-    blocks = split_blocks(body, body_line)
+    blocks, decl_lines = split_blocks(text, brace + 1, end, body_line)
     histogram = Counter(chain.from_iterable(block.ops for block in blocks))
     registers: dict[str, int] = {}
     kernel_decls = []
-    first = bisect_right(decls, (brace,))
-    for pos, groups in decls[first:]:
-        if pos >= end:
-            break
+    for decl in decl_lines:
+        match = DECL_LINE_RE.match(decl)
+        if not match:
+            continue
+        groups = match.groups()
         if groups[0] == "reg":
             reg_type, count = _register_count(groups[1])
             if count:
                 registers[reg_type] = registers.get(reg_type, 0) + count
         else:
             kernel_decls.extend(_decls(groups))
+    ops, categories, est = fold(histogram)
     kernel = PtxKernel(
         name=name, is_entry=kind == "entry", first_line=line,
         last_line=index.line(end), params=_params(params), returns=_params(returns),
-        registers=dict(registers), decls=tuple(kernel_decls), perf=perf,
-        instructions=sum(histogram.values()), histogram=sorted_histogram(histogram),
-        ops=sorted_histogram(by_op(histogram)), categories=sorted_histogram(by_category(histogram)),
-        blocks=tuple(blocks), loops=find_loops(blocks), estimates=estimates(histogram),
-        debug_lines=body.count(".loc"), truncated=truncated)
+        registers=registers, decls=tuple(kernel_decls), perf=perf,
+        instructions=sum(histogram.values()), histogram=by_count(histogram),
+        ops=ops, categories=categories, blocks=tuple(blocks), loops=find_loops(blocks),
+        estimates=est, debug_lines=text.count(".loc", brace + 1, end), truncated=truncated)
     return kernel, (brace, end)
 
 
 def _closing_brace(text: str, brace: int, limit: int) -> int:
-    """Offset of the `}` closing the body opened at ``brace``, or -1 when the text ends first."""
-    pos = brace
+    """Offset of the `}` closing the body opened at ``brace``, or -1 when the text ends first.
+
+    Tries each `}` that starts a line, counting braces on from the previous try.
+    """
+    depth, counted, pos = 0, brace, brace
     while True:
-        pos = text.find("\n}", pos + 1)
+        pos = text.find("\n}", pos + 1, limit + 2)
         if pos < 0:
             break
-        if pos > limit:
-            break
-        if text.count("{", brace, pos) == text.count("}", brace, pos) + 1:
+        depth += text.count("{", counted, pos) - text.count("}", counted, pos)
+        counted = pos
+        if depth == 1:
             return pos + 1
     depth = 0
     for m in re.finditer(r"[{}]", text[brace:limit]):
@@ -316,15 +320,15 @@ def _closing_brace(text: str, brace: int, limit: int) -> int:
     return -1
 
 
-def _declarations(text: str) -> list[tuple[int, tuple[str, str]]]:
-    """(offset, (space, rest)) of every variable declaration, in text order.
+def _module_decls(text: str, start: int, stop: int) -> list[PtxDecl]:
+    """Module-level variables declared in ``text[start:stop]`` (text outside kernel bodies).
 
     Found with str.find per state-space keyword (C speed); a hit counts only when nothing
     but `.extern`/`.visible`/`.weak`/`{` precedes it on its line, so `ld.global` is no hit.
     """
     found = []
-    for keyword in (".reg", ".shared", ".local", ".global", ".const"):
-        pos = text.find(keyword)
+    for keyword in (".shared", ".local", ".global", ".const"):
+        pos = text.find(keyword, start, stop)
         while pos >= 0:
             if pos == 0 or text[pos - 1] in " \t\n{":
                 line_start = text.rfind("\n", 0, pos) + 1
@@ -332,15 +336,9 @@ def _declarations(text: str) -> list[tuple[int, tuple[str, str]]]:
                     match = DECL_RE.match(text, pos)
                     if match:
                         found.append((pos, match.groups()))
-            pos = text.find(keyword, pos + len(keyword))
+            pos = text.find(keyword, pos + len(keyword), stop)
     found.sort()
-    return found
-
-
-def _inside(pos: int, spans: list[tuple[int, int]]) -> bool:
-    """Whether ``pos`` falls in one of the sorted, disjoint ``spans``."""
-    i = bisect_right(spans, (pos,)) - 1
-    return i >= 0 and spans[i][0] < pos < spans[i][1]
+    return [d for _, groups in found for d in _decls(groups)]
 
 
 def _params(text: str | None) -> tuple[PtxParam, ...]:
@@ -406,11 +404,10 @@ def _decls(groups: tuple[str, str]) -> list[PtxDecl]:
     return out
 
 
-def _totals(kernels, module_decls, histogram) -> dict[str, int]:
+def _totals(kernels, module_decls, histogram, est) -> dict[str, int]:
     entries = [k for k in kernels if k.is_entry]
     module_shared = sum(d.size_bytes for d in module_decls if d.space == "shared")
     module_const = sum(d.size_bytes for d in module_decls if d.space == "const")
-    est = estimates(histogram)
     return {
         "instructions": sum(histogram.values()),
         "kernels": len(entries),

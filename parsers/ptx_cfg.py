@@ -5,19 +5,26 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress
 from typing import NamedTuple
 
 from .base import sorted_histogram
-from .ptx_ops import by_category, statement_opcodes
+from .ptx_ops import brace_statements, by_category, by_count
 
-# A label, or a statement that ends a block (branch, return, exit, trap), at a line start:
-#   "\n$L__BB0_2:"  |  "\n\t@%p1 bra.uni \t$L__BB0_4;"  |  "\n\tret;"
-SPLIT_RE = re.compile(
-    r"\n[ \t]*+(?:([$\w]++):(?!:)"
-    r"|(@[^\s]++[ \t]++)?+((?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+)(?=[\s;])"
-    r"[ \t]*+([$\w]*+)([^;]*+);)")
+# One line of a kernel body, read at its start. Group 1 holds a mark, whole: a label, a
+# statement that ends a block (branch, return, exit, trap) or a declaration; group 2 holds
+# any other statement's opcode (or a `{ ...; ... }` inline-asm line up to its last `;`).
+#   "\n$L__BB0_2:"                         -> ("$L__BB0_2:", "")
+#   "\n\t@%p1 bra.uni \t$L__BB0_4;"        -> ("\t@%p1 bra.uni \t$L__BB0_4;", "")
+#   "\n\t.reg .b32 \t%r<12>;"              -> ("\t.reg .b32 \t%r<12>;", "")
+#   "\n\tfma.rn.f32 \t%f1, %f2, %f3, %f1;" -> ("", "fma.rn.f32")
+ITEM_RE = re.compile(
+    r"\n(?:([ \t]*+(?:(?:@\S++[ \t]++)?+(?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+(?=[\s;])"
+    r"[^;]*+;|[$\w]++:(?!:)|(?:\.(?:extern|visible|weak)[ \t]++)*+"
+    r"\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;))"
+    r"|[ \t]*+(?:@\S++[ \t]++)?+([a-z][a-z0-9_.:]*+|\{[^\n]*(?=;))(?<!:)(?![ \t]*+[:=])[^;]*+;)")
+# A block-ending statement: "\t@%p1 bra.uni \t$L__BB0_4;" -> guard, "bra.uni", "$L__BB0_4"
+ENDER_RE = re.compile(r"[ \t]*+(@\S++[ \t]++)?+([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
 
 
 class PtxBlock(NamedTuple):
@@ -55,46 +62,78 @@ class PtxLoop:
         return sorted_histogram(by_category(self.histogram))
 
 
-def split_blocks(body: str, first_line: int) -> list[PtxBlock]:
-    """Cut a kernel body (text between its braces) into basic blocks; lines count from first_line.
+def split_blocks(text: str, start: int, end: int,
+                 first_line: int) -> tuple[list[PtxBlock], list[str]]:
+    """Cut the kernel body ``text[start:end]`` into basic blocks, with its declarations.
 
-    A block starts at a label or after a branch/return, and ends before the next one. Labels
-    that follow each other name the same block.
+    ``first_line`` is the line of ``start``. A block starts at a label or after a branch or
+    return and ends before the next one; labels that follow each other name the same block.
+    One ITEM_RE pass lists the body's statements; Python then runs once per mark (label,
+    block end, declaration), never per instruction, and finds each mark's line by searching
+    for its text from the previous one.
     """
-    parts = SPLIT_RE.split(body)
+    items = ITEM_RE.findall(text, start, end)
+    marks, ops = zip(*items) if items else ((), ())
     # Each block while building: [name, first_line, last_line, ops, end, labelled]
     current = ["entry", first_line, first_line, [], None, True]
     blocks = [current]
     aliases: dict[str, str] = {}
-    last_label, unnamed, line = "entry", 0, first_line
-    for i in range(0, len(parts), 6):
-        if i:
-            label, guard, opcode, target, operands = parts[i - 5:i]
-            line += 1
-            if label:
-                if current[3] or current[4]:
-                    current = [label, line, line, [], None, True]
-                    blocks.append(current)
-                elif current[5] and current[0] != "entry":
-                    aliases[label] = current[0]
-                else:
-                    current[0], current[1], current[2], current[5] = label, line, line, True
-                last_label, unnamed = current[0], 0
-            else:
-                current[3].append(opcode)
-                current[4] = (bool(guard), opcode, target)
-                line += operands.count("\n")
-                current[2] = line
-                unnamed += 1
-                current = [f"{last_label}+{unnamed}", line + 1, line + 1, [], None, False]
-                blocks.append(current)
-        piece = parts[i]
-        newlines = piece.count("\n")
+    decls: list[str] = []
+    enders: dict[str, tuple[bool, str, str]] = {}
+    last_label, unnamed, line, pos, previous = "entry", 0, first_line, start, -1
+    find, count = text.find, text.count
+    for i in compress(range(len(marks)), marks):
+        mark = marks[i]
+        kind = mark[-1] if mark[-1] == ":" else mark.lstrip(" \t")[0]
+        if kind == ".":
+            decls.append(mark)
+            current[3].extend(ops[previous + 1:i])
+            previous = i
+            continue
+        found = find("\n" + mark, pos, end)
+        newlines = count("\n", pos, found)
         if newlines:
-            current[3].extend(statement_opcodes(piece))
+            current[3].extend(ops[previous + 1:i])
             line += newlines
             current[2] = line
-    return _finish([b for b in blocks if b[3] or b[5]], aliases)
+        line += 1
+        pos, previous = found + 1 + len(mark), i
+        if kind == ":":
+            label = mark.lstrip(" \t")[:-1]
+            if current[3] or current[4]:
+                current = [label, line, line, [], None, True]
+                blocks.append(current)
+            elif current[5] and current[0] != "entry":
+                aliases[label] = current[0]
+            else:
+                current[0], current[1], current[2], current[5] = label, line, line, True
+            last_label, unnamed = current[0], 0
+        else:
+            end_info = enders.get(mark) or enders.setdefault(mark, _ender(mark))
+            current[3].append(end_info[1])
+            current[4] = end_info
+            line += mark.count("\n")
+            current[2] = line
+            unnamed += 1
+            current = [f"{last_label}+{unnamed}", line + 1, line + 1, [], None, False]
+            blocks.append(current)
+    newlines = count("\n", pos, end)
+    if newlines:
+        current[3].extend(ops[previous + 1:])
+        current[2] = line + newlines
+    kept = [b for b in blocks if b[3] or b[5]]
+    if ops and max(ops) >= "{":  # an inline-asm line: "{" sorts after every opcode
+        decls.extend(op for op in ops if op[:1] == "{")
+        for block in kept:
+            block[3] = list(chain.from_iterable(
+                brace_statements(op) if op[0] == "{" else (op,) for op in block[3]))
+    return _finish(kept, aliases), decls
+
+
+def _ender(mark: str) -> tuple[bool, str, str]:
+    """(guarded, opcode, target) of a block-ending statement."""
+    guard, opcode, target = ENDER_RE.match(mark).groups()
+    return bool(guard), opcode, target
 
 
 def _finish(kept: list[list], aliases: dict[str, str]) -> list[PtxBlock]:
@@ -155,13 +194,8 @@ def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
         members = [blocks[i] for i in sorted(body)]
         loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
                              max(m.last_line for m in members), tuple(m.name for m in members),
-                             sum(histogram.values()), _by_count(histogram)))
+                             sum(histogram.values()), by_count(histogram)))
     return tuple(loops)
-
-
-def _by_count(histogram: Counter) -> dict[str, int]:
-    """Most frequent first, ties by name: sorted_histogram's order with C-level sort keys."""
-    return dict(sorted(sorted(histogram.items()), key=itemgetter(1), reverse=True))
 
 
 def cfg(kernel):

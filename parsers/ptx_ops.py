@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import itemgetter
 
 STATE_SPACES = frozenset({"global", "shared", "local", "const", "param", "tex", "generic",
                           "shared::cta", "shared::cluster", "param::entry", "param::func"})
@@ -159,6 +160,33 @@ def _estimate(text: str) -> tuple[int, int, int, int, int]:
     return load, store, tensor, fma, fma if opcode.category == "fp32" else 0
 
 
+@lru_cache(maxsize=4096)
+def _profile(text: str) -> tuple[str, str, tuple[int, int, int, int, int]]:
+    """An opcode's base operation, category and contribution to each of ESTIMATE_KEYS."""
+    opcode = split_opcode(text)
+    return opcode.op, opcode.category, _estimate(text)
+
+
+def fold(histogram: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """by_op, by_category and estimates of one histogram in a single walk, sorted by count."""
+    ops: dict[str, int] = {}
+    categories: dict[str, int] = {}
+    sums = [0] * len(ESTIMATE_KEYS)
+    for text, count in histogram.items():
+        op, category, contribution = _profile(text)
+        ops[op] = ops.get(op, 0) + count
+        categories[category] = categories.get(category, 0) + count
+        if any(contribution):
+            for i, value in enumerate(contribution):
+                sums[i] += value * count
+    return by_count(ops), by_count(categories), dict(zip(ESTIMATE_KEYS, sums))
+
+
+def by_count(histogram: Mapping[str, int]) -> dict[str, int]:
+    """Most frequent first, ties by name: sorted_histogram's order with C-level sort keys."""
+    return dict(sorted(sorted(histogram.items()), key=itemgetter(1), reverse=True))
+
+
 def estimates(histogram: Mapping[str, int]) -> dict[str, int]:
     """Static per-thread figures from the histogram: global bytes per executed instruction, FMAs."""
     sums = [0] * len(ESTIMATE_KEYS)
@@ -168,15 +196,17 @@ def estimates(histogram: Mapping[str, int]) -> dict[str, int]:
     return dict(zip(ESTIMATE_KEYS, sums))
 
 
-# A statement's opcode at a line start, after an optional guard. The rest of the statement,
-# up to `;`, is consumed so operand lines of a multi-line call or mma are never read as
-# opcodes. A line opening with `{` and holding statements (inline asm) is captured whole, to
-# be split by `brace_statements`; only its `{` is consumed.
+# A statement's opcode at a line start, after an optional guard; the rest of the statement, up
+# to `;`, is consumed so operand lines of a multi-line call are never read as opcodes. Labels
+# (`loop:`), `name : .callprototype` and `key = value` banner lines are no statements. A line
+# opening with `{` (inline asm) is captured up to its last `;`, to be split by
+# `brace_statements`. One pattern, one C-level pass: no Python runs per line.
 #   "\n\t@!%p1 ld.global.nc.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];" -> "ld.global.nc.v4.b32"
-#   "\n\t{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }" -> "{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }"
-OPCODE_RE = re.compile(r"\n[ \t]*+(?:@[^\s]++[ \t]++)?+"
-                       r"(?=([a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*[:=])|\{[^\n]*;[^\n]*))"
-                       r"(?:\{|[^;]*+;)")
+#   "\n\t{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }" -> "{ .reg .b16 t; mov.b32 {t, %rs1}, %r1"
+OPCODE_RE = re.compile(r"\n[ \t]*+(?:@\S++[ \t]++)?+([a-z][a-z0-9_.:]*+|\{[^\n]*(?=;))"
+                       r"(?<!:)(?![ \t]*+[:=])[^;]*+;")
+# A first line that may be a statement: "add.s32 %r1, %r2, 1;" / "@%p1 bra $L1;"
+FIRST_STATEMENT_RE = re.compile(r"[ \t]*[a-z@{]")
 # One statement inside a brace line: "@%p1 mov.b32 {tmp, %rs1}, %r1" -> "mov.b32"
 STATEMENT_RE = re.compile(r"[{}\s]*(?:@\S+\s+)?([a-z][a-z0-9_.:]*)(?!\s*[:=])")
 
@@ -188,36 +218,8 @@ def brace_statements(line: str) -> tuple[str, ...]:
     return tuple(m.group(1) for m in found if m)
 
 
-def statement_opcodes(text: str, pos: int = 0) -> list[str]:
-    """Opcodes of the statements in ``text`` in order: guards, braces, labels, directives skipped.
-
-    Statements must start a line, as every compiler writes them, except on a line that opens
-    with `{` (inline asm such as `{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }`), which is split.
-    """
-    ops = OPCODE_RE.findall(text, pos)
-    if not ops or max(ops) < "{":  # "{" sorts after every lower-case opcode
-        return ops
-    fixed: list[str] = []
-    for op in ops:
-        if op[0] == "{":
-            fixed.extend(brace_statements(op))
-        else:
-            fixed.append(op)
-    return fixed
-
-
-def opcode_histogram(text: str) -> Counter:
-    """Full-opcode counts over a whole module in a few C-speed passes (no per-line Python).
-
-    Text before `.version` (a `cuobjdump -ptx` banner, say) is not PTX and is skipped.
-    """
-    if "/*" in text:
-        text = strip_block_comments(text)
-    start = text.find(".version")
-    start = text.rfind("\n", 0, start) if start > 0 else -1
-    if start < 0 and not text.startswith("\n"):
-        text, start = "\n" + text, 0
-    counts = Counter(OPCODE_RE.findall(text, max(start, 0)))
+def expand_braces(counts: Counter) -> Counter:
+    """Replace the counted `{ ...; ... }` lines of ``counts`` by the opcodes they hold."""
     for line in [op for op in counts if op[0] == "{"]:
         times = counts.pop(line)
         for op in brace_statements(line):
@@ -225,8 +227,41 @@ def opcode_histogram(text: str) -> Counter:
     return counts
 
 
+def opcode_histogram(text: str) -> Counter:
+    """Full-opcode counts over a whole module: one regex pass and a C-level count.
+
+    Text before `.version` (a `cuobjdump -ptx` banner, say) is not PTX and is skipped.
+    """
+    if has_block_comment(text):
+        text = strip_block_comments(text)
+    return expand_braces(Counter(OPCODE_RE.findall(*statements_from(text))))
+
+
+def statements_from(text: str) -> tuple[str, int]:
+    """(text, offset) for OPCODE_RE: the newline before `.version`'s line, else the start.
+
+    Statements are read after a newline; the text is copied with one prepended only when
+    its first line could be a statement (a bare snippet), never for a whole module.
+    """
+    start = text.find(".version")
+    start = text.rfind("\n", 0, start) if start > 0 else -1
+    if start < 0 and FIRST_STATEMENT_RE.match(text):
+        return "\n" + text, 0
+    return text, max(start, 0)
+
+
 # A block comment, possibly over several lines: "/* unused */"
 BLOCK_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
+
+
+def has_block_comment(text: str) -> bool:
+    """Whether ``text`` holds `/*`; found through its rare `*`s, which memchr finds fast."""
+    pos = text.find("*", 1)
+    while pos > 0:
+        if text[pos - 1] == "/":
+            return True
+        pos = text.find("*", pos + 1)
+    return False
 
 
 def strip_block_comments(text: str) -> str:

@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 FRAMEWORKS = ("torch", "triton", "jax")
-_appending: dict[Path, Any] = {}
-_appending_lock = threading.Lock()
 STAGING = "staging"
 CONFIG = "config.json"
+_appending: dict[Path, Any] = {}  # files append_record keeps open, flushed per line
+_appending_lock = threading.Lock()
 
 # --xla_dump_to=/tmp/dump  or  --xla_dump_to /tmp/dump
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
