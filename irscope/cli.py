@@ -17,7 +17,8 @@ COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "stats", "ptx", "
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; with ``only``, just that subcommand is imported and added."""
     parser = argparse.ArgumentParser(
         prog="irscope",
         description="See what the compiler did to your function: every IR stage of every "
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"irscope {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         try:
             module = importlib.import_module(f"irscope.commands.{name.replace('-', '_')}")
         except ModuleNotFoundError as exc:
@@ -37,7 +38,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # `irscope inspect ...` imports only the inspect command: start-up is part of its overhead
+    chosen = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(chosen if chosen in COMMANDS else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

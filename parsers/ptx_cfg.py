@@ -5,26 +5,30 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import chain, compress
+from itertools import chain, compress, repeat
 from typing import NamedTuple
 
 from .base import sorted_histogram
 from .ptx_ops import brace_statements, by_category, by_count
 
-# One line of a kernel body, read at its start. Group 1 holds a mark, whole: a label, a
-# statement that ends a block (branch, return, exit, trap) or a declaration; group 2 holds
-# any other statement's opcode (or a `{ ...; ... }` inline-asm line up to its last `;`).
-#   "\n$L__BB0_2:"                         -> ("$L__BB0_2:", "")
-#   "\n\t@%p1 bra.uni \t$L__BB0_4;"        -> ("\t@%p1 bra.uni \t$L__BB0_4;", "")
-#   "\n\t.reg .b32 \t%r<12>;"              -> ("\t.reg .b32 \t%r<12>;", "")
-#   "\n\tfma.rn.f32 \t%f1, %f2, %f3, %f1;" -> ("", "fma.rn.f32")
+# A block-ending statement's opcode: "bra.uni" / "ret" / "brx.idx"
+_ENDS = r"(?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+"
+# One line of a kernel body, read at its start, as one string: the opcode of a statement, or
+# a mark, which ends in `:` or `;`: a label, a block-ending statement or a declaration (whole,
+# guard included). The rest of a statement, up to `;`, is consumed as OPCODE_RE does.
+#   "\n\tfma.rn.f32 \t%f1, %f2, %f3, %f1;" -> "fma.rn.f32"
+#   "\n$L__BB0_2:"                         -> "$L__BB0_2:"
+#   "\n\t@%p1 bra.uni \t$L__BB0_4;"        -> "@%p1 bra.uni \t$L__BB0_4;"
+#   "\n\t.reg .b32 \t%r<12>;"              -> ".reg .b32 \t%r<12>;"
 ITEM_RE = re.compile(
-    r"\n(?:([ \t]*+(?:(?:@\S++[ \t]++)?+(?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+(?=[\s;])"
-    r"[^;]*+;|[$\w]++:(?!:)|(?:\.(?:extern|visible|weak)[ \t]++)*+"
-    r"\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;))"
-    r"|[ \t]*+(?:@\S++[ \t]++)?+([a-z][a-z0-9_.:]*+|\{[^\n]*(?=;))(?<!:)(?![ \t]*+[:=])[^;]*+;)")
-# A block-ending statement: "\t@%p1 bra.uni \t$L__BB0_4;" -> guard, "bra.uni", "$L__BB0_4"
-ENDER_RE = re.compile(r"[ \t]*+(@\S++[ \t]++)?+([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
+    r"\n[ \t]*+(?:@\S++[ \t]++(?!" + _ENDS + r"[\s;]))?+"
+    r"((?!" + _ENDS + r"[\s;])(?:[a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*+[:=])|\{[^\n]*(?=;))"
+    r"|(?:@\S++[ \t]++)?+" + _ENDS + r"(?=[\s;])[^;]*+;"
+    r"|[$\w]++:(?!:)"
+    r"|(?:\.(?:extern|visible|weak)[ \t]++)*+\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;)"
+    r"(?:(?<=[:;])|[^;]*+;)")
+# A block-ending statement: "@%p1 bra.uni \t$L__BB0_4;" -> guard, "bra.uni", "$L__BB0_4"
+ENDER_RE = re.compile(r"(@\S++[ \t]++)?+([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
 
 
 class PtxBlock(NamedTuple):
@@ -70,10 +74,9 @@ def split_blocks(text: str, start: int, end: int,
     return and ends before the next one; labels that follow each other name the same block.
     One ITEM_RE pass lists the body's statements; Python then runs once per mark (label,
     block end, declaration), never per instruction, and finds each mark's line by searching
-    for its text from the previous one.
+    for its text on from the previous mark.
     """
     items = ITEM_RE.findall(text, start, end)
-    marks, ops = zip(*items) if items else ((), ())
     # Each block while building: [name, first_line, last_line, ops, end, labelled]
     current = ["entry", first_line, first_line, [], None, True]
     blocks = [current]
@@ -82,24 +85,25 @@ def split_blocks(text: str, start: int, end: int,
     enders: dict[str, tuple[bool, str, str]] = {}
     last_label, unnamed, line, pos, previous = "entry", 0, first_line, start, -1
     find, count = text.find, text.count
-    for i in compress(range(len(marks)), marks):
-        mark = marks[i]
-        kind = mark[-1] if mark[-1] == ":" else mark.lstrip(" \t")[0]
+    is_mark = map(str.endswith, items, repeat((":", ";")))
+    for i in compress(range(len(items)), is_mark):
+        mark = items[i]
+        kind = mark[-1] if mark[-1] == ":" else mark[0]
         if kind == ".":
             decls.append(mark)
-            current[3].extend(ops[previous + 1:i])
+            current[3].extend(items[previous + 1:i])
             previous = i
             continue
         found = find("\n" + mark, pos, end)
         newlines = count("\n", pos, found)
         if newlines:
-            current[3].extend(ops[previous + 1:i])
+            current[3].extend(items[previous + 1:i])
             line += newlines
             current[2] = line
         line += 1
         pos, previous = found + 1 + len(mark), i
         if kind == ":":
-            label = mark.lstrip(" \t")[:-1]
+            label = mark[:-1]
             if current[3] or current[4]:
                 current = [label, line, line, [], None, True]
                 blocks.append(current)
@@ -119,11 +123,11 @@ def split_blocks(text: str, start: int, end: int,
             blocks.append(current)
     newlines = count("\n", pos, end)
     if newlines:
-        current[3].extend(ops[previous + 1:])
+        current[3].extend(items[previous + 1:])
         current[2] = line + newlines
     kept = [b for b in blocks if b[3] or b[5]]
-    if ops and max(ops) >= "{":  # an inline-asm line: "{" sorts after every opcode
-        decls.extend(op for op in ops if op[:1] == "{")
+    if items and max(items) >= "{":  # an inline-asm line: "{" sorts after every opcode
+        decls.extend(op for op in items if op[0] == "{")
         for block in kept:
             block[3] = list(chain.from_iterable(
                 brace_statements(op) if op[0] == "{" else (op,) for op in block[3]))

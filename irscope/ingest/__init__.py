@@ -161,9 +161,13 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
         if torch_compile_debug.is_debug_folder(files):
             plan.debug_folders.append(here)
             continue
+        companions = xla_dump.companion_files(files)
         for name in sorted(files):
             if (name.startswith(".") or triton_cache.is_group_file(name)
                     or os.path.splitext(name)[1] in IGNORED_SUFFIXES):
+                continue
+            if name in companions:
+                plan.xla_files.append(here / name)
                 continue
             _classify(here / name, plan, report)
     if plan.count + len(report.skipped) == found_before:

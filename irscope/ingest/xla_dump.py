@@ -28,6 +28,8 @@ SUFFIX_KINDS = (
     (re.compile(r"\.ir-(no|with)-opt(\.noinline)?\.ll$|^ir-(no|with)-opt\.ll$"), "llvm_ir"),
     (re.compile(r"\.ptx$|^ptx$"), "ptx"),
     (re.compile(r"\.mlir$"), "stablehlo"),
+    (re.compile(r"\.ttir\.txt$"), "ttir"),
+    (re.compile(r"\.hlo$"), "hlo_after_opt"),
 )
 
 
@@ -36,6 +38,17 @@ def dump_name(path: Path) -> str:
     if MODULE_FILE.match(path.name) or not MODULE_FILE.match(path.parent.name):
         return path.name
     return f"{path.parent.name}.{path.name}"
+
+
+def companion_files(names: list[str]) -> set[str]:
+    """Files of a dump folder named after a module without the module_NNNN prefix.
+
+    XLA's GPU backend writes its Triton fusions' pass dumps this way
+    (``jit_mlp.gemm_fusion_dot_general.2.xtile-to-triton.txt``); they belong to that module.
+    """
+    modules = {m.group(2) for name in names if (m := ANCHOR.match(name))}
+    return {name for name in names if not MODULE_FILE.match(name)
+            and any(name.startswith(module + ".") for module in modules)}
 
 
 def is_xla_file(path: Path) -> bool:
@@ -57,11 +70,20 @@ def ingest_files(writer: Writer, paths: list[Path], report) -> int:
     """File XLA dump files, grouped by module; returns the number of artifacts stored."""
     names = module_names(paths)
     groups: dict[tuple[int, str], list[tuple[str, Path]]] = defaultdict(list)
+    companions = []
     for path in paths:
-        number, rest = MODULE_FILE.match(dump_name(path)).groups()
+        match = MODULE_FILE.match(dump_name(path))
+        if not match:
+            companions.append(path)
+            continue
+        number, rest = match.groups()
         name = names.get(number) or rest.split(".")[0]
         suffix = rest[len(name) + 1:] if rest.startswith(name + ".") else rest
         groups[(int(number), name)].append((suffix, path))
+    latest = {name: number for number, name in sorted(groups)}
+    for path in companions:  # joins the newest module of its name (the one that wrote it)
+        name = max((n for n in latest if path.name.startswith(n + ".")), key=len)
+        groups[(latest[name], name)].append((path.name[len(name) + 1:], path))
     stored, seen = 0, set()
     for (number, name), files in sorted(groups.items()):
         # a recompiled function (same name, new module number) is a unit of its own
