@@ -272,7 +272,7 @@ def _parse_function(text, start, limit, index, diagnostics):
         diagnostics.append(Diagnostic(line, f"{name}: truncated: no closing brace; "
                                             "counted what was read"))
     body_line = index.line(brace)
-    blocks, decl_lines = split_blocks(text, brace + 1, end, body_line)
+    blocks, edges, decl_lines = split_blocks(text, brace + 1, end, body_line)
     histogram = Counter(chain.from_iterable(block.ops for block in blocks))
     registers: dict[str, int] = {}
     kernel_decls = []
@@ -293,7 +293,7 @@ def _parse_function(text, start, limit, index, diagnostics):
         last_line=index.line(end), params=_params(params), returns=_params(returns),
         registers=registers, decls=tuple(kernel_decls), perf=perf,
         instructions=sum(histogram.values()), histogram=by_count(histogram),
-        ops=ops, categories=categories, blocks=tuple(blocks), loops=find_loops(blocks),
+        ops=ops, categories=categories, blocks=tuple(blocks), loops=find_loops(blocks, edges),
         estimates=est, debug_lines=text.count(".loc", brace + 1, end), truncated=truncated)
     return kernel, (brace, end)
 

@@ -67,8 +67,9 @@ class PtxLoop:
 
 
 def split_blocks(text: str, start: int, end: int,
-                 first_line: int) -> tuple[list[PtxBlock], list[str]]:
-    """Cut the kernel body ``text[start:end]`` into basic blocks, with its declarations.
+                 first_line: int) -> tuple[list[PtxBlock], list[tuple], list[str]]:
+    """Cut the kernel body ``text[start:end]`` into basic blocks: (blocks, successor indices
+    per block, the body's declaration lines).
 
     ``first_line`` is the line of ``start``. A block starts at a label or after a branch or
     return and ends before the next one; labels that follow each other name the same block.
@@ -94,14 +95,16 @@ def split_blocks(text: str, start: int, end: int,
             current[3].extend(items[previous + 1:i])
             previous = i
             continue
-        found = find("\n" + mark, pos, end)
-        newlines = count("\n", pos, found)
-        if newlines:
+        found = find(mark, pos, end)
+        while text[found - 1] not in " \t\n":  # inside a longer word: not the mark itself
+            found = find(mark, found + 1, end)
+        newlines = count("\n", pos, found)  # the piece before the mark, and the mark's own
+        if newlines > 1:
             current[3].extend(items[previous + 1:i])
-            line += newlines
+            line += newlines - 1
             current[2] = line
         line += 1
-        pos, previous = found + 1 + len(mark), i
+        pos, previous = found + len(mark), i
         if kind == ":":
             label = mark[:-1]
             if current[3] or current[4]:
@@ -131,7 +134,8 @@ def split_blocks(text: str, start: int, end: int,
         for block in kept:
             block[3] = list(chain.from_iterable(
                 brace_statements(op) if op[0] == "{" else (op,) for op in block[3]))
-    return _finish(kept, aliases), decls
+    blocks, edges = _finish(kept, aliases)
+    return blocks, edges, decls
 
 
 def _ender(mark: str) -> tuple[bool, str, str]:
@@ -140,41 +144,46 @@ def _ender(mark: str) -> tuple[bool, str, str]:
     return bool(guard), opcode, target
 
 
-def _finish(kept: list[list], aliases: dict[str, str]) -> list[PtxBlock]:
-    """Blocks with successors resolved: branch targets (through aliases) and fall-through."""
+def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], list[tuple]]:
+    """Blocks with successors resolved (branch targets through aliases, and fall-through),
+    and the control-flow graph as successor index tuples."""
     names = [b[0] for b in kept]
-    known = set(names)
-    out = []
-    for i, (name, first, last, ops, end, _) in enumerate(kept):
-        following = (names[i + 1],) if i + 1 < len(kept) else ()
+    index = {name: i for i, name in enumerate(names)}
+    names.append(None)  # the "following" block of the last one
+    last = len(kept) - 1
+    new_block = tuple.__new__  # PtxBlock's own __new__ is Python code: thousands of blocks
+    out, edges = [], []
+    for i, (name, first, last_line, ops, end, _) in enumerate(kept):
         if end is None:
-            succ = following
+            succ = () if i == last else (i + 1,)
         else:
             guarded, opcode, target = end
-            target = aliases.get(target, target)
-            targets = (target,) if target in known else ()
-            if guarded or opcode.startswith("brx"):
-                succ = targets + following if following != targets else targets
-            else:
-                succ = targets
-        out.append(PtxBlock(name, first, last, tuple(ops), succ))
-    return out
+            head = index.get(aliases.get(target, target))
+            succ = () if head is None else (head,)
+            if (guarded or opcode[:3] == "brx") and i != last and head != i + 1:
+                succ += (i + 1,)
+        edges.append(succ)
+        out.append(new_block(PtxBlock, (name, first, last_line, tuple(ops),
+                                        tuple([names[j] for j in succ]))))
+    return out, edges
 
 
-def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
+def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tuple[PtxLoop, ...]:
     """Natural loops: an edge to a block at or before its source that dominates it.
 
     Domination is checked by walking predecessors back from the latch: if the walk reaches
     the entry without passing the head, the edge is not a back edge of a natural loop.
+    ``edges`` (successor indices per block) is computed from the blocks when not given.
     """
-    index = {b.name: i for i, b in enumerate(blocks)}
-    succ = [[index[s] for s in b.successors] for b in blocks]
-    backward = [(latch, head) for latch, heads in enumerate(succ) for head in heads
+    if edges is None:
+        index = {b.name: i for i, b in enumerate(blocks)}
+        edges = [tuple(index[s] for s in b.successors) for b in blocks]
+    backward = [(latch, head) for latch, heads in enumerate(edges) for head in heads
                 if head <= latch]
     if not backward:
         return ()
     preds: list[list[int]] = [[] for _ in blocks]
-    for i, heads in enumerate(succ):
+    for i, heads in enumerate(edges):
         for head in heads:
             preds[head].append(i)
     bodies: dict[int, set[int]] = {}
@@ -194,8 +203,8 @@ def find_loops(blocks: list[PtxBlock]) -> tuple[PtxLoop, ...]:
     loops = []
     for head, body in sorted(bodies.items()):
         depth = sum(1 for other in bodies.values() if head in other)
-        histogram = Counter(chain.from_iterable(blocks[i].ops for i in body))
         members = [blocks[i] for i in sorted(body)]
+        histogram = Counter(chain.from_iterable(m.ops for m in members))
         loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
                              max(m.last_line for m in members), tuple(m.name for m in members),
                              sum(histogram.values()), by_count(histogram)))

@@ -160,11 +160,21 @@ def _estimate(text: str) -> tuple[int, int, int, int, int]:
     return load, store, tensor, fma, fma if opcode.category == "fp32" else 0
 
 
-@lru_cache(maxsize=4096)
-def _profile(text: str) -> tuple[str, str, tuple[int, int, int, int, int]]:
-    """An opcode's base operation, category and contribution to each of ESTIMATE_KEYS."""
-    opcode = split_opcode(text)
-    return opcode.op, opcode.category, _estimate(text)
+_PROFILES: dict[str, tuple[str, str, tuple[int, ...] | None]] = {}
+
+
+def _profile(text: str) -> tuple[str, str, tuple[int, ...] | None]:
+    """An opcode's base operation, category and contribution to each of ESTIMATE_KEYS (None
+    when it adds to none); memoized in a plain dict, as fold looks it up per kernel."""
+    profile = _PROFILES.get(text)
+    if profile is None:
+        if len(_PROFILES) > 65536:
+            _PROFILES.clear()
+        opcode = split_opcode(text)
+        contribution = _estimate(text)
+        profile = _PROFILES[text] = (opcode.op, opcode.category,
+                                     contribution if any(contribution) else None)
+    return profile
 
 
 def fold(histogram: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
@@ -172,11 +182,12 @@ def fold(histogram: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int], 
     ops: dict[str, int] = {}
     categories: dict[str, int] = {}
     sums = [0] * len(ESTIMATE_KEYS)
+    known = _PROFILES.get
     for text, count in histogram.items():
-        op, category, contribution = _profile(text)
+        op, category, contribution = known(text) or _profile(text)
         ops[op] = ops.get(op, 0) + count
         categories[category] = categories.get(category, 0) + count
-        if any(contribution):
+        if contribution:
             for i, value in enumerate(contribution):
                 sums[i] += value * count
     return by_count(ops), by_count(categories), dict(zip(ESTIMATE_KEYS, sums))

@@ -10,9 +10,11 @@ Triton).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
+from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging, read_records
 from irscope.collectors.triton import SIDECAR
 from irscope.store import Run, Writer
@@ -28,7 +30,7 @@ def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
 
 
 def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
-                 progress=None) -> tuple[list[str], bool]:
+                 progress=None, environ: dict[str, str] | None = None) -> tuple[list[str], bool]:
     """Ingest everything staged into ``run``: (notes on what went wrong, whether all was read)."""
     notes: list[str] = []
     complete = True
@@ -38,6 +40,9 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
             from irscope.ingest import ingest
 
             report = ingest(run, paths, progress=progress)
+            cached = stage_cached_kernels(run, staging, dict(environ or os.environ))
+            if cached:  # kernels Inductor loaded from its warm cache without compiling
+                ingest(run, cached, progress=progress)
             warnings = list(getattr(report, "warnings", []))
             if warnings:
                 more = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""

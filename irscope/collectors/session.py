@@ -45,7 +45,8 @@ class Session:
         """File the staging folder into the run and record how the program ended."""
         filing_started = time.time()
         notes, complete = file_staging(self.run, self.staging,
-                                       user_dump_files(self.user_env, self.started - 1), progress)
+                                       user_dump_files(self.user_env, self.started - 1), progress,
+                                       {**self.user_env, **self.env()})
         code = int(status.get("exit_status", 0) or 0)
         self.run.update_meta({
             "exit_status": code,

@@ -1,0 +1,86 @@
+"""Inductor's Triton kernels loaded from its caches: found again in the Triton cache, read-only.
+
+On a warm Inductor cache (FX graph cache hit) PyTorch loads compiled kernels without calling
+``triton.compile``, so no compile hook sees them. The output code still names each kernel and
+its source file (``# kernel path: .../cxyz.py``), and Triton's cache keeps the kernel's stages
+in a folder whose TTIR points at that file. Those folders are copied into staging, leaving the
+user's caches as they were.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+from irscope.collectors.staging import Staging
+from irscope.collectors.triton import SIDECAR
+from irscope.store import Run
+
+# # kernel path: /tmp/torchinductor_root/ab/cabc123.py
+# # Topologically Sorted Source Nodes: [tanh, exp], Original ATen: [aten.tanh, aten.exp]
+# triton_poi_fused_exp_tanh_0 = async_compile.triton('triton_poi_fused_exp_tanh_0', '''
+KERNEL_DEF = re.compile(r"^# kernel path: (\S+)\n(?:#[^\n]*\n)*?(\w+) = async_compile\.triton\(",
+                        re.MULTILINE)
+
+
+def inductor_triton_kernels(run: Run) -> dict[str, str]:
+    """Kernel name -> kernel source path for every Triton kernel in the run's output code."""
+    kernels: dict[str, str] = {}
+    for unit in run.units("torch"):
+        for stage in run.stages(unit.id):
+            if stage.kind == "inductor_output_code":
+                for path, name in KERNEL_DEF.findall(run.read_text(stage)):
+                    kernels.setdefault(name, path)
+    return kernels
+
+
+def cache_dirs(kernel_path: str, environ: dict[str, str]) -> list[Path]:
+    """Where Triton may have cached a kernel Inductor compiled: Inductor's own, then Triton's."""
+    dirs = [*Path(kernel_path).parents[1].glob("triton/*")]
+    if environ.get("TRITON_CACHE_DIR"):
+        dirs.append(Path(environ["TRITON_CACHE_DIR"]))
+    home = environ.get("TRITON_HOME") or os.path.expanduser("~")
+    dirs.append(Path(home) / ".triton" / "cache")
+    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
+
+
+def find_entry(name: str, kernel_path: str, environ: dict[str, str]) -> Path | None:
+    """The newest Triton cache folder holding ``name`` compiled from ``kernel_path``."""
+    matches = []
+    for folder in cache_dirs(kernel_path, environ):
+        for metadata in folder.glob(f"*/{name}.json"):
+            entry = metadata.parent
+            for ir in (entry / f"{name}.ttir", entry / f"{name}.source"):
+                try:
+                    if ir.is_file() and kernel_path in ir.read_text(errors="replace"):
+                        matches.append(entry)
+                        break
+                except OSError:
+                    continue
+    return max(matches, key=lambda p: p.stat().st_mtime, default=None)
+
+
+def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) -> list[Path]:
+    """Copy cache entries of Inductor kernels that no compile hook saw; returns the new folders."""
+    staged = {json.loads(p.read_text()).get("name") for p in staging.triton.glob(f"*/{SIDECAR}")}
+    added = []
+    for name, kernel_path in inductor_triton_kernels(run).items():
+        if name in staged or run.db.execute(
+                "SELECT 1 FROM units WHERE framework='triton' AND name=?", (name,)).fetchone():
+            continue
+        entry = find_entry(name, kernel_path, environ)
+        if entry is None:
+            continue
+        target = staging.triton / f"cached-{entry.name}"
+        shutil.copytree(entry, target, dirs_exist_ok=True)
+        sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path, "source_line": 1}
+        try:
+            sidecar["python_source"] = Path(kernel_path).read_text(encoding="utf-8")
+        except OSError:
+            pass  # the Inductor cache was cleaned since: the Triton stages still tell the story
+        (target / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
+        added.append(target)
+    return added
