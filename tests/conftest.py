@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ SAMPLES = ROOT / "samples"
 CORPUS = Path(os.environ.get("IRSCOPE_CORPUS", ROOT.parent / "shared" / "corpus"))
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/kernels.py and other helpers
+
+# Triton's cache keys ignore the kernel's file path, so a cache shared with another checkout
+# would hand back IR whose locations name that checkout: compile into a private cache.
+os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-triton-"))
 
 
 def corpus_files(kind: str) -> list[Path]:
