@@ -21,6 +21,10 @@ test: setup
 
 demo: setup
 	$(PY) -m irscope inspect --replace -o .irscope/runs/demo-seed --name seed samples/scripts/seed_torch.py
+	@rm -rf .irscope/runs/demo-gpu && mkdir -p .irscope/runs && cp -r samples/gpu/triton_kernels .irscope/runs/demo-gpu
+	@echo; echo "Kernels captured on an H100 (samples/gpu/triton_kernels):"
+	$(PY) -m irscope report .irscope/runs/demo-gpu --stage ptx,sass
+	@echo; echo "Next: irscope open .irscope/runs/demo-seed   (or .irscope/runs/demo-gpu)"
 
 bench: setup
 	$(PY) benchmarks/run_all.py

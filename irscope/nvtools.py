@@ -114,19 +114,27 @@ def add_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = N
 
 
 def _resources(module, attrs: dict) -> dict[str, dict]:
-    """Per-kernel resources plus occupancy; the block size falls back to the unit's num_warps."""
+    """Per-kernel resources plus occupancy; the block size falls back to the unit's num_warps.
+
+    Triton kernels take most of their shared memory dynamically at launch (metadata
+    "shared"), which the cubin does not declare: it counts towards occupancy too.
+    """
     from irscope.parsers.occupancy import occupancy
 
     metadata = attrs.get("metadata") if isinstance(attrs.get("metadata"), dict) else {}
     num_warps = attrs.get("num_warps") or metadata.get("num_warps")
+    dynamic_shared = int(attrs.get("shared") or metadata.get("shared") or 0)
     resources = {}
     for kernel in module.kernels:
         entry = {**kernel.resources, "arch": module.arch}
         card = kernel.occupancy
-        if card is None and module.arch and "registers" in entry and num_warps:
+        if dynamic_shared:
+            entry["dynamic_shared_bytes"] = dynamic_shared
+        if (card is None or dynamic_shared) and module.arch and "registers" in entry \
+                and num_warps:
             entry["threads_per_block"] = int(num_warps) * 32
             card = occupancy(module.arch, entry["threads_per_block"], entry["registers"],
-                             entry.get("shared_bytes", 0))
+                             entry.get("shared_bytes", 0) + dynamic_shared)
         if card is not None:
             entry.update(occupancy=round(card.ratio, 4), occupancy_limiter=card.limiter)
         resources[kernel.name] = entry

@@ -188,9 +188,7 @@ def parse(text: str) -> PtxModule:
             module_decls.extend(_module_decls(text, gap_start, span[0] + 1))
             gap_start = span[1]
     module_decls.extend(_module_decls(text, gap_start, len(text)))
-    histogram = Counter()
-    for k in kernels:
-        histogram.update(k.histogram)
+    histogram = Counter(chain.from_iterable(b.ops for k in kernels for b in k.blocks))
     files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
     ops, categories, est = fold(histogram)
     totals = _totals(kernels, module_decls, histogram, est)

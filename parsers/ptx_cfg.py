@@ -83,7 +83,6 @@ def split_blocks(text: str, start: int, end: int,
     blocks = [current]
     aliases: dict[str, str] = {}
     decls: list[str] = []
-    enders: dict[str, tuple[bool, str, str]] = {}
     last_label, unnamed, line, pos, previous = "entry", 0, first_line, start, -1
     find, count = text.find, text.count
     is_mark = map(str.endswith, items, repeat((":", ";")))
@@ -116,10 +115,11 @@ def split_blocks(text: str, start: int, end: int,
                 current[0], current[1], current[2], current[5] = label, line, line, True
             last_label, unnamed = current[0], 0
         else:
-            end_info = enders.get(mark) or enders.setdefault(mark, _ender(mark))
+            end_info = _ender(mark)
             current[3].append(end_info[1])
             current[4] = end_info
-            line += mark.count("\n")
+            if "\n" in mark:  # operands over several lines
+                line += mark.count("\n")
             current[2] = line
             unnamed += 1
             current = [f"{last_label}+{unnamed}", line + 1, line + 1, [], None, False]
@@ -149,7 +149,6 @@ def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], 
     and the control-flow graph as successor index tuples."""
     names = [b[0] for b in kept]
     index = {name: i for i, name in enumerate(names)}
-    names.append(None)  # the "following" block of the last one
     last = len(kept) - 1
     new_block = tuple.__new__  # PtxBlock's own __new__ is Python code: thousands of blocks
     out, edges = [], []
@@ -186,8 +185,11 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
     for i, heads in enumerate(edges):
         for head in heads:
             preds[head].append(i)
+    enter, leave = _dfs_intervals(edges)
     bodies: dict[int, set[int]] = {}
     for latch, head in backward:
+        if enter[latch] >= 0 and not enter[head] <= enter[latch] <= leave[head]:
+            continue  # the head is no DFS ancestor of a reachable latch: it cannot dominate it
         body, stack, natural = {head}, [latch], True
         while stack:
             n = stack.pop()
@@ -209,6 +211,30 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
                              max(m.last_line for m in members), tuple(m.name for m in members),
                              sum(histogram.values()), by_count(histogram)))
     return tuple(loops)
+
+
+def _dfs_intervals(edges: list[tuple]) -> tuple[list[int], list[int]]:
+    """Entry and exit clock of every block in a depth-first walk from the entry block
+    (-1 for unreachable blocks): ``a`` is an ancestor of ``b`` when b's entry lies in a's span.
+    """
+    enter, leave = [-1] * len(edges), [0] * len(edges)
+    enter[0] = clock = 0
+    stack = [(0, 0)]
+    while stack:
+        node, k = stack[-1]
+        succ = edges[node]
+        if k < len(succ):
+            stack[-1] = (node, k + 1)
+            child = succ[k]
+            if enter[child] < 0:
+                clock += 1
+                enter[child] = clock
+                stack.append((child, 0))
+        else:
+            stack.pop()
+            clock += 1
+            leave[node] = clock
+    return enter, leave
 
 
 def cfg(kernel):

@@ -266,13 +266,16 @@ BLOCK_COMMENT_RE = re.compile(r"/\*.*?\*/", re.S)
 
 
 def has_block_comment(text: str) -> bool:
-    """Whether ``text`` holds `/*`; found through its rare `*`s, which memchr finds fast."""
+    """Whether ``text`` holds `/*`: found through its rare `*`s, which a single-character
+    search skips to several times faster than a search for the pair (a whole-text scan)."""
     pos = text.find("*", 1)
-    while pos > 0:
+    for _ in range(64):
+        if pos < 0:
+            return False
         if text[pos - 1] == "/":
             return True
         pos = text.find("*", pos + 1)
-    return False
+    return "/*" in text  # many stars: `// ****` banners, say
 
 
 def strip_block_comments(text: str) -> str:

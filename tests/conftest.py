@@ -47,3 +47,21 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None,
 @pytest.fixture
 def cli():
     return run_cli
+
+
+GPU_SAMPLES = SAMPLES / "gpu"
+
+
+@pytest.fixture
+def gpu_run(tmp_path):
+    """Open a copy of a committed GPU sample run (copied: reading caches statistics in it)."""
+    import shutil
+
+    from irscope.store import Run
+
+    def open_copy(name: str) -> Run:
+        target = tmp_path / name
+        shutil.copytree(GPU_SAMPLES / name, target)
+        return Run.open(target)
+
+    return open_copy

@@ -168,3 +168,38 @@ def test_lexer_round_trips_without_error_tokens(path):
     tokens = list(registry.lexer("ptx").get_tokens_unprocessed(text))
     assert "".join(value for _, _, value in tokens) == text
     assert not [value for _, kind, value in tokens if kind is Error]
+
+
+@pytest.mark.parametrize("path", _real_ptx(), ids=lambda p: p.name)
+def test_blocks_partition_each_kernel_and_labels_sit_on_their_lines(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    for kernel in ptx.parse(text).kernels:
+        assert sum(b.instructions for b in kernel.blocks) == kernel.instructions
+        firsts = [b.first_line for b in kernel.blocks]
+        assert firsts == sorted(firsts) and kernel.first_line <= firsts[0]
+        assert all(b.first_line <= b.last_line <= kernel.last_line for b in kernel.blocks)
+        names = {b.name for b in kernel.blocks}
+        for block in kernel.blocks:
+            assert set(block.successors) <= names
+            if not block.name.startswith("entry") and "+" not in block.name:
+                assert lines[block.first_line - 1].strip().startswith(block.name + ":")
+        for loop in kernel.loops:
+            assert loop.head in loop.blocks and set(loop.blocks) <= names
+            assert loop.instructions == sum(loop.histogram.values())
+
+
+def test_block_comments_lowercase_labels_and_multi_line_calls():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+            "\t.reg .b32 %r<4>;\n/* mov.u32 %r9, 9;\n\tbra skipped; */\n"
+            "loop:\n\tadd.s32 %r1, %r1, 1; /* inline */\n\tsetp.lt.u32 %p1, %r1, 8;\n"
+            "\t@%p1 bra loop;\n\tcall.uni \n\thelper, \n\t(\n\tparam0\n\t);\n\tret;\n}\n")
+    module = ptx.parse(text)
+    expected = {"add.s32": 1, "setp.lt.u32": 1, "bra": 1, "call.uni": 1, "ret": 1}
+    assert dict(ptx.summarize_ptx(text)) == expected == dict(reference_opcodes(text))
+    (kernel,) = module.kernels
+    assert dict(kernel.histogram) == expected and kernel.registers == {"b32": 4}
+    (loop,) = kernel.loops
+    assert (loop.head, loop.blocks, loop.first_line, loop.last_line) == ("loop", ("loop",), 9, 12)
+    # the entry block holds no instruction, so the label names it
+    assert [b.successors for b in kernel.blocks] == [("loop", "loop+1"), ()]

@@ -47,8 +47,8 @@ def cache_dirs(kernel_path: str, environ: dict[str, str]) -> list[Path]:
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 
-def find_entry(name: str, kernel_path: str, environ: dict[str, str]) -> Path | None:
-    """The newest Triton cache folder holding ``name`` compiled from ``kernel_path``."""
+def find_entries(name: str, kernel_path: str, environ: dict[str, str]) -> list[Path]:
+    """Triton cache folders holding ``name`` compiled from ``kernel_path`` (one per config)."""
     matches = []
     for folder in cache_dirs(kernel_path, environ):
         for metadata in folder.glob(f"*/{name}.json"):
@@ -60,27 +60,26 @@ def find_entry(name: str, kernel_path: str, environ: dict[str, str]) -> Path | N
                         break
                 except OSError:
                     continue
-    return max(matches, key=lambda p: p.stat().st_mtime, default=None)
+    return sorted(matches)
 
 
 def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) -> list[Path]:
-    """Copy cache entries of Inductor kernels that no compile hook saw; returns the new folders."""
+    """Copy the cache entries of Inductor kernels no compile hook saw; returns the new folders."""
     staged = {json.loads(p.read_text()).get("name") for p in staging.triton.glob(f"*/{SIDECAR}")}
     added = []
     for name, kernel_path in inductor_triton_kernels(run).items():
         if name in staged or run.db.execute(
                 "SELECT 1 FROM units WHERE framework='triton' AND name=?", (name,)).fetchone():
             continue
-        entry = find_entry(name, kernel_path, environ)
-        if entry is None:
-            continue
-        target = staging.triton / f"cached-{entry.name}"
-        shutil.copytree(entry, target, dirs_exist_ok=True)
-        sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path, "source_line": 1}
-        try:
-            sidecar["python_source"] = Path(kernel_path).read_text(encoding="utf-8")
-        except OSError:
-            pass  # the Inductor cache was cleaned since: the Triton stages still tell the story
-        (target / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
-        added.append(target)
+        for entry in find_entries(name, kernel_path, environ):
+            target = staging.triton / f"cached-{entry.name}"
+            shutil.copytree(entry, target, dirs_exist_ok=True)
+            sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path,
+                       "source_line": 1}
+            try:
+                sidecar["python_source"] = Path(kernel_path).read_text(encoding="utf-8")
+            except OSError:
+                pass  # the Inductor cache was cleaned since: the Triton stages still tell it
+            (target / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
+            added.append(target)
     return added

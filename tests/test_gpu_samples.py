@@ -1,0 +1,118 @@
+"""The runs captured on an H100 (samples/gpu/): what inspect filed there, checked independently."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections import Counter
+
+import pytest
+
+from conftest import GPU_SAMPLES
+from ptx_helpers import reference_opcodes
+
+from irscope.parsers import inductor, ptx, sass
+
+# triton_poi_fused_relu_0 = async_compile.triton('triton_poi_fused_relu_0', '''
+TRITON_DEF = re.compile(r"^(\w+) = async_compile\.triton\(", re.MULTILINE)
+# /*0090*/                   HGMMA.64x128x16.F32 gdesc[UR4], RZ, !UPT ;
+SASS_LINE = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", re.MULTILINE)
+
+
+def output_code(run, graph):
+    return run.read_text(run.stage(graph, "inductor_output_code"))
+
+
+def test_torch_graphs_launch_the_triton_kernels_their_output_code_defines(gpu_run):
+    run = gpu_run("torch_cuda")
+    graphs = {u.name.split("] ")[1]: u for u in run.units("torch") if "] " in u.name}
+    assert set(graphs) == {"mlp", "activation_chain", "complex_activation", "post_norm_block",
+                           "mlp_dead_gate"}
+    units = {u.id: u for u in run.units()}
+    for name, graph in graphs.items():
+        defined = set(TRITON_DEF.findall(output_code(run, graph)))
+        launched = {units[r.dst].name for r in run.relations("launches") if r.src == graph.id}
+        # a kernel compiled in several configs is several units; its base name is the kernel
+        assert {n.split("-")[0] for n in launched} == defined, name
+
+
+def test_six_eager_ops_become_one_triton_kernel_on_the_gpu(gpu_run):
+    run = gpu_run("torch_cuda")
+    graph = next(u for u in run.units("torch") if u.name.endswith("complex_activation"))
+    parsed = run.parsed(run.stage(graph, "inductor_output_code"))
+    assert parsed["totals"]["kernels_launched"] == 1
+    assert [k["backend"] for k in parsed["kernels"]] == ["triton"]
+    fused = set(parsed["kernels"][0]["fused_ops"])
+    assert {"tanh", "sigmoid", "exp", "mul", "relu", "add"} <= fused
+
+
+def test_dead_matmul_is_gone_from_the_gpu_output_code(gpu_run):
+    run = gpu_run("torch_cuda")
+    graph = next(u for u in run.units("torch") if u.name.endswith("mlp_dead_gate"))
+    code = output_code(run, graph)
+    parsed = run.parsed(run.stage(graph, "inductor_output_code"))
+    assert parsed["extern_calls"] == {"mm": 2} == {"mm": code.count("extern_kernels.mm(")}
+
+
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels"])
+def test_every_triton_kernel_has_every_stage_and_correct_counts(gpu_run, sample):
+    run = gpu_run(sample)
+    kernels = run.units("triton")
+    assert kernels
+    for unit in kernels:
+        kinds = [s.kind for s in run.stages(unit.id)]
+        for kind in ("ttir", "ttgir", "llir", "ptx", "cubin", "sass"):
+            assert kind in kinds, (unit.name, kind)
+        text = run.read_text(run.stage(unit, "ptx"))
+        assert Counter(dict(ptx.summarize_ptx(text))) == reference_opcodes(text), unit.name
+        listing = run.read_text(run.stage(unit, "sass"))
+        parsed = sass.parse(listing)
+        assert sum(parsed.histogram.values()) == len(SASS_LINE.findall(listing)), unit.name
+        resources = unit.attrs["resources"]
+        assert all(r["registers"] > 0 for r in resources.values())
+
+
+def test_hand_written_matmul_uses_hopper_tensor_cores(gpu_run):
+    run = gpu_run("triton_kernels")
+    matmul = run.unit("matmul_kernel")
+    module = ptx.parse(run.read_text(run.stage(matmul, "ptx")))
+    assert module.header.target.startswith("sm_90a") if hasattr(module, "header") else True
+    assert any(op.startswith("wgmma") for op in module.histogram)
+    sass_ops = run.parsed(run.stage(matmul, "sass"))["histogram"]
+    assert any(op.startswith("HGMMA") for op in sass_ops)
+
+
+def test_jax_units_hold_every_stage_and_fusions(gpu_run):
+    run = gpu_run("jax_cuda")
+    names = {u.name for u in run.units("jax")}
+    assert {"jit_mlp", "jit_activation_chain", "jit_complex_activation", "jit_post_norm_block",
+            "jit_mlp_dead_gate"} <= names
+    for name in ("jit_mlp", "jit_complex_activation"):
+        unit = run.unit(name)
+        kinds = {s.kind for s in run.stages(unit.id)}
+        assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "ptx"} <= kinds
+        after = run.parsed(run.stage(unit, "hlo_after_opt"))
+        before = run.parsed(run.stage(unit, "hlo_before_opt"))
+        assert after["totals"]["entry_instructions"] < before["totals"]["entry_instructions"]
+        assert after["totals"]["fusions"] >= 1
+    dead = run.unit("jit_mlp_dead_gate")
+    jaxpr = run.parsed(run.stage(dead, "jaxpr"))["histogram"]
+    assert jaxpr["dot_general"] == 3
+    hlo = run.read_text(run.stage(dead, "hlo_after_opt"))
+    # two GEMMs survive optimization (cuBLAS calls or Triton GEMM fusions), not three
+    assert len(re.findall(r"kind=kCustom|custom_call_target=\"__cublas", hlo)) == 2
+
+
+def test_fp32_to_bf16_diff_shows_the_conversions(tmp_path, cli):
+    for name in ("torch_cuda", "torch_cuda_bf16"):
+        shutil.copytree(GPU_SAMPLES / name, tmp_path / name)
+    out = cli("diff", tmp_path / "torch_cuda", tmp_path / "torch_cuda_bf16", "--format", "json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["schema"] == "irscope.diff/1"
+    text = json.dumps(doc)
+    assert "cvt.f32.bf16" in text
+    gate = cli("diff", tmp_path / "torch_cuda", tmp_path / "torch_cuda_bf16",
+               "--fail-on", "ptx.op.cvt.f32.bf16 increased")
+    assert gate.returncode == 1 and "cvt.f32.bf16" in gate.stderr + gate.stdout
