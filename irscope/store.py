@@ -514,8 +514,11 @@ def locate_run(spec: str, root: Path | None = None) -> Path:
     if spec == "latest":
         if not runs:
             raise RunError(f"no runs under {root or DEFAULT_ROOT}")
-        return max(runs, key=lambda p: (p / INDEX).stat().st_mtime)
-    named = [p for p in runs if p.name == spec] or [p for p in runs if p.name.startswith(spec)]
+        return max(runs, key=lambda p: ((p / INDEX).stat().st_mtime, p.name))
+    by_name = [p for p in runs if p.name == spec or p.name.endswith(f"-{spec}")]
+    if by_name:
+        return by_name[-1]  # folders start with a timestamp: the newest run of that name
+    named = [p for p in runs if p.name.startswith(spec)]
     named = named or [p for p in runs if "-" in p.name and spec in p.name]
     if len(named) == 1:
         return named[0]

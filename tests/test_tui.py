@@ -255,7 +255,7 @@ def test_open_refuses_a_broken_index_with_one_line(run_path, tmp_path, cli):
 
 
 def test_open_resolves_latest_and_names(run_path, tmp_path):
-    from irscope.commands.open import resolve_run
+    from irscope.store import locate_run as resolve_run
     from irscope.errors import RunError
 
     root = tmp_path / "runs"
