@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from irscope.parsers import registry
+from irscope.parsers._mlir import user_frame
 from irscope.store import Run, Stage, Unit
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
@@ -22,35 +23,9 @@ NOT_IR = frozenset({"metadata", "raw", "guards", "torch_log", "cost_analysis",
                     "buffer_assignment", "memory_usage", "text"})
 RAW = "raw"  # raw log records: grouped under one navigator node
 
-# #loc12 = loc("/path/triton_kernels.py":24:13)
-MLIR_LOC_DEF = re.compile(r'^(#loc\d*)\s*=\s*loc\((.*)\)\s*$')
-# ... loc(#loc12)   or   loc("/path/k.py":24:13)   at the end of an op line
-MLIR_LOC_USE = re.compile(r'loc\((#loc\d*|"[^"]*":\d+:\d+)\)\s*$')
-MLIR_FILE_LINE = re.compile(r'^"([^"]*)":(\d+):\d+$')
-MLIR_NAMED = re.compile(r'^"[^"]*"\((#loc\d*)\)$')  # "x"(#loc8)
-MLIR_CALLSITE = re.compile(r'^callsite\((#loc\d*) at (#loc\d*)\)$')
-# !21 = !DILocation(line: 24, column: 13, scope: !22, inlinedAt: !18)
-LLVM_DILOC = re.compile(
-    r'^(!\d+) = !DILocation\(line: (\d+).*?scope: (!\d+)(?:, inlinedAt: (!\d+))?')
-# !4 = distinct !DISubprogram(name: "k", ..., file: !1, ...)
-LLVM_SCOPE = re.compile(
-    r'^(!\d+) = (?:distinct )?!DI(?:Subprogram|LexicalBlock\w*)\(.*?file: (!\d+)')
-# !1 = !DIFile(filename: "k.py", directory: "/path")
-LLVM_FILE = re.compile(r'^(!\d+) = !DIFile\(filename: "([^"]*)"')
-LLVM_DBG = re.compile(r'!dbg (!\d+)')
 # .file 1 "/path/triton_kernels.py"    /    .loc 1 24 13, ..., inlined_at 1 26 51
 PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
 PTX_LOC = re.compile(r'^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?')
-# //## File "/path/triton_kernels.py", line 24 inlined at "/path/k.py", line 26
-SASS_LOC = re.compile(r'//##\s*File "([^"]*)", line (\d+)(?:.*inlined at "([^"]*)", line (\d+))?')
-# # File: /path/seed_torch.py:15 in forward, code: return torch.tanh(x)
-FX_FILE = re.compile(r'#\s*File:\s*(\S+?):(\d+)\b')
-# tanh = torch.ops.aten.tanh.default(x)     /     mul: "f32[8]" = ...
-FX_NODE = re.compile(r'^\s*([A-Za-z_]\w*)(?:\s*:\s*"[^"]*")?\s*=\s')
-# metadata={op_type="mul" op_name="jit(f)/mul" source_file="/path/seed_jax.py" source_line=21}
-HLO_SOURCE = re.compile(r'source_file="([^"]+)" source_line=(\d+)')
-# # Topologically Sorted Source Nodes: [tanh, sigmoid], Original ATen: [...]
-INDUCTOR_NODES = re.compile(r'Source Nodes: \[([^\]]*)\]')
 
 
 @dataclass(frozen=True)
@@ -215,135 +190,75 @@ def normal_key(key: str) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def line_locations(kind: str, text: str) -> LineLocations:
-    """Source locations of every line of a stage, read from the IR's own debug info."""
+def line_locations(kind: str, text: str, parsed: Mapping[str, Any] | None = None
+                   ) -> LineLocations:
+    """Source locations of every line of a stage, as its parser read them from the IR.
+
+    ``parsed`` is the parser's JSON for ``text`` (``run.parsed(stage)``, cached in the run);
+    without it the text is parsed here.
+    """
     lines = text.splitlines()
-    reader = _READERS.get(kind) or _READERS.get(registry.get(kind).module or "")
-    per_line = reader(lines) if reader else [frozenset()] * len(lines)
+    module = registry.get(kind).module
+    if module == "ptx":
+        by_line = {line: {where} for line, where in ptx_locations(lines).items()}
+    else:
+        if parsed is None:
+            parsed = registry.parse(kind, text).to_json() if module else {}
+        by_line = _PARSED_READERS.get(module, _file_lines)(parsed)
+    per_line = tuple(frozenset(by_line.get(number, ())) for number in range(1, len(lines) + 1))
     index: dict[str, list[int]] = defaultdict(list)
     for number, keys in enumerate(per_line):
         for key in keys:
             index[normal_key(key)].append(number)
-    return LineLocations(tuple(per_line), {k: tuple(v) for k, v in index.items()})
+    return LineLocations(per_line, {k: tuple(v) for k, v in index.items()})
 
 
-def _mlir(lines: list[str]) -> list[frozenset[str]]:
-    aliases = {m.group(1): m.group(2) for m in map(MLIR_LOC_DEF.match, lines) if m}
-
-    def resolve(ref: str, depth: int = 0) -> str | None:
-        body = aliases.get(ref, ref) if ref.startswith("#") else ref
-        if depth > 32:
-            return None
-        if m := MLIR_FILE_LINE.match(body):
-            return f"{m.group(1)}:{m.group(2)}"
-        if m := MLIR_NAMED.match(body):
-            return resolve(m.group(1), depth + 1)
-        if m := MLIR_CALLSITE.match(body):  # the user's line is the outermost call site
-            return resolve(m.group(2), depth + 1) or resolve(m.group(1), depth + 1)
-        return None
-
-    out = []
-    for line in lines:
-        m = None if line.startswith("#loc") else MLIR_LOC_USE.search(line)
-        loc = resolve(m.group(1)) if m else None
-        out.append(frozenset((loc,)) if loc else frozenset())
-    return out
+def _file_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+    """1-based line -> {"file:line"} from a result's `locations` (MLIR, LLVM IR, HLO, SASS)."""
+    return {int(line): {where} for line, where in (parsed.get("locations") or {}).items()}
 
 
-def _llvm(lines: list[str]) -> list[frozenset[str]]:
-    files = {m.group(1): m.group(2) for m in map(LLVM_FILE.match, lines) if m}
-    scopes = {m.group(1): m.group(2) for m in map(LLVM_SCOPE.match, lines) if m}
-    dilocs = {m.group(1): (m.group(2), m.group(3), m.group(4))
-              for m in map(LLVM_DILOC.match, lines) if m}
-
-    def resolve(ref: str) -> str | None:
-        seen = 0
-        while ref in dilocs and seen < 32:
-            line, scope, inlined = dilocs[ref]
-            if not inlined:
-                return f"{files.get(scopes.get(scope, ''), '?')}:{line}"
-            ref, seen = inlined, seen + 1
-        return None
-
-    out = []
-    for line in lines:
-        m = LLVM_DBG.search(line)
-        loc = resolve(m.group(1)) if m and not line.startswith("!") else None
-        out.append(frozenset((loc,)) if loc else frozenset())
-    return out
+def _fx_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+    """An FX graph's `# File:` lines, and its node lines with their location and node name."""
+    by_line = {int(line): {where} for line, where in (parsed.get("line_locations") or {}).items()}
+    for node in parsed.get("locations") or ():
+        if node.get("graph_line"):
+            by_line.setdefault(node["graph_line"], set()).add(f"node {node['node']}")
+    return by_line
 
 
-def _ptx(lines: list[str]) -> list[frozenset[str]]:
+def _inductor_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+    """Output code lines with the FX nodes they were generated from (no file lines of its own)."""
+    return {int(line): {f"node {name}" for name in names}
+            for line, names in (parsed.get("line_nodes") or {}).items()}
+
+
+_PARSED_READERS = {"fx_graph": _fx_lines, "inductor": _inductor_lines}
+
+
+def ptx_locations(lines: Sequence[str]) -> dict[int, str]:
+    """1-based line -> "file:line" of each PTX `.loc` and the instructions after it; of an
+    inlined call stack, the innermost frame outside library code, as the parsers choose.
+
+    This reading belongs in the PTX parser, as its result's `locations` like the others'.
+    """
     files = {m.group(1): m.group(2) for m in map(PTX_FILE.match, lines) if m}
-    out, current = [], frozenset()
-    outermost: dict[tuple[str, str], str] = {}  # inlined callee position -> user's line
-    for line in lines:
+    stacks: dict[tuple[str, str], tuple[str, ...]] = {}  # a position -> its last call stack
+    locations: dict[int, str] = {}
+    current = None
+    for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if m := PTX_LOC.match(line):
-            here = (m.group(1), m.group(2))
-            caller = (m.group(3), m.group(4)) if m.group(3) else here
-            key = outermost.get(caller) or f"{files.get(caller[0], caller[0])}:{caller[1]}"
-            outermost[here] = key
-            current = frozenset((key,))
-            out.append(current)
-        elif not stripped or stripped in ("{", "}") or stripped.startswith((".", "//", "$")):
-            out.append(frozenset())
-        else:
-            out.append(current)
-    return out
-
-
-def _sass(lines: list[str]) -> list[frozenset[str]]:
-    out, current = [], frozenset()
-    outermost: dict[tuple[str, str], str] = {}  # inlined callee position -> user's line
-    for line in lines:
-        if m := SASS_LOC.search(line):
-            here = (m.group(1), m.group(2))
-            caller = (m.group(3), m.group(4)) if m.group(3) else here
-            key = outermost.get(caller) or f"{caller[0]}:{caller[1]}"
-            outermost[here] = key
-            current = frozenset((key,))
-            out.append(current)
-        else:
-            out.append(current if "/*" in line and ";" in line else frozenset())
-    return out
-
-
-def _fx(lines: list[str]) -> list[frozenset[str]]:
-    out, current = [], None
-    for line in lines:
-        if m := FX_FILE.search(line):
-            current = f"{m.group(1)}:{m.group(2)}"
-            out.append(frozenset((current,)))
-        elif (m := FX_NODE.match(line)) and current:
-            out.append(frozenset((current, f"node {m.group(1)}")))
-        else:
-            out.append(frozenset())
-    return out
-
-
-def _inductor(lines: list[str]) -> list[frozenset[str]]:
-    """A Source Nodes comment names FX nodes for itself and the code below it, up to a blank."""
-    out, current = [], frozenset()
-    for line in lines:
-        if m := INDUCTOR_NODES.search(line):
-            current = frozenset(f"node {n.strip()}" for n in m.group(1).split(",") if n.strip())
-        elif not line.strip():
-            current = frozenset()
-        out.append(current)
-    return out
-
-
-def _hlo(lines: list[str]) -> list[frozenset[str]]:
-    out = []
-    for line in lines:
-        m = HLO_SOURCE.search(line)
-        out.append(frozenset((f"{m.group(1)}:{m.group(2)}",)) if m else frozenset())
-    return out
-
-
-_READERS = {"ttir": _mlir, "ttgir": _mlir, "stablehlo": _mlir, "llir": _llvm, "ptx": _ptx,
-            "sass": _sass, "fx_graph": _fx, "inductor": _inductor, "hlo": _hlo}
+            here, caller = (m.group(1), m.group(2)), (m.group(3), m.group(4))
+            stack = (f"{files.get(here[0], here[0])}:{here[1]}",)
+            if m.group(3):
+                stack += stacks.get(caller) or (f"{files.get(caller[0], caller[0])}:{caller[1]}",)
+            stacks[here] = stack[:32]  # a cycle in odd input must not grow it without end
+            current = locations[number] = user_frame(stacks[here])
+        elif current and stripped and stripped not in ("{", "}") and not stripped.startswith(
+                (".", "//", "$")):
+            locations[number] = current
+    return locations
 
 
 def node_keys(keys: frozenset[str]) -> frozenset[str]:

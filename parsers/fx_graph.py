@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # class GraphModule(torch.nn.Module):     class <lambda>(torch.nn.Module):
 CLASS_RE = re.compile(r"^\s*class [\w<>]+\(torch\.nn\.Module\):")
@@ -37,13 +37,14 @@ MODULES = ("torch.", "operator.", "math.", "builtins.", "_operator.", "torch_", 
 
 @dataclass(frozen=True)
 class SourceLocation:
-    """Where a node came from in user code."""
+    """Where a node came from in user code, and the line of the graph text that prints it."""
 
     node: str
     file: str
     line: int
     function: str = ""
     code: str = ""
+    graph_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class FxGraph(ParseResult):
     locations: tuple[SourceLocation, ...] = ()
     outputs: int = 0
     node_targets: Mapping[str, str] = field(default_factory=dict)
+    # graph line (1-based) -> "file:line": each `# File:` comment and the node lines under it
+    line_locations: Mapping[int, str] = field(default_factory=dict)
 
 
 def sniff(text: str) -> float:
@@ -111,10 +114,11 @@ def parse(text: str) -> FxGraph:
     placeholders: list[str] = []
     locations: list[SourceLocation] = []
     node_targets: dict[str, str] = {}
+    line_locations: dict[int, str] = {}
     graphs = outputs = 0
     location: tuple[str, int, str, str] | None = None
     in_signature = False
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), 1):
         node = None if in_signature else NODE_RE.match(line)
         if node:  # most lines: `name: "f32[..]" = target(args);  name = None`
             expression = line[node.end():]
@@ -125,7 +129,8 @@ def parse(text: str) -> FxGraph:
                 name = node.group(1).split(",")[0]
                 node_targets[name] = target
                 if location:
-                    locations.append(SourceLocation(name, *location))
+                    locations.append(SourceLocation(name, *location, graph_line=number))
+                    line_locations[number] = f"{location[0]}:{location[1]}"
             continue
         stripped = line.strip()
         if not stripped:
@@ -146,6 +151,7 @@ def parse(text: str) -> FxGraph:
                 if source:
                     location = (source.group(1), int(source.group(2)), source.group(3),
                                 (source.group(4) or "").strip())
+                    line_locations[number] = f"{location[0]}:{location[1]}"
             elif stripped[0] == "%":
                 _printed_node(PRINTED_NODE_RE.match(line), targets, placeholders, node_targets)
                 outputs += stripped.startswith("%output") or " = output[" in stripped
@@ -162,4 +168,4 @@ def parse(text: str) -> FxGraph:
     return FxGraph(kind="fx_graph", histogram=sorted_histogram(targets), totals=totals,
                    diagnostics=tuple(diagnostics), placeholders=tuple(placeholders),
                    graphs=graphs, locations=tuple(locations), outputs=outputs,
-                   node_targets=node_targets)
+                   node_targets=node_targets, line_locations=line_locations)

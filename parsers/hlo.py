@@ -13,7 +13,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 from .base import Diagnostic, ParseResult, sorted_histogram
 from .xla_memory import MemorySummary, parse_summary
 
-VERSION = 1
+VERSION = 2
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
@@ -34,6 +34,8 @@ CALLS_RE = re.compile(r" calls=%?([\w.\-$]+)")
 TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
 # backend_config={"fusion_backend_config":{"kind":"__triton_gemm",...}}  (CPU: "fusion_config")
 BACKEND_KIND_RE = re.compile(r'"kind":"([^"]+)"')
+# metadata={op_type="mul" op_name="jit(f)/mul" source_file="/path/seed_jax.py" source_line=21}
+SOURCE_RE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,7 @@ class HloModule(ParseResult):
     fusions: tuple[Fusion, ...] = ()
     custom_calls: Mapping[str, int] = field(default_factory=dict)
     memory: MemorySummary | None = None
+    locations: Mapping[int, str] = field(default_factory=dict)  # line -> "file:line"
 
 
 def sniff(text: str) -> float:
@@ -113,6 +116,7 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
     entry = ""
     fusion_rows: list[tuple[str, str, str, str, str]] = []
     custom_calls: Counter = Counter()
+    locations: dict[int, str] = {}
     current: str | None = None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.startswith((" ", "\t")):  # a computation header, its closing brace, or noise
@@ -148,6 +152,10 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                 diagnostics.append(Diagnostic(number, "instruction without an opcode"))
                 continue
         histograms[current][opcode] += 1
+        if "source_file=" in line:
+            source = SOURCE_RE.search(line)
+            if source:
+                locations[number] = f"{source.group(1)}:{source.group(2)}"
         if opcode == "fusion":
             kind = FUSION_KIND_RE.search(line)
             calls = CALLS_RE.search(line)
@@ -195,7 +203,8 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                      diagnostics=tuple(diagnostics), name=module.group(1) if module else "",
                      entry=entry, computations=computations,
                      entry_histogram=sorted_histogram(entry_counts), fusions=fusions,
-                     custom_calls=sorted_histogram(custom_calls), memory=memory)
+                     custom_calls=sorted_histogram(custom_calls), memory=memory,
+                     locations=locations)
 
 
 class HloLexer(RegexLexer):

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # from torch._inductor.async_compile import AsyncCompile     async_compile = AsyncCompile()
 WRAPPER_RE = re.compile(r"^(from torch\._inductor\.|async_compile = AsyncCompile\(\))",
@@ -86,6 +86,9 @@ class OutputCode(ParseResult):
     extern_calls: Mapping[str, int] = field(default_factory=dict)
     buffers_allocated: int = 0
     buffers_reused: int = 0
+    # line (1-based) -> the FX nodes it was generated from: a Source Nodes comment names them
+    # for itself and the lines below it up to a blank line, or for the whole kernel it precedes
+    line_nodes: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
 
 
 def sniff(text: str) -> float:
@@ -138,6 +141,8 @@ def parse(text: str) -> OutputCode:
     launches: list[Launch] = []
     allocated = reused = 0
     pending_nodes: tuple[list[str], list[str]] = ([], [])
+    line_nodes: dict[int, tuple[str, ...]] = {}
+    carried: tuple[str, ...] = ()  # the last Source Nodes comment's nodes, until a blank line
     skip_indent: int | None = None
     index = 0
     while index < len(lines):
@@ -158,7 +163,10 @@ def parse(text: str) -> OutputCode:
                                   _kind(name, backend, source), tuple(dict.fromkeys(fused)),
                                   tuple(nodes), start + 1, source))
             kernel_names.add(name)
-            pending_nodes = ([], [])
+            if nodes:  # the kernel's source, from its definition to its closing line
+                last = min(index + 1, len(lines))
+                line_nodes.update(dict.fromkeys(range(start + 1, last + 1), tuple(nodes)))
+            pending_nodes, carried = ([], []), ()
             index += 1
             continue
         index += 1
@@ -166,6 +174,12 @@ def parse(text: str) -> OutputCode:
         if nodes:
             pending_nodes = ([n.strip() for n in nodes.group(1).split(",") if n.strip()],
                              [a.strip() for a in (nodes.group(2) or "").split(",") if a.strip()])
+            carried = tuple(pending_nodes[0])
+        elif not line.strip():
+            carried = ()
+        if carried:
+            line_nodes[index] = carried
+        if nodes:
             continue
         function = FUNCTION_RE.match(line)
         if function:
@@ -203,7 +217,7 @@ def parse(text: str) -> OutputCode:
                       totals=totals, diagnostics=tuple(diagnostics), kernels=tuple(kernels),
                       launch_sequence=tuple(launches), kernels_launched=len(launches),
                       extern_calls=sorted_histogram(extern), buffers_allocated=allocated,
-                      buffers_reused=reused)
+                      buffers_reused=reused, line_nodes=line_nodes)
 
 
 def _launch(line: str, kernel_names: set[str]) -> tuple[str, str] | None:

@@ -162,8 +162,9 @@ def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], 
             if (guarded or opcode[:3] == "brx") and i != last and head != i + 1:
                 succ += (i + 1,)
         edges.append(succ)
-        out.append(new_block(PtxBlock, (name, first, last_line, tuple(ops),
-                                        tuple([names[j] for j in succ]))))
+        succ_names = () if not succ else (names[succ[0]],) if len(succ) == 1 else (
+            names[succ[0]], names[succ[1]])
+        out.append(new_block(PtxBlock, (name, first, last_line, tuple(ops), succ_names)))
     return out, edges
 
 

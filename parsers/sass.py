@@ -12,10 +12,11 @@ from pygments.lexer import RegexLexer, bygroups
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text,
                             Whitespace)
 
+from ._mlir import user_frame
 from .base import Diagnostic, ParseResult, sorted_histogram
 from .occupancy import Occupancy, occupancy
 
-VERSION = 1
+VERSION = 2
 
 # An instruction after its address, maybe with CuAssembler control codes or a guard:
 #   "        /*0160*/              @!P0 LDG.E R0, desc[UR4][R6.64] ;" -> "LDG.E"
@@ -43,6 +44,9 @@ _NTID_RE = re.compile(r"nvinfo : EIATTR_(REQNTID|MAX_THREADS)\s*\n(?:[^\n]*\n){0
 # Per-kernel figures in .nv.info: "nvinfo : EIATTR_REGCOUNT" ... ".word index@(add_kernel)" ".word 0x1e"
 _NV_ATTR_RE = re.compile(r"nvinfo : EIATTR_(REGCOUNT|FRAME_SIZE)\s*\n(?:[^\n]*\n){0,8}?"
                          r"[^\n]*\.word\s+index@\(([^)\s]+)\)\s*\n[^\n]*\.word\s+(0x[0-9a-f]+)")
+# nvdisasm -g/-gi line info: '//## File "/p/k.py", line 24 inlined at "/p/standard.py", line 191'
+LINE_INFO_RE = re.compile(r'//##\s*File "([^"]*)", line (\d+)'
+                          r'(?:.*?inlined at "([^"]*)", line (\d+))?')
 # maxas headers: "# RegCnt: 122" / "# SharedSize: 16384"
 _MAXAS_RES_RE = re.compile(r"#[ \t]*(RegCnt|SharedSize):[ \t]*(\d+)")
 
@@ -107,6 +111,7 @@ class SassModule(ParseResult):
     kernels: tuple[SassKernel, ...] = ()
     ops: dict[str, int] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
+    locations: Mapping[int, str] = field(default_factory=dict)  # line -> "file:line"
 
 
 def base_op(opcode: str) -> str:
@@ -179,7 +184,36 @@ def parse(text: str) -> SassModule:
                       diagnostics=diagnostics, format=fmt,
                       arch=arch, kernels=tuple(kernels),
                       ops=sorted_histogram(_fold(total, base_op)),
-                      categories=sorted_histogram(_fold(total, category)))
+                      categories=sorted_histogram(_fold(total, category)),
+                      locations=_locations(text) if "//##" in text else {})
+
+
+def _locations(text: str) -> dict[int, str]:
+    """Line -> "file:line" of each line-info comment and the instructions under it.
+
+    nvdisasm -gi prints a call stack as consecutive comments, innermost first, each one
+    inlined at the next; the stack's innermost frame outside library code is the location.
+    """
+    locations: dict[int, str] = {}
+    stack: list[str] = []  # frames of the comments just read, innermost first
+    comments: list[int] = []  # their lines
+    current = None
+    for number, line in enumerate(text.split("\n"), 1):
+        info = LINE_INFO_RE.search(line) if "//##" in line else None
+        if info is None:
+            comments = []
+            if current and INSTRUCTION_RE.match(line):
+                locations[number] = current
+            continue
+        here = f"{info.group(1)}:{info.group(2)}"
+        if not comments or stack[-1] != here:  # a new stack, not the caller named just above
+            stack, comments = [here], []
+        comments.append(number)
+        if info.group(3):
+            stack.append(f"{info.group(3)}:{info.group(4)}")
+        current = user_frame(tuple(stack))
+        locations.update(dict.fromkeys(comments, current))
+    return locations
 
 
 def with_resources(module: SassModule, usage: Mapping[str, Mapping[str, int]]) -> SassModule:

@@ -106,6 +106,21 @@ def test_triton_source_nodes_name_the_aten_ops(corpus):
         "triton_poi_fused_baz_gelu_native_dropout_1", "test.baz.default"]
 
 
+def test_source_nodes_cover_the_kernel_they_precede_and_the_launch_below(corpus):
+    text = (corpus / "inductor" / "tlparse_trace_simple_line629_output_code.py").read_text()
+    code = inductor.parse(text)
+    lines = text.splitlines()
+    fused = next(k for k in code.kernels if k.name == "triton_poi_fused_baz_gelu_native_dropout_1")
+    closing = next(i + 1 for i in range(fused.line, len(lines)) if lines[i].startswith("'''"))
+    for number in range(fused.line, closing + 1):
+        assert code.line_nodes[number] == fused.source_nodes, number
+    launch = next(l for l in code.launch_sequence if l.name == fused.name).line
+    comment = max(i + 1 for i in range(launch) if "Source Nodes: [" in lines[i])
+    names = tuple(re.search(r"Source Nodes: \[(.*?)\]", lines[comment - 1])[1].split(", "))
+    assert all(code.line_nodes[n] == names for n in range(comment, launch + 1))
+    assert closing + 1 not in code.line_nodes  # the blank line after the kernel ends it
+
+
 def test_kernel_names_split_back_into_aten_ops():
     assert inductor.split_fused_name("cpp_fused__softmax_0") == ("_softmax",)
     assert inductor.split_fused_name("triton_per_fused_add_native_layer_norm_3") == (

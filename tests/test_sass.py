@@ -57,6 +57,25 @@ def test_corpus_listing_counts_match_its_instruction_lines(path):
     assert registry.detect(text, path.name) == "sass" or module.format in ("maxas", "cuasm")
 
 
+LINE_INFO_LISTINGS = [p for p in corpus_files("sass")
+                      if "//## File" in p.read_text(errors="replace")]
+
+
+@pytest.mark.parametrize("path", LINE_INFO_LISTINGS, ids=lambda p: p.name)
+def test_instructions_carry_the_line_info_above_them(path):
+    """nvdisasm -g: each instruction is located at the last `//## File` comment before it."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    located = sass.parse(text).locations
+    last, checked = None, 0
+    for number, line in enumerate(text.split("\n"), 1):
+        if m := re.search(r'//## File "([^"]*)", line (\d+)$', line):
+            last = f"{m[1]}:{m[2]}"
+        elif last and ADDRESSED.match(line):
+            assert located[number] == last, number
+            checked += 1
+    assert checked == len(located) - text.count("//## File") > 0
+
+
 def test_cuobjdump_kernels_are_named_and_arch_read():
     files = [p for p in corpus_files("sass") if p.name == "cuassembler_Mandelbrot.sm_75.sass"]
     if not files:

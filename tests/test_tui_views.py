@@ -83,6 +83,65 @@ def test_inlined_ptx_lines_map_to_the_callers_line(softmax):
         assert {normal_key(k) for k in locations.at(i)} == {f"triton_kernels.py:{caller}"}
 
 
+HELPER_KERNEL = """
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gelu(x):
+    inner = 0.79788 * (x + 0.044715 * x * x * x)
+    return 0.5 * x * (1.0 + (2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0))
+
+
+@triton.jit
+def gelu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(out_ptr + offs, gelu(x) + tl.max(x, axis=0), mask=offs < n)
+"""
+
+
+def test_inlined_user_helper_lines_agree_from_ttir_down_to_sass(tmp_path):
+    """A user's helper inlined into the kernel keeps its own lines in every stage (the
+    innermost frame outside library code), so following lands on them all the way down."""
+    pytest.importorskip("triton")
+    import importlib.util
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from irscope.nvtools import find_tool
+
+    path = tmp_path / "helper_kernels.py"
+    path.write_text(HELPER_KERNEL)
+    spec = importlib.util.spec_from_file_location("irscope_test_helper_kernels", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    source = ASTSource(fn=module.gelu_kernel, constexprs={"BLOCK": 1024},
+                       signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                  "BLOCK": "constexpr"})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": 4, "num_stages": 3})
+    stages = {kind: compiled.asm[kind] for kind in ("ttir", "ttgir", "llir", "ptx")}
+    nvdisasm = find_tool("nvdisasm")
+    if nvdisasm:
+        cubin = tmp_path / "k.cubin"
+        cubin.write_bytes(compiled.asm["cubin"])
+        stages["sass"] = subprocess.run([nvdisasm, "-gi", str(cubin)], capture_output=True,
+                                        text=True, check=True).stdout
+    tree = ast.parse(HELPER_KERNEL)
+    helper = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "gelu")
+    helper_lines = {f"helper_kernels.py:{n}" for n in range(helper.lineno + 1,
+                                                           helper.end_lineno + 1)}
+    keys = {kind: set(line_locations(kind, text).index) for kind, text in stages.items()}
+    assert keys["ttir"] & helper_lines, keys["ttir"]
+    assert all(k.startswith("helper_kernels.py:") for k in keys["ttir"])
+    for kind, found in keys.items():
+        assert found == keys["ttir"], kind
+
+
 def test_inductor_source_nodes_lead_to_the_python_line_through_the_fx_graph():
     code = (SAMPLES / "inductor" / "mlp_dead_gate.output_code.py").read_text()
     graph = (SAMPLES / "fx" / "mlp_dead_gate.dynamo_graph.txt").read_text()

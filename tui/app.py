@@ -202,7 +202,8 @@ class IrscopeApp(App[None]):
     def _locations_of(self, run: Run, stage: Stage) -> LineLocations:
         key = (stage.blob, stage.kind)
         if key not in self._locations:
-            self._locations[key] = line_locations(stage.kind, run.read_text(stage))
+            self._locations[key] = line_locations(stage.kind, run.read_text(stage),
+                                                  self._parse_quietly(run, stage))
         return self._locations[key]
 
     def _linked_stage(self, run: Run, stage: Stage, step: int) -> Stage | None:
