@@ -7,6 +7,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from pygments.lexer import bygroups
+from pygments.lexers.python import PythonLexer
+from pygments.token import Keyword, Name, Whitespace
+
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 2
@@ -169,3 +173,16 @@ def parse(text: str) -> FxGraph:
                    diagnostics=tuple(diagnostics), placeholders=tuple(placeholders),
                    graphs=graphs, locations=tuple(locations), outputs=outputs,
                    node_targets=node_targets, line_locations=line_locations)
+
+
+class FxGraphLexer(PythonLexer):
+    """Python, plus the ``class <lambda>(torch.nn.Module):`` header that FX prints."""
+
+    name = "FX graph"
+    aliases = ["fxgraph"]
+    filenames = []
+    tokens = {
+        **PythonLexer.tokens,
+        "root": [(r"(class)(\s+)(<lambda>)", bygroups(Keyword, Whitespace, Name.Class)),
+                 *PythonLexer.tokens["root"]],
+    }

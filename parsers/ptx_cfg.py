@@ -12,7 +12,7 @@ from .base import sorted_histogram
 from .ptx_ops import brace_statements, by_category, by_count
 
 # A block-ending statement's opcode: "bra.uni" / "ret" / "brx.idx"
-_ENDS = r"(?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+"
+_ENDS = r"(?:bra|brx|ret|exit|trap)(?:\.[A-Za-z0-9_.:]++)?+"
 # One line of a kernel body, read at its start, as one string: the opcode of a statement, or
 # a mark, which ends in `:` or `;`: a label, a block-ending statement or a declaration (whole,
 # guard included). The rest of a statement, up to `;`, is consumed as OPCODE_RE does.
@@ -22,7 +22,7 @@ _ENDS = r"(?:bra|brx|ret|exit|trap)(?:\.[a-z0-9_.]++)?+"
 #   "\n\t.reg .b32 \t%r<12>;"              -> ".reg .b32 \t%r<12>;"
 ITEM_RE = re.compile(
     r"\n[ \t]*+(?:@\S++[ \t]++(?!" + _ENDS + r"[\s;]))?+"
-    r"((?!" + _ENDS + r"[\s;])(?:[a-z][a-z0-9_.:]*+(?<!:)(?![ \t]*+[:=])|\{[^\n]*(?=;))"
+    r"((?!" + _ENDS + r"[\s;])(?:[a-z][A-Za-z0-9_.:]*+(?<!:)(?![ \t]*+[:=])|\{[^\n]*(?=;))"
     r"|(?:@\S++[ \t]++)?+" + _ENDS + r"(?=[\s;])[^;]*+;"
     r"|[$\w]++:(?!:)"
     r"|(?:\.(?:extern|visible|weak)[ \t]++)*+\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;)"

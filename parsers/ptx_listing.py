@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 
 # An instruction line: "\t@!%p3 ld.global.v4.b32 \t{%r1, ...}, [%rd4];" -> guard "@!%p3", op
-_INSTRUCTION_RE = re.compile(r"([ \t]*)(@!?[^\s]+[ \t]+)?([a-z][a-z0-9_.:]*)(?![\w.:]*:)")
+_INSTRUCTION_RE = re.compile(r"([ \t]*)(@!?[^\s]+[ \t]+)?([a-z][A-Za-z0-9_.:]*)(?![\w.:]*:)")
 # A label line: "$L__BB0_2:" (optionally followed by a comment)
 _LABEL_RE = re.compile(r"[ \t]*[$\w]+:(?!:)")
 _ALWAYS_SHOWN = ("bra", "brx", "ret", "exit", "trap", "call")

@@ -214,12 +214,12 @@ def estimates(histogram: Mapping[str, int]) -> dict[str, int]:
 # `brace_statements`. One pattern, one C-level pass: no Python runs per line.
 #   "\n\t@!%p1 ld.global.nc.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];" -> "ld.global.nc.v4.b32"
 #   "\n\t{ .reg .b16 t; mov.b32 {t, %rs1}, %r1; }" -> "{ .reg .b16 t; mov.b32 {t, %rs1}, %r1"
-OPCODE_RE = re.compile(r"\n[ \t]*+(?:@\S++[ \t]++)?+([a-z][a-z0-9_.:]*+|\{[^\n]*(?=;))"
+OPCODE_RE = re.compile(r"\n[ \t]*+(?:@\S++[ \t]++)?+([a-z][A-Za-z0-9_.:]*+|\{[^\n]*(?=;))"
                        r"(?<!:)(?![ \t]*+[:=])[^;]*+;")
 # A first line that may be a statement: "add.s32 %r1, %r2, 1;" / "@%p1 bra $L1;"
 FIRST_STATEMENT_RE = re.compile(r"[ \t]*[a-z@{]")
 # One statement inside a brace line: "@%p1 mov.b32 {tmp, %rs1}, %r1" -> "mov.b32"
-STATEMENT_RE = re.compile(r"[{}\s]*(?:@\S+\s+)?([a-z][a-z0-9_.:]*)(?!\s*[:=])")
+STATEMENT_RE = re.compile(r"[{}\s]*(?:@\S+\s+)?([a-z][A-Za-z0-9_.:]*)(?!\s*[:=])")
 
 
 @lru_cache(maxsize=1024)

@@ -20,7 +20,7 @@ TOTAL_RE = re.compile(r"^Total bytes(?: used)?:\s*(\d+)")
 # "Peak buffer usage: 1234 bytes" and the like, in dumps that carry a peak figure
 PEAK_RE = re.compile(r"\bpeak\b[^:]*:\s*(\d+)", re.IGNORECASE)
 # "    16.0KiB( 98%);    16.0KiB;            0;                5; f32[32,2], 2×f32[32,128]"
-USAGE_ROW_RE = re.compile(r"^\s*[\d.]+\w*\(\s*\d+%\);\s*([\d.]+)(\w*);\s*(\d+);\s*(\d+);")
+USAGE_ROW_RE = re.compile(r"^\s*[\d.]+\w*\(\s*\d+%\);\s*(\d+(?:\.\d+)?)(\w*);\s*(\d+);\s*(\d+);")
 # the role after "size N": ", parameter 1, shape |...|"  ", output shape is |...|"  ", thread-local"
 ROLE_RE = re.compile(r",\s*([a-z][a-z\- ]*?)(?= \d| shape|,|:|$)")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "": 1}

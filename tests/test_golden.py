@@ -19,7 +19,7 @@ from irscope.parsers import registry
 
 GOLDEN = ROOT / "tests" / "golden"
 UPDATE = os.environ.get("IRSCOPE_UPDATE_GOLDENS") == "1"
-SKIPPED_DIRS = {"scripts"}
+SKIPPED_DIRS = {"scripts", "gpu"}  # gpu/ holds whole runs: tests/test_gpu_samples.py
 SKIPPED_NAMES = {"README.md", ".gitkeep"}
 
 

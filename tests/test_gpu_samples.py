@@ -116,3 +116,28 @@ def test_fp32_to_bf16_diff_shows_the_conversions(tmp_path, cli):
     gate = cli("diff", tmp_path / "torch_cuda", tmp_path / "torch_cuda_bf16",
                "--fail-on", "ptx.op.cvt.f32.bf16 increased")
     assert gate.returncode == 1 and "cvt.f32.bf16" in gate.stderr + gate.stdout
+
+
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda"])
+def test_every_stage_lexes_losslessly_and_survives_damage(gpu_run, sample):
+    """Each text stage of a real GPU run: no Error token, and mangled copies never crash."""
+    from pygments.token import Error
+
+    from irscope.parsers import registry
+    from test_golden import mangled
+
+    run = gpu_run(sample)
+    seen = set()
+    for stage in run.stages():
+        if registry.get(stage.kind).binary or stage.blob in seen:
+            continue
+        seen.add(stage.blob)
+        text = run.read_text(stage)
+        tokens = list(registry.lexer(stage.kind).get_tokens_unprocessed(text))
+        assert "".join(value for _, _, value in tokens) == text, stage.name
+        assert not [v for _, token, v in tokens if token is Error], (stage.kind, stage.name)
+        if registry.get(stage.kind).module and len(text) < 300_000:
+            for version in mangled(text, seed=len(text))[:8]:
+                crashes = [d.message for d in registry.parse(stage.kind, version).diagnostics
+                           if d.message.startswith("parser error")]
+                assert not crashes, (stage.kind, stage.name, crashes)
