@@ -72,7 +72,7 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) ->
                 "SELECT 1 FROM units WHERE framework='triton' AND name=?", (name,)).fetchone():
             continue
         for entry in find_entries(name, kernel_path, environ):
-            target = staging.triton / f"cached-{entry.name}"
+            target = staging.triton / entry.name  # the cache key names the compile
             shutil.copytree(entry, target, dirs_exist_ok=True)
             sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path,
                        "source_line": 1}
