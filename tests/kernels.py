@@ -10,11 +10,23 @@ from pathlib import Path
 SCRIPTS = Path(__file__).resolve().parents[1] / "samples" / "scripts"
 
 
-def kernels_module():
-    """samples/scripts/triton_kernels.py, imported once."""
-    name = "irscope_test_triton_kernels"
+# A fixed place for the kernels file when IR must not depend on where the checkout lives
+# (pictures of the screen): compiled IR embeds the file's path, in PTX even as DWARF bytes.
+PORTABLE_DIR = Path("/tmp/irscope-portable-kernels")
+
+
+def kernels_module(portable: bool = False):
+    """samples/scripts/triton_kernels.py, imported once (from PORTABLE_DIR when portable)."""
+    name = "irscope_test_triton_kernels" + ("_portable" if portable else "")
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / "triton_kernels.py")
+        source = SCRIPTS / "triton_kernels.py"
+        if portable:
+            PORTABLE_DIR.mkdir(exist_ok=True)
+            copy = PORTABLE_DIR / source.name
+            if not copy.exists() or copy.read_bytes() != source.read_bytes():
+                copy.write_bytes(source.read_bytes())
+            source = copy
+        spec = importlib.util.spec_from_file_location(name, source)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -23,13 +35,13 @@ def kernels_module():
 
 @lru_cache(maxsize=None)
 def compile_aot(kernel: str, arch: int = 90, num_warps: int = 4, num_stages: int = 3,
-                constexprs: tuple = ()) -> dict:
+                constexprs: tuple = (), portable: bool = False) -> dict:
     """Compile a sample kernel for sm_<arch>; returns {'ttir', 'ttgir', 'llir', 'ptx', 'cubin', 'metadata'}."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    module = kernels_module()
+    module = kernels_module(portable)
     signature, defaults = module.SIGNATURES[kernel]
     consts = {**defaults, **dict(constexprs)}
     sig = {**signature, **{k: "constexpr" for k in consts}}

@@ -6,7 +6,7 @@ import asyncio
 import functools
 from pathlib import Path
 
-from kernels import SCRIPTS, compile_aot
+from kernels import PORTABLE_DIR, SCRIPTS, compile_aot
 
 from irscope.nvtools import add_cubin
 from irscope.store import Run
@@ -19,7 +19,7 @@ def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None,
                 portable: bool = False) -> int:
     """File one compiled kernel as a triton unit with its IR stages and cubin.
 
-    ``portable`` writes the kernel file's path relative to the checkout, so pictures of
+    ``portable`` compiles from a fixed copy of the kernels file, named relative, so pictures of
     the screen are the same wherever the repository lives.
     """
     unit = writer.add_unit(unit_name or name, "triton", str(SCRIPTS / "triton_kernels.py"),
@@ -27,7 +27,7 @@ def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None,
     for kind in TEXT_STAGES:
         text = compiled[kind]
         if portable:
-            text = text.replace(f"{SCRIPTS.parents[1]}/", "")
+            text = text.replace(f"{PORTABLE_DIR}/", "samples/scripts/")
         writer.add_stage(unit, kind, text, origin="triton.compile")
     add_cubin(writer, unit, compiled["cubin"], origin="triton.compile")
     return unit
@@ -37,7 +37,7 @@ def build_run(path: Path, kernels: tuple[str, ...] = KERNELS, copies: int = 1,
               portable: bool = False) -> Path:
     """A run at ``path`` holding ``kernels`` (each ``copies`` times, as distinct units)."""
     run = Run.create(path, {"name": path.name, "command": "tests/tui_helpers.py"})
-    compiled = {k: compile_aot(k) for k in kernels}
+    compiled = {k: compile_aot(k, portable=portable) for k in kernels}
     with run.transaction() as writer:
         first = {name: file_kernel(writer, name, compiled[name],
                                    name if copies == 1 else f"{name}_0000", portable)
