@@ -63,7 +63,10 @@ def test_fp32_to_bf16_keeps_the_kernels_and_changes_every_stage_text(mlp_runs, c
     units = {u.name: u for u in diff.units}
     mlp, kernel = units["[0/0] mlp"], units["cpp_fused_relu_0"]
     assert (mlp.matched_by, kernel.matched_by) == ("name", "name")
-    assert mlp.changes == () and kernel.changes == ()
+    # a figure both compiles report is unchanged; which optional pass dumps PyTorch writes
+    # (after_joint_graph, ...) depends on its cache state, so one-sided figures are skipped
+    both = [c for c in mlp.changes + kernel.changes if c.a is not None and c.b is not None]
+    assert both == []
     assert {"inductor_output_code", "aot_inference_graph", "dynamo_output_graph"} <= \
         set(mlp.stages_changed)
     assert kernel.stages_changed == ("cpp_kernel",)
