@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -46,8 +47,19 @@ def compile_aot(kernel: str, arch: int = 90, num_warps: int = 4, num_stages: int
     consts = {**defaults, **dict(constexprs)}
     sig = {**signature, **{k: "constexpr" for k in consts}}
     src = ASTSource(fn=getattr(module, kernel), signature=sig, constexprs=consts)
-    compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
-                              options={"num_warps": num_warps, "num_stages": num_stages})
+    # Triton's cache key ignores the file path: portable compiles keep a cache of their own,
+    # or they could be handed IR that names the checkout
+    cache = os.environ.get("TRITON_CACHE_DIR")
+    if portable:
+        os.environ["TRITON_CACHE_DIR"] = str(PORTABLE_DIR / "triton-cache")
+    try:
+        compiled = triton.compile(src, target=GPUTarget("cuda", arch, 32),
+                                  options={"num_warps": num_warps, "num_stages": num_stages})
+    finally:
+        if cache is None:
+            os.environ.pop("TRITON_CACHE_DIR", None)
+        else:
+            os.environ["TRITON_CACHE_DIR"] = cache
     asm = {k: v for k, v in compiled.asm.items() if k in ("ttir", "ttgir", "llir", "ptx", "cubin")}
     asm["metadata"] = compiled.metadata._asdict()
     asm["name"] = compiled.name

@@ -22,22 +22,26 @@ def run_path(tmp_path_factory):
     return build_run(tmp_path_factory.mktemp("snap") / "run", portable=True)
 
 
+async def until(pilot, ready, what: str, timeout: float = 60.0) -> None:
+    """Pause until ``ready()``; a loaded machine only makes this slower, never a different picture."""
+    for _ in range(int(timeout / 0.05)):
+        if ready():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
 def goto(unit: str, kind: str, *then: str):
     """A run_before hook: select ``unit``'s ``kind`` stage, wait for it, press ``then``."""
     async def hook(pilot) -> None:
         app = pilot.app
-        for _ in range(200):
-            if app.units:
-                break
-            await pilot.pause(0.02)
+        await until(pilot, lambda: app.units, "the navigator")
         with Run.open(app.run_path) as run:
             stage = run.stage(run.unit(unit), kind)
         app.navigator.select_stage(stage)
-        for _ in range(200):
-            if (app.shown and app.shown.id == stage.id and app.panel.parsed is not None
-                    and app.navigator.stage_tree.badges):
-                break
-            await pilot.pause(0.02)
+        await until(pilot, lambda: app.shown and app.shown.id == stage.id
+                    and app.panel.parsed is not None and app.navigator.stage_tree.badges,
+                    f"{unit} {kind}")
         app.viewer.focus()
         if then:
             await pilot.press(*then)
