@@ -204,7 +204,7 @@ class Run:
             raise RunError(f"{path}: exists and is not an irscope run")
         (path / BLOBS).mkdir(parents=True, exist_ok=True)
         try:
-            db = _connect(path / INDEX)
+            db = _connect(path / INDEX, wal=fresh)
             # One idempotent script in one transaction: a concurrent creator waits for it.
             db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
                              f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
@@ -303,9 +303,16 @@ class Run:
         return self.read_blob(stage.blob).decode("utf-8", errors="replace")
 
     # -- writing -------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """A run whose run.json says ``"read_only": true`` (a committed sample) is never written."""
+        return bool(self.meta.get("read_only"))
+
     @contextmanager
     def transaction(self) -> Iterator["Writer"]:
         """All-or-nothing writes; other processes wait (SQLite's lock) rather than corrupt."""
+        if self.read_only:
+            raise RunError(f"{self.path}: a read-only run (see its run.json); copy it to add to it")
         try:
             self.db.execute(f"PRAGMA busy_timeout = {WRITE_WAIT_S * 1000}")
             self.db.execute("BEGIN IMMEDIATE")
@@ -385,6 +392,8 @@ class Run:
         if row:
             return json.loads(row[0])
         data = registry.parse(stage.kind, self.read_text(stage)).to_json()
+        if self.read_only:
+            return data
         row = (stage.blob, stage.kind, version, json.dumps(data))
         if self.db.in_transaction:  # inside a writer's transaction: cached with its writes
             self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
@@ -457,14 +466,16 @@ class Writer:
                         (unit_id, kind, text, unit_id, kind, text))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
+def _connect(path: Path, wal: bool = False) -> sqlite3.Connection:
+    """A connection; ``wal`` switches a new index to write-ahead logging (it persists)."""
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
-    try:
-        db.execute("PRAGMA journal_mode = WAL")
-    except sqlite3.OperationalError:
-        pass  # read-only media: rollback journal is fine
+    if wal:
+        try:
+            db.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.OperationalError:
+            pass  # read-only media: rollback journal is fine
     return db
 
 

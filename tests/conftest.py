@@ -54,7 +54,7 @@ GPU_SAMPLES = SAMPLES / "gpu"
 
 @pytest.fixture
 def gpu_run(tmp_path):
-    """Open a copy of a committed GPU sample run (copied: reading caches statistics in it)."""
+    """Open a copy of a committed GPU sample run, so tests never touch the checkout."""
     import shutil
 
     from irscope.store import Run

@@ -17,7 +17,7 @@ inspect() {  # name script [args]
 }
 shrink() {  # run folder
   python3 - "$1" <<'PY'
-import os, sqlite3, sys
+import json, os, sqlite3, sys
 run = sys.argv[1]
 db = sqlite3.connect(f"{run}/index.sqlite")
 db.execute("DELETE FROM stages WHERE size > 1000000")
@@ -29,6 +29,9 @@ for root, _, files in os.walk(f"{run}/blobs"):
         if name not in keep:
             os.unlink(os.path.join(root, name))
 db.execute("PRAGMA journal_mode=DELETE"); db.execute("VACUUM"); db.close()
+meta = json.load(open(f"{run}/run.json"))
+meta["read_only"] = True  # a committed sample: irscope never writes to it
+open(f"{run}/run.json", "w").write(json.dumps(meta, indent=2, default=str))
 PY
 }
 inspect torch_cuda seed_torch.py --device cuda
