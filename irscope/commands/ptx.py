@@ -7,6 +7,7 @@ from pathlib import Path
 
 from irscope.console import out, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
+from irscope.files import read_artifact
 
 LEVELS = {"opcode": "histogram", "op": "ops", "category": "categories"}
 
@@ -30,25 +31,10 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def read_text(path: Path) -> str:
-    """The file as text; a missing, unreadable or binary file is one clear InputError."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if not data.strip():
-        raise InputError(f"{path}: empty file")
-    if b"\x00" in data[:4096]:
-        raise InputError(f"{path}: binary file, not PTX text")
-    return data.decode("utf-8", errors="replace")
-
-
 def run(args: argparse.Namespace) -> int:
     from irscope.parsers import ptx
 
-    text = read_text(args.file)
+    text = read_artifact(args.file, "PTX text")
     module = ptx.parse(text)
     errors = [d for d in module.diagnostics if d.severity == "error"]
     if errors:

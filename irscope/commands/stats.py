@@ -8,6 +8,7 @@ from typing import Any
 
 from irscope.console import note, print_json, rich_console
 from irscope.errors import InputError, UsageError
+from irscope.files import read_artifact
 
 TOP_OPS = 15
 
@@ -24,26 +25,6 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--strict", action="store_true",
                         help="exit 1 when the parser reported any diagnostic")
     parser.set_defaults(func=run)
-
-
-def read_artifact(path: Path) -> str:
-    """The file's text; one-line InputError for missing, folder, empty or binary files."""
-    if not path.exists():
-        raise InputError(f"{path}: no such file")
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not an artifact file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    if not data.strip():
-        raise InputError(f"{path}: file is empty")
-    if b"\x00" in data[:8192]:
-        raise InputError(f"{path}: binary file, not a text artifact")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
 
 
 def buffer_assignment_beside(path: Path) -> str | None:
