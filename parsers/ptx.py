@@ -12,7 +12,7 @@ from pygments.lexer import inherit
 from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
 from pygments.token import Comment, Operator, Punctuation, Text
 
-from .base import Diagnostic, ParseResult, to_jsonable
+from .base import Diagnostic, ParseResult, gc_paused, to_jsonable
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_listing import CollapsedLine, collapse, expand
 from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,
@@ -40,6 +40,8 @@ FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
 _NAME_RE = re.compile(r"([%\w$]+)(?:<(\d+)>)?((?:\[\d*\])*)")
 _ALIGN_RE = re.compile(r"\.align\s+(\d+)")
+# The common register declaration, a numbered range: ".b32 \t%r<236>"
+_REG_RANGE_RE = re.compile(r"\.(\w+)[ \t]+[%\w$]+<(\d+)>[ \t]*")
 
 
 @dataclass(frozen=True)
@@ -163,6 +165,7 @@ def summarize_ptx(text: str) -> list[tuple[str, int]]:
     return list(by_count(opcode_histogram(text)).items())
 
 
+@gc_paused
 def parse(text: str) -> PtxModule:
     """Parse a PTX module; never raises: damaged input yields diagnostics and what was readable."""
     problem = _unreadable(text)
@@ -178,18 +181,21 @@ def parse(text: str) -> PtxModule:
         diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX module"))
     line_starts = _LineIndex(text)
     kernels = []
+    gaps = []  # the text outside function bodies, where module variables live
     gap_start = 0
-    module_decls = []
     starts = _function_starts(text)
     for start, limit in zip(starts, starts[1:] + [len(text)]):
         kernel, span = _parse_function(text, start, limit, line_starts, diagnostics)
         if kernel:
             kernels.append(kernel)
-            module_decls.extend(_module_decls(text, gap_start, span[0] + 1))
+            gaps.append((gap_start, span[0] + 1))
             gap_start = span[1]
-    module_decls.extend(_module_decls(text, gap_start, len(text)))
-    histogram = Counter(chain.from_iterable(b.ops for k in kernels for b in k.blocks))
+    gaps.append((gap_start, len(text)))
+    module_decls = [decl for gap in gaps for decl in _module_decls(text, *gap)]
     files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
+    histogram: Counter = Counter()
+    for kernel in kernels:
+        histogram.update(kernel.histogram)
     ops, categories, est = fold(histogram)
     totals = _totals(kernels, module_decls, histogram, est)
     address = header.get("address_size", "")
@@ -271,7 +277,7 @@ def _parse_function(text, start, limit, index, diagnostics):
                                             "counted what was read"))
     body_line = index.line(brace)
     blocks, edges, decl_lines = split_blocks(text, brace + 1, end, body_line)
-    histogram = Counter(chain.from_iterable(block.ops for block in blocks))
+    histogram = Counter(chain.from_iterable([block.ops for block in blocks]))
     registers: dict[str, int] = {}
     kernel_decls = []
     for decl in decl_lines:
@@ -359,6 +365,9 @@ def _params(text: str | None) -> tuple[PtxParam, ...]:
 
 def _register_count(text: str) -> tuple[str, int]:
     """`.b32 %r<236>` -> ('b32', 236); `.pred %p, %q` -> ('pred', 2)."""
+    numbered = _REG_RANGE_RE.fullmatch(text)
+    if numbered:
+        return numbered.group(1), int(numbered.group(2))
     words = text.split(None, 1)
     if len(words) < 2:
         return "", 0

@@ -11,24 +11,22 @@ from typing import NamedTuple
 from .base import sorted_histogram
 from .ptx_ops import brace_statements, by_category, by_count
 
-# A block-ending statement's opcode: "bra.uni" / "ret" / "brx.idx"
-_ENDS = r"(?:bra|brx|ret|exit|trap)(?:\.[A-Za-z0-9_.:]++)?+"
-# One line of a kernel body, read at its start, as one string: the opcode of a statement, or
-# a mark, which ends in `:` or `;`: a label, a block-ending statement or a declaration (whole,
-# guard included). The rest of a statement, up to `;`, is consumed as OPCODE_RE does.
+# One line of a kernel body, read at its start, after any guard, as one string: the opcode of
+# a statement, or a mark, which ends in `:` or `;`: a label, a block-ending statement or a
+# declaration (whole). The rest of a statement, up to `;`, is consumed as OPCODE_RE does.
 #   "\n\tfma.rn.f32 \t%f1, %f2, %f3, %f1;" -> "fma.rn.f32"
 #   "\n$L__BB0_2:"                         -> "$L__BB0_2:"
-#   "\n\t@%p1 bra.uni \t$L__BB0_4;"        -> "@%p1 bra.uni \t$L__BB0_4;"
+#   "\n\t@%p1 bra.uni \t$L__BB0_4;"        -> "bra.uni \t$L__BB0_4;"
 #   "\n\t.reg .b32 \t%r<12>;"              -> ".reg .b32 \t%r<12>;"
 ITEM_RE = re.compile(
-    r"\n[ \t]*+(?:@\S++[ \t]++(?!" + _ENDS + r"[\s;]))?+"
-    r"((?!" + _ENDS + r"[\s;])(?:[a-z][A-Za-z0-9_.:]*+(?<!:)(?![ \t]*+[:=])|\{[^\n]*(?=;))"
-    r"|(?:@\S++[ \t]++)?+" + _ENDS + r"(?=[\s;])[^;]*+;"
+    r"\n[ \t]*+(?:@\S++[ \t]++)?+("
+    r"(?:bra|brx|ret|exit|trap)(?:\.[A-Za-z0-9_.:]++)?+(?=[\s;])[^;]*+;"
+    r"|[a-z][A-Za-z0-9_.:]*+(?<!:)(?![ \t]*+[:=])|\{[^\n]*(?=;)"
     r"|[$\w]++:(?!:)"
     r"|(?:\.(?:extern|visible|weak)[ \t]++)*+\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;)"
     r"(?:(?<=[:;])|[^;]*+;)")
-# A block-ending statement: "@%p1 bra.uni \t$L__BB0_4;" -> guard, "bra.uni", "$L__BB0_4"
-ENDER_RE = re.compile(r"(@\S++[ \t]++)?+([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
+# A block-ending statement: "bra.uni \t$L__BB0_4;" -> "bra.uni", "$L__BB0_4"
+ENDER_RE = re.compile(r"([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
 
 
 class PtxBlock(NamedTuple):
@@ -115,7 +113,9 @@ def split_blocks(text: str, start: int, end: int,
                 current[0], current[1], current[2], current[5] = label, line, line, True
             last_label, unnamed = current[0], 0
         else:
-            end_info = _ender(mark)
+            target = ENDER_RE.match(mark).groups()
+            guarded = find("@", text.rfind("\n", 0, found), found) >= 0
+            end_info = (guarded, *target)
             current[3].append(end_info[1])
             current[4] = end_info
             if "\n" in mark:  # operands over several lines
@@ -136,12 +136,6 @@ def split_blocks(text: str, start: int, end: int,
                 brace_statements(op) if op[0] == "{" else (op,) for op in block[3]))
     blocks, edges = _finish(kept, aliases)
     return blocks, edges, decls
-
-
-def _ender(mark: str) -> tuple[bool, str, str]:
-    """(guarded, opcode, target) of a block-ending statement."""
-    guard, opcode, target = ENDER_RE.match(mark).groups()
-    return bool(guard), opcode, target
 
 
 def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], list[tuple]]:
@@ -203,13 +197,16 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
             stack.extend(preds[n])
         if natural:
             bodies.setdefault(head, set()).update(body)
+    depth = dict.fromkeys(bodies, 0)  # how many loop bodies hold each head
+    for body in bodies.values():
+        for inner in depth.keys() & body:
+            depth[inner] += 1
     loops = []
     for head, body in sorted(bodies.items()):
-        depth = sum(1 for other in bodies.values() if head in other)
-        members = [blocks[i] for i in sorted(body)]
-        histogram = Counter(chain.from_iterable(m.ops for m in members))
-        loops.append(PtxLoop(blocks[head].name, depth, min(m.first_line for m in members),
-                             max(m.last_line for m in members), tuple(m.name for m in members),
+        members = [blocks[i] for i in sorted(body)]  # in text order: first and last lines
+        histogram = Counter(chain.from_iterable([m.ops for m in members]))
+        loops.append(PtxLoop(blocks[head].name, depth[head], members[0].first_line,
+                             members[-1].last_line, tuple([m.name for m in members]),
                              sum(histogram.values()), by_count(histogram)))
     return tuple(loops)
 
@@ -220,17 +217,15 @@ def _dfs_intervals(edges: list[tuple]) -> tuple[list[int], list[int]]:
     """
     enter, leave = [-1] * len(edges), [0] * len(edges)
     enter[0] = clock = 0
-    stack = [(0, 0)]
+    stack = [(0, iter(edges[0]))]
     while stack:
-        node, k = stack[-1]
-        succ = edges[node]
-        if k < len(succ):
-            stack[-1] = (node, k + 1)
-            child = succ[k]
+        node, successors = stack[-1]
+        for child in successors:
             if enter[child] < 0:
                 clock += 1
                 enter[child] = clock
-                stack.append((child, 0))
+                stack.append((child, iter(edges[child])))
+                break
         else:
             stack.pop()
             clock += 1

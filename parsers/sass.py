@@ -13,7 +13,7 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
                             Whitespace)
 
 from ._mlir import user_frame
-from .base import Diagnostic, ParseResult, sorted_histogram
+from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram
 from .occupancy import Occupancy, occupancy
 
 VERSION = 2
@@ -138,6 +138,7 @@ def sniff(text: str) -> float:
     return 0.0
 
 
+@gc_paused
 def parse(text: str) -> SassModule:
     """Histograms per kernel and module; resources from any `-res-usage` or maxas header text."""
     if not text.strip():

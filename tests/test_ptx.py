@@ -203,3 +203,27 @@ def test_block_comments_lowercase_labels_and_multi_line_calls():
     assert (loop.head, loop.blocks, loop.first_line, loop.last_line) == ("loop", ("loop",), 9, 12)
     # the entry block holds no instruction, so the label names it
     assert [b.successors for b in kernel.blocks] == [("loop", "loop+1"), ()]
+
+
+def test_parsing_pauses_the_garbage_collector_and_restores_it():
+    import gc
+
+    from irscope.parsers.base import gc_paused
+
+    seen = []
+
+    @gc_paused
+    def probe():
+        seen.append(gc.isenabled())
+        ptx.parse(HAND_LOOP)  # nested pause
+        seen.append(gc.isenabled())
+
+    assert gc.isenabled()
+    probe()
+    assert seen == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        ptx.parse(HAND_LOOP)
+        assert not gc.isenabled()  # a caller's own choice is kept
+    finally:
+        gc.enable()
