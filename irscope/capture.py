@@ -45,6 +45,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
 
         self._session = session = Session(self._output, self._name, self._only, {
             "kind": "capture", **environment.describe()})
+        session.open_run()
         self._trace = LiveTrace(session.staging) if "torch" in self._only else None
         if self._trace:
             self._trace.start()

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import platform
-import shutil
-import subprocess
 import sys
-from importlib import metadata
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "triton")
 
 
 def installed_version(package: str) -> str | None:
     """The installed version of ``package`` without importing it, or None."""
+    from importlib import metadata  # slow to import: only where versions are asked for
+
     try:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
@@ -23,6 +21,9 @@ def installed_version(package: str) -> str | None:
 
 def gpu_name() -> str | None:
     """The first GPU's name from nvidia-smi, or None where there is no NVIDIA GPU."""
+    import shutil
+    import subprocess
+
     smi = shutil.which("nvidia-smi")
     if not smi:
         return None
@@ -41,6 +42,8 @@ def now() -> str:
 
 def describe(command: list[str] | None = None) -> dict:
     """run.json fields that describe this process's machine and software."""
+    import platform
+
     versions = {name: installed_version(name) for name in FRAMEWORKS}
     return {
         "command": command if command is not None else sys.argv,

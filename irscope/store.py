@@ -1,8 +1,10 @@
-"""The run store: run.json, content-addressed blobs/ and a schema-versioned SQLite index.
+"""The run store: run.json, content-addressed blobs and a schema-versioned SQLite index.
 
 A run holds units (compiled things), each with ordered stages (IR text or binaries kept
-as blobs) and relations between units. Nothing stored is ever executed: blobs are bytes,
-the index is SQLite, metadata is JSON.
+as blobs) and relations between units. Blobs up to INLINE_MAX bytes live in the index
+(schema 2 on), larger ones as files under blobs/: a run of many small dumps costs a few
+files, not one per artifact. Nothing stored is ever executed: blobs are bytes, the index
+is SQLite, metadata is JSON.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from typing import Any, Iterator
 
 from irscope.errors import RunError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: small blobs inside the index (blob_data); 1: every blob a file
+INLINE_FROM_SCHEMA = 2
+INLINE_MAX = 256 * 1024
 RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
 WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
-_RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, INDEX + "-wal", INDEX + "-shm", INDEX + "-journal"}
+# What a run directory may hold; "staging" is the collection folder of a run being captured.
+_RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, "staging", INDEX + "-wal", INDEX + "-shm",
+                INDEX + "-journal"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -72,6 +78,10 @@ CREATE TABLE IF NOT EXISTS stats (
     version INTEGER NOT NULL,
     data TEXT NOT NULL,
     PRIMARY KEY (blob, kind, version)
+);
+CREATE TABLE IF NOT EXISTS blob_data (
+    blob TEXT PRIMARY KEY,
+    data BLOB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS stages_unit ON stages(unit_id);
 CREATE INDEX IF NOT EXISTS stages_blob ON stages(blob);
@@ -150,24 +160,40 @@ class BlobRef:
 
 
 class BlobSink:
-    """Streams bytes into the store, hashing as it goes, so large artifacts never sit in memory."""
+    """Streams bytes into the store, hashing as it goes, so large artifacts never sit in memory.
+
+    Bytes are held in memory up to the run's inline limit and spill to a temporary file
+    beyond it, so a small artifact never costs a file.
+    """
 
     def __init__(self, run: "Run"):
         self._run = run
         self._hash = hashlib.sha256()
         self._size = 0
-        fd, self._tmp = tempfile.mkstemp(dir=run.path / BLOBS, prefix=".tmp-")
-        self._fh = os.fdopen(fd, "wb")
+        self._head = bytearray()
+        self._fh = None
+        self._tmp = ""
 
     def write(self, data: bytes) -> None:
         self._hash.update(data)
         self._size += len(data)
-        self._fh.write(data)
+        if self._fh is not None:
+            self._fh.write(data)
+            return
+        self._head += data
+        if len(self._head) > self._run.inline_max:
+            fd, self._tmp = tempfile.mkstemp(dir=self._run.path / BLOBS, prefix=".tmp-")
+            self._fh = os.fdopen(fd, "wb")
+            self._fh.write(self._head)
+            self._head = bytearray()
 
     def close(self) -> BlobRef:
         """Finish the blob and file it under its digest (dropping the copy if already stored)."""
-        self._fh.close()
         key = self._hash.hexdigest()
+        if self._fh is None:
+            self._run._store(key, bytes(self._head))
+            return BlobRef(key, self._size)
+        self._fh.close()
         target = self._run.blob_path(key)
         if target.exists():
             os.unlink(self._tmp)
@@ -177,19 +203,25 @@ class BlobSink:
         return BlobRef(key, self._size)
 
     def discard(self) -> None:
-        self._fh.close()
-        if os.path.exists(self._tmp):
+        if self._fh is not None:
+            self._fh.close()
+        if self._tmp and os.path.exists(self._tmp):
             os.unlink(self._tmp)
 
 
 class Run:
     """An open run directory. Reads are plain; writes go through ``transaction()``."""
 
-    def __init__(self, path: Path, db: sqlite3.Connection, meta: dict[str, Any]):
+    def __init__(self, path: Path, db: sqlite3.Connection, meta: dict[str, Any],
+                 schema: int = SCHEMA_VERSION):
         self.path = path
         self.db = db
         self.meta = meta
+        self.schema = schema
+        # Blobs up to this size go into the index; -1 (every blob a file) for schema-1 runs.
+        self.inline_max = INLINE_MAX if schema >= INLINE_FROM_SCHEMA else -1
         self._blob_root = os.path.join(path, BLOBS)
+        self._blob_table = True  # until a look-up finds no blob_data table
         self._stored: set[str] = set()  # digests known to be on disk, to skip a stat each
 
     # -- opening -------------------------------------------------------------------
@@ -238,7 +270,7 @@ class Run:
                            f"irscope reads up to {SCHEMA_VERSION}); upgrade irscope")
         if version < 1:
             raise RunError(f"{path / INDEX}: damaged index (no schema version)")
-        return cls(path, db, _read_meta(path))
+        return cls(path, db, _read_meta(path), version)
 
     def close(self) -> None:
         self.db.close()
@@ -267,15 +299,24 @@ class Run:
     def put_blob(self, data: bytes) -> str:
         """Store ``data`` once by its SHA-256; returns the digest."""
         key = digest(data)
+        self._store(key, data)
+        return key
+
+    def _store(self, key: str, data: bytes) -> None:
+        """Keep ``data`` under ``key``: in the index when small (within the caller's
+        transaction, so a rollback takes it too), else as a file written atomically."""
+        if len(data) <= self.inline_max:
+            self.db.execute("INSERT OR IGNORE INTO blob_data (blob, data) VALUES (?, ?)",
+                            (key, data))
+            return
         if key in self._stored:
-            return key
+            return
         folder = os.path.join(self._blob_root, key[:2])
         target = os.path.join(folder, key)
         if not os.path.exists(target):
             os.makedirs(folder, exist_ok=True)
             _atomic_write(Path(target), data)
         self._stored.add(key)
-        return key
 
     def put_blob_file(self, source: str | os.PathLike, chunk: int = 1 << 20) -> BlobRef:
         """Store a file's bytes by streaming them (memory stays flat for large files)."""
@@ -294,6 +335,14 @@ class Run:
         return BlobSink(self)
 
     def read_blob(self, blob: str) -> bytes:
+        if self._blob_table:
+            try:
+                row = self.db.execute("SELECT data FROM blob_data WHERE blob=?",
+                                      (blob,)).fetchone()
+            except sqlite3.OperationalError:  # a schema-1 index: every blob is a file
+                self._blob_table, row = False, None
+            if row is not None:
+                return bytes(row[0])
         try:
             return self.blob_path(blob).read_bytes()
         except FileNotFoundError:
@@ -471,6 +520,9 @@ def _connect(path: Path, wal: bool = False) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=60, isolation_level=None)
     db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
+    # With write-ahead logging a commit needs no fsync to keep the index consistent; a power
+    # cut may lose the last ingest, never corrupt the run.
+    db.execute("PRAGMA synchronous = NORMAL")
     if wal:
         try:
             db.execute("PRAGMA journal_mode = WAL")

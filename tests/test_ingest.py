@@ -178,8 +178,9 @@ def test_same_artifact_from_two_places_is_one_blob(tmp_path):
     run = Run.create(tmp_path / "run")
     ingest(run, [tmp_path / "a"])
     ingest(run, [tmp_path / "b"])
-    blobs = [p for p in (run.path / "blobs").rglob("*") if p.is_file()]
-    assert len(blobs) == len({s.blob for s in run.stages()})
+    files = [p.name for p in (run.path / "blobs").rglob("*") if p.is_file()]
+    inline = [row[0] for row in run.db.execute("SELECT blob FROM blob_data")]
+    assert sorted(files + inline) == sorted({s.blob for s in run.stages()})
 
 
 def test_corpus_torch_logs_all_ingest_and_the_corrupted_one_warns(corpus, tmp_path):

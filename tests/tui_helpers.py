@@ -59,7 +59,8 @@ def remove_blob(path: Path, kernel: str, kind: str) -> str:
     """Delete one stage's blob, as a damaged copy would; returns the blob digest."""
     with Run.open(path) as run:
         stage = run.stage(run.unit(kernel), kind)
-        run.blob_path(stage.blob).unlink()
+        run.db.execute("DELETE FROM blob_data WHERE blob=?", (stage.blob,))
+        run.blob_path(stage.blob).unlink(missing_ok=True)
         return stage.blob
 
 

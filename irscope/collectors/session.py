@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from irscope import environment
-from irscope.collectors.filing import file_staging
 from irscope.collectors.staging import Staging, collection_env, staging_for, user_dump_files
 from irscope.errors import RunError
-from irscope.store import Run, default_run_dir
+
+if TYPE_CHECKING:
+    from irscope.store import Run
 
 
 class Session:
@@ -27,14 +27,34 @@ class Session:
         self.only = only
         self.started = time.time()
         self.user_env = dict(os.environ)
-        self.run = Run.create(path, {"name": name, "kind": "capture", "started": environment.now(),
-                                     "frameworks_selected": list(only), **meta})
+        self._path = path
+        self._meta = {"name": name, "kind": "capture", "started": environment.now(),
+                      "frameworks_selected": list(only), **meta}
+        self._run: Run | None = None
         self.staging: Staging = staging_for(path).create()
         self._cleanup: threading.Thread | None = None
 
+    def open_run(self, meta: dict[str, Any] | None = None) -> Run:
+        """Create the run's index, adding ``meta`` to run.json.
+
+        Separate from construction so that ``inspect`` can start the script first and
+        describe the machine while it runs; ``run`` opens it with no more meta if needed.
+        """
+        if self._run is None:
+            from irscope.store import Run  # SQLite and friends: not before the script starts
+
+            self._run = Run.create(self._path, {**self._meta, **(meta or {})})
+        elif meta:
+            self._run.update_meta(meta)
+        return self._run
+
+    @property
+    def run(self) -> Run:
+        return self.open_run()
+
     @property
     def path(self) -> Path:
-        return self.run.path
+        return self._path
 
     def env(self) -> dict[str, str]:
         """Variables to add to the environment of whatever compiles (child or this process)."""
@@ -43,6 +63,8 @@ class Session:
     def finish(self, status: dict[str, Any], keep_staging: bool = False,
                progress=None) -> list[str]:
         """File the staging folder into the run and record how the program ended."""
+        from irscope.collectors.filing import file_staging  # after the script: not on its path
+
         filing_started = time.time()
         notes, complete = file_staging(self.run, self.staging,
                                        user_dump_files(self.user_env, self.started - 1), progress,
@@ -61,6 +83,8 @@ class Session:
             "notes": notes,
         })
         if complete and not keep_staging:
+            import shutil
+
             self._cleanup = threading.Thread(target=shutil.rmtree, args=(self.staging.root, True))
             self._cleanup.start()  # slow on some file systems: overlap it with the summary
         return notes
@@ -69,11 +93,14 @@ class Session:
         """Wait for the staging folder to be gone and close the run."""
         if self._cleanup is not None:
             self._cleanup.join()
-        self.run.close()
+        if self._run is not None:
+            self._run.close()
 
 
 def _claim_run_dir(name: str) -> Path:
     """A new run directory, created atomically so two collections started together never share."""
+    from irscope.store import default_run_dir
+
     while True:
         path = default_run_dir(name)
         try:

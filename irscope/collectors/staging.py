@@ -16,7 +16,7 @@ import re
 import shlex
 import threading
 import time
-from dataclasses import dataclass
+from collections import namedtuple
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,14 @@ _appending_lock = threading.Lock()
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
 
 
-@dataclass(frozen=True)
-class Staging:
-    """Paths of one collection folder; every writer and reader goes through these names."""
+class Staging(namedtuple("Staging", "root")):
+    """Paths of one collection folder; every writer and reader goes through these names.
 
+    A named tuple, not a dataclass: ``inspect`` imports this before starting the script,
+    where every millisecond of import is overhead.
+    """
+
+    __slots__ = ()
     root: Path
 
     @property

@@ -66,15 +66,17 @@ def run(args) -> int:
     if args.replace and args.output:
         _remove_run(Path(args.output))
     session = Session(args.output, name, only, {
-        "kind": "inspect", "target": target, "interpreter": python,
-        **environment.describe(["irscope", *sys.argv[1:]])})
+        "kind": "inspect", "target": target, "interpreter": python})
     config = session.staging.write_config({
         "staging": str(session.staging.root), "only": list(only),
         # The child inherits this process's ignored SIGINT; it restores what the user had.
         "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN})
     env = {**os.environ, **session.env(), **_import_path(python, session.staging.root)}
     command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
-    status = _run_child(command, env, session.staging)
+    # The script starts first; the run's index and the machine's description (nvidia-smi,
+    # package versions) are made while it runs, off its critical path.
+    status = _run_child(command, env, session.staging, lambda: session.open_run(
+        environment.describe(["irscope", *sys.argv[1:]])))
     with progress("filing the run") as bar:
         session.finish(status, keep_staging=args.keep_staging, progress=bar)
     try:
@@ -84,21 +86,29 @@ def run(args) -> int:
     return int(status["exit_status"])
 
 
-def _run_child(command: list[str], env: dict[str, str], staging) -> dict:
-    """Run the child with the terminal's signals going to it; how it ended, as status.json says."""
+def _run_child(command: list[str], env: dict[str, str], staging, while_running) -> dict:
+    """Run the child with the terminal's signals going to it, calling ``while_running()``
+    meanwhile; how it ended, as status.json says."""
     import json
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to handle
     previous_term = signal.getsignal(signal.SIGTERM)
+    failure = None
     try:
         child = subprocess.Popen(command, env=env)
         threading.Thread(target=_preload, daemon=True).start()
         # A polite kill of irscope ends the script, then the run is still filed.
         signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
+        try:
+            while_running()
+        except Exception as exc:  # the script runs on; the error is raised once it ends
+            failure = exc
         returncode = child.wait()
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
+    if failure is not None:
+        raise failure
     try:
         status = json.loads(staging.status.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # os._exit() or a signal: the child wrote nothing
