@@ -1,5 +1,5 @@
 """``python -m irscope`` runs the command line."""
 
-from irscope.cli import main
+from irscope.cli import entry
 
-raise SystemExit(main())
+entry()

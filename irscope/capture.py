@@ -40,7 +40,8 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         from irscope import environment
         from irscope.collectors.bootstrap import Collectors
         from irscope.collectors.session import Session
-        from irscope.collectors.staging import XLA_DUMP_TO
+        from irscope.collectors import xla_dumps
+        from irscope.collectors.staging import owns_xla_dumps
         from irscope.collectors.torch import LiveTrace
 
         self._session = session = Session(self._output, self._name, self._only, {
@@ -50,10 +51,8 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         if self._trace:
             self._trace.start()
         self._threads = _single_compile_thread() if "torch" in self._only else None
-        user_dumps = XLA_DUMP_TO.search(os.environ.get("XLA_FLAGS", ""))
-        dump_options = None if user_dumps else {"xla_dump_to": str(session.staging.xla),
-                                                 "xla_dump_hlo_as_text": True}
-        self._collectors = Collectors(session.staging, self._only, dump_options)
+        self._collectors = Collectors(session.staging, self._only,
+                                      owns_xla_dumps(dict(os.environ)), xla_dumps.cache_dir())
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

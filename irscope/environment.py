@@ -40,21 +40,37 @@ def now() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
-def describe(command: list[str] | None = None) -> dict:
-    """run.json fields that describe this process's machine and software."""
-    import platform
+def describe(command: list[str] | None = None, versions: bool = True) -> dict:
+    """run.json fields that describe this process's machine and software.
 
-    versions = {name: installed_version(name) for name in FRAMEWORKS}
-    return {
+    ``versions``: look the frameworks' versions up among the installed packages (a scan of
+    site-packages); ``inspect`` leaves that to its child, which knows what it imported.
+    """
+    uname = os.uname()
+    described = {
         "command": command if command is not None else sys.argv,
         "cwd": os.getcwd(),
-        "host": platform.node(),
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "versions": {k: v for k, v in versions.items() if v},
+        "host": uname.nodename,
+        "platform": f"{uname.sysname}-{uname.release}-{uname.machine}",
+        "python": ".".join(map(str, sys.version_info[:3])),
         "cuda": os.environ.get("CUDA_VERSION") or _torch_cuda_version(),
         "gpu": gpu_name(),
     }
+    if versions:
+        found = {name: imported_versions().get(name) or installed_version(name)
+                 for name in FRAMEWORKS}
+        described["versions"] = {k: v for k, v in found.items() if v}
+    return described
+
+
+def imported_versions() -> dict[str, str]:
+    """Versions of the frameworks this process has imported (nothing is imported here)."""
+    found = {}
+    for name in FRAMEWORKS:
+        version = getattr(sys.modules.get(name), "__version__", None)
+        if isinstance(version, str):
+            found[name] = version
+    return found
 
 
 def _torch_cuda_version() -> str | None:

@@ -19,6 +19,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/kernels.py and other hel
 # Triton's cache keys ignore the kernel's file path, so a cache shared with another checkout
 # would hand back IR whose locations name that checkout: compile into a private cache.
 os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-triton-"))
+# irscope's own cache of XLA dumps: private to this test session, never the user's.
+os.environ.setdefault("IRSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-cache-"))
 
 
 def corpus_files(kind: str) -> list[Path]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from inspect_helpers import (SCRIPTS, TRITON_AOT, TRITON_KERNELS, base_name, def_line,
@@ -33,12 +34,33 @@ def torch_run(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def jax_run(tmp_path_factory):
+def jax_cache(tmp_path_factory):
+    """An XLA dump cache of the JAX tests' own, empty before the first run."""
+    return {"IRSCOPE_CACHE_DIR": str(tmp_path_factory.mktemp("dump-cache"))}
+
+
+@pytest.fixture(scope="module")
+def jax_run(tmp_path_factory, jax_cache):
     out = tmp_path_factory.mktemp("jax") / "run"
-    result = inspect(SCRIPTS / "seed_jax.py", run=out, options=["--keep-staging"])
+    result = inspect(SCRIPTS / "seed_jax.py", run=out, options=["--keep-staging"], env=jax_cache)
     assert result.returncode == 0, result.stderr[-3000:]
     with Run.open(out) as run:
         yield run, result
+
+
+def compile_records(run_path) -> list[dict]:
+    """The JAX collector's record of each XLA compile (a kept staging folder's)."""
+    merged: dict[int, dict] = {}
+    path = run_path / "staging" / "jax" / "xla_dumps.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        merged.setdefault(record["compile"], {}).update(record)
+    return [merged[n] for n in sorted(merged)]
+
+
+def xla_stages(run, unit) -> dict:
+    """(kind, name) -> blob of a JAX unit's stages."""
+    return {(s.kind, s.name): s.blob for s in run.stages(unit.id)}
 
 
 @pytest.mark.slow
@@ -100,14 +122,36 @@ def test_jax_seed_functions_have_every_stage(jax_run):
 
 def test_jax_units_match_the_xla_dump_modules(jax_run):
     run, _ = jax_run
-    dumped = [MODULE_FILE.match(p.name)[1] for p in
-              (run.path / "staging" / "xla").glob("module_*.before_optimizations.txt")]
+    records = compile_records(run.path)
+    # a cold dump cache: XLA dumped each compile into a folder of its own
+    assert records and all(r.get("folder") and r.get("done") for r in records)
+    dumped = [MODULE_FILE.match(p.name)[1] for p in (run.path / "staging" / "xla_compiles")
+              .glob("*/module_*.before_optimizations.txt")]
+    assert sorted(dumped) == sorted(r["module"] for r in records)
     compiled = [u for u in run.units("jax")
                 if "hlo_before_opt" in {s.kind for s in run.stages(u.id)}]
     assert len(compiled) == len(dumped)  # one unit per XLA module, recompiles included
     assert {u.name.split(" (module")[0] for u in compiled} == set(dumped)
+    assert sorted(u.attrs["xla_module"] for u in compiled) == list(range(1, len(records) + 1))
     for unit in compiled:  # every compile merged with what the JAX collector saw
         assert {"jaxpr", "stablehlo", "cost_analysis"} <= {s.kind for s in run.stages(unit.id)}
+
+
+def test_jax_second_run_files_every_xla_dump_from_the_cache(jax_run, jax_cache, tmp_path):
+    run, _ = jax_run
+    cache = Path(jax_cache["IRSCOPE_CACHE_DIR"]) / "xla-dumps"
+    assert len(list(cache.glob("*.zip"))) == len(compile_records(run.path))
+    out = tmp_path / "warm"
+    result = inspect(SCRIPTS / "seed_jax.py", run=out, options=["--keep-staging"], env=jax_cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    records = compile_records(out)
+    assert records and all(r.get("cached") for r in records)  # XLA was asked for no dump
+    assert not (out / "staging" / "xla_compiles").exists()
+    with Run.open(out) as warm:
+        for name in SEEDS:  # the same artifacts, byte for byte, as the cold run's
+            cold_unit, warm_unit = run.unit(f"jit_{name}"), warm.unit(f"jit_{name}")
+            assert xla_stages(warm, warm_unit) == xla_stages(run, cold_unit), name
+            assert warm_unit.attrs["xla_module"] == cold_unit.attrs["xla_module"]
 
 
 def test_jax_cost_analysis_counts_the_matmul_flops(jax_run):

@@ -121,3 +121,57 @@ def _child_of(pid: int) -> int:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 return int(entry)
     raise AssertionError(f"no child of {pid}")
+
+
+XLA_STAGES = {"hlo_before_opt", "hlo_after_opt", "buffer_assignment", "memory_usage"}
+
+
+def _xla_kinds(run_path: Path, unit: str) -> set[str]:
+    with Run.open(run_path) as run:
+        return {s.kind for s in run.stages(run.unit(unit).id)} & XLA_STAGES
+
+
+def test_jax_persistent_cache_hits_still_show_the_xla_dump(tmp_path):
+    """JAX's persistent compilation cache skips XLA, and with it XLA's dump: the second
+    run files the dump irscope cached on the first."""
+    script = write(tmp_path, "persistent.py", jax_script("from_disk"))
+    jax_cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
+                 "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                 "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+    ours = {**jax_cache, "IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
+    for out in ("cold", "warm"):
+        result = inspect(script, run=tmp_path / out, env=ours)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert _xla_kinds(tmp_path / out, "jit_from_disk") == XLA_STAGES, out
+    assert list((tmp_path / "jax-cache").iterdir())  # JAX did load it from its own cache
+    # without irscope's cache, a JAX cache hit leaves XLA next to nothing to dump
+    result = inspect(script, run=tmp_path / "uncached", env=jax_cache,
+                     options=["--no-dump-cache"])
+    assert result.returncode == 0
+    assert _xla_kinds(tmp_path / "uncached", "jit_from_disk") < XLA_STAGES
+
+
+def test_no_dump_cache_dumps_every_compile_and_caches_nothing(tmp_path):
+    script = write(tmp_path, "plain.py", jax_script("uncached"))
+    env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
+    for out in ("first", "second"):
+        result = inspect(script, run=tmp_path / out, env=env, options=["--no-dump-cache"])
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert _xla_kinds(tmp_path / out, "jit_uncached") == XLA_STAGES
+    assert not (tmp_path / "dumps").exists()
+
+
+def test_a_damaged_cached_dump_is_noted_dropped_and_dumped_again(tmp_path):
+    script = write(tmp_path, "two.py", jax_script("kept", "damaged"))
+    env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
+    assert inspect(script, run=tmp_path / "first", env=env).returncode == 0
+    (entry,) = (tmp_path / "dumps" / "xla-dumps").glob("jit_damaged-*.zip")
+    entry.write_bytes(b"not a zip file")
+    result = inspect(script, run=tmp_path / "second", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "cached XLA dump of jit_damaged unreadable" in result.stderr
+    assert "Traceback" not in result.stderr and not entry.exists()
+    assert _xla_kinds(tmp_path / "second", "jit_kept") == XLA_STAGES
+    assert _xla_kinds(tmp_path / "second", "jit_damaged") == set()
+    result = inspect(script, run=tmp_path / "third", env=env)
+    assert result.returncode == 0 and _xla_kinds(tmp_path / "third", "jit_damaged") == XLA_STAGES

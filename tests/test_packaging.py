@@ -76,7 +76,7 @@ def test_wheel_installs_only_irscope(tmp_path):
         assert sub in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "irscope = irscope.cli:main" in text and "[pygments.lexers]" in text
+    assert "irscope = irscope.cli:entry" in text and "[pygments.lexers]" in text
 
 
 def test_console_script_and_module_agree(cli):

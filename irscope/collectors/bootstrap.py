@@ -17,17 +17,22 @@ import sys
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import FRAMEWORKS, Staging, close_records
+from irscope.collectors.staging import FRAMEWORKS, Staging, close_records, xla_dump_flags
 
 EXIT_INTERRUPTED = 130
 
 
 class Collectors:
-    """The hooks installed for one collection; ``remove()`` takes them all off again."""
+    """The hooks installed for one collection; ``remove()`` takes them all off again.
 
-    def __init__(self, staging: Staging, only, jax_dump_options: dict | None = None):
+    ``xla_dumps``: whether irscope asks XLA for a dump of each compile (not when the user
+    dumps with their own ``--xla_dump_to``); ``dump_cache``: where those dumps are cached.
+    """
+
+    def __init__(self, staging: Staging, only, xla_dumps: bool = True,
+                 dump_cache: Path | None = None):
         self.staging = staging
-        self.jax_dump_options = jax_dump_options
+        self.xla_dumps, self.dump_cache = xla_dumps, dump_cache
         self.restores: list = []
         self.finder = imports.when_imported(
             {name: self._hook(name) for name in ("triton", "jax") if name in only})
@@ -42,10 +47,13 @@ class Collectors:
                 else:
                     from irscope.collectors import jax
 
-                    self.restores.append(jax.install(self.staging, self.jax_dump_options))
+                    self.restores.append(jax.install(self.staging, self.xla_dumps,
+                                                     self.dump_cache))
             except Exception as exc:  # a framework version irscope does not know: run on
                 self.staging.record_event("collector_error", {
                     "collector": framework, "error": f"{type(exc).__name__}: {exc}"})
+                if framework == "jax" and self.xla_dumps:  # XLA has not started yet
+                    os.environ["XLA_FLAGS"] = xla_dump_flags(self.staging, dict(os.environ))
         return install
 
     def remove(self) -> None:
@@ -65,7 +73,10 @@ def missing_frameworks(only) -> list[str]:
 
 
 def write_status(staging: Staging, status: dict, only=()) -> None:
-    status = {**status, "frameworks": imported_frameworks(), "missing": missing_frameworks(only)}
+    from irscope import environment
+
+    status = {**status, "frameworks": imported_frameworks(), "missing": missing_frameworks(only),
+              "versions": environment.imported_versions()}
     tmp = staging.status.with_suffix(".tmp")
     tmp.write_text(json.dumps(status, default=str), encoding="utf-8")
     os.replace(tmp, staging.status)
@@ -117,7 +128,8 @@ def main(argv: list[str]) -> int:
     only = tuple(config.get("only", ()))
     if config.get("interruptible", True):
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    Collectors(staging, only)
+    cache = config.get("dump_cache")
+    Collectors(staging, only, config.get("xla_dumps", True), Path(cache) if cache else None)
     try:
         run_target(target)
     except SystemExit as exc:

@@ -9,11 +9,14 @@ Triton).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+from irscope.collectors import xla_dumps
 from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging, read_records
 from irscope.collectors.triton import SIDECAR
@@ -35,11 +38,13 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
     notes: list[str] = []
     complete = True
     paths = dump_paths(staging, list(extra))
-    if paths:
+    compiles = _compile_records(staging)
+    dumps = _compile_dumps(compiles, notes)
+    if paths or dumps:
         try:
             from irscope.ingest import ingest
 
-            report = ingest(run, paths, progress=progress)
+            report = ingest(run, paths, progress=progress, dumps=dumps)
             cached = stage_cached_kernels(run, staging, dict(environ or os.environ))
             if cached:  # kernels Inductor loaded from its warm cache without compiling
                 ingest(run, cached, progress=progress)
@@ -51,6 +56,8 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
             notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
                          f"kept in {staging.root}")
             complete = False
+        else:
+            _cache_dumps(compiles)
     with run.transaction() as writer:
         _file_jax(run, writer, staging)
         _file_triton_sidecars(run, writer, staging)
@@ -63,6 +70,60 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                 if kind == "collector_error":
                     notes.append(f"{event.get('collector')} collector: {event.get('error')}")
     return notes, complete
+
+
+def _compile_records(staging: Staging) -> list[dict[str, Any]]:
+    """The JAX collector's record of each XLA compile, in compile order."""
+    compiles: dict[int, dict[str, Any]] = {}
+    for record in read_records(staging.xla_dump_records):
+        if isinstance(record.get("compile"), int):
+            compiles.setdefault(record["compile"], {}).update(record)
+    return [compiles[number] for number in sorted(compiles)]
+
+
+def _compile_dumps(compiles: list[dict[str, Any]], notes: list[str]) -> list:
+    """The dump files of every compile, from its own folder or from the dump cache, with
+    module numbers counted over the run in compile order."""
+    from irscope.ingest.xla_dump import DumpFile, dump_name
+
+    files = []
+    numbers = itertools.count(1)
+    for record in compiles:
+        if record.get("cached"):
+            entry = Path(record["cached"])
+            try:
+                members = xla_dumps.load(entry)
+                os.utime(entry)  # recently used: the last to be pruned
+            except Exception as exc:  # noqa: BLE001  a damaged cache entry: dropped, noted
+                entry.unlink(missing_ok=True)  # the next run dumps this module afresh
+                notes.append(f"cached XLA dump of {record.get('module')} unreadable "
+                             f"({type(exc).__name__}: {exc}); removed from the cache")
+                continue
+            names, read = list(members), members.__getitem__
+        elif record.get("folder"):
+            entry = Path(record["folder"])
+            names = xla_dumps.folder_files(entry)
+            read = functools.partial(_read_relative, entry)
+        else:
+            continue
+        renamed = xla_dumps.renumbered(names, numbers)
+        files += [DumpFile(dump_name(renamed[name]), str(entry), f"{entry}/{name}",
+                           functools.partial(read, name)) for name in names]
+    return files
+
+
+def _read_relative(folder: Path, name: str) -> bytes:
+    return (folder / name).read_bytes()
+
+
+def _cache_dumps(compiles: list[dict[str, Any]]) -> None:
+    """Keep the dump of every finished compile in the cache the collector was given."""
+    for record in compiles:
+        if record.get("cache") and record.get("done") and record.get("folder"):
+            try:
+                xla_dumps.store(Path(record["cache"]), record["key"], Path(record["folder"]))
+            except OSError:  # a full or read-only cache: the run itself is complete
+                pass
 
 
 def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
@@ -83,8 +144,8 @@ def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
                 writer.add_stage(unit_id, kind, function[kind], origin=origin)
         analyses = {k: function[k] for k in ("cost_analysis", "memory_analysis") if k in function}
         if analyses:
-            writer.add_stage(unit_id, "cost_analysis", json.dumps(analyses, indent=2),
-                             origin=origin)
+            text = json.dumps(analyses, indent=2, sort_keys=True)  # same analyses, same bytes
+            writer.add_stage(unit_id, "cost_analysis", text, origin=origin)
 
 
 def _jax_unit_name(run: Run, module: str, compile_number: int) -> str:

@@ -1,10 +1,11 @@
-"""JAX collector: each jitted function's jaxpr, StableHLO, cost and memory analysis, compile times.
+"""JAX collector: each jitted function's jaxpr, StableHLO, XLA dump, analyses, compile times.
 
-Two light wraps of jax's own pipeline: ``pxla.lower_sharding_computation`` (sees the
-closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp``) and
-``MeshComputation.compile`` (returns the executable whose analyses JAX offers). Phase
-timings come from ``jax.monitoring``. Optimized HLO, buffer assignment and LLVM IR are
-left to the XLA dump.
+Three light wraps of jax's own pipeline: ``pxla.lower_sharding_computation`` (sees the
+closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp``),
+``MeshComputation.compile`` (returns the executable whose analyses JAX offers) and
+``compiler.compile_or_get_cached`` (where the compile options are final: each compile gets
+an XLA dump folder of its own, or none when irscope's dump cache already holds its dump,
+see ``irscope.collectors.xla_dumps``). Phase timings come from ``jax.monitoring``.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import functools
 import itertools
 import re
 import time
+from pathlib import Path
 from typing import Any, Callable
 
+from irscope.collectors import xla_dumps
 from irscope.collectors.staging import Staging, append_record
 
 # mlp at /home/me/seed_jax.py:10
@@ -25,20 +28,24 @@ MODULE_NAME_UNSAFE = re.compile(r"[^\w.-]")
 COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
 
 _counter = itertools.count(1)
+_compiles = itertools.count(1)
+GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
 
-def install(staging: Staging, dump_options: dict[str, Any] | None = None) -> Callable[[], None]:
+def install(staging: Staging, dumps: bool = True,
+            dump_cache: Path | None = None) -> Callable[[], None]:
     """Wrap the already-imported jax so every jit lowering and compile is written to staging.
 
-    ``dump_options`` (e.g. ``{"xla_dump_to": ...}``) are passed to each compile as XLA
-    options: the way to get an XLA dump in a process whose XLA already read its flags.
-    Returns a function that takes the wraps off again.
+    ``dumps``: ask XLA for a dump of each compile (off when the user dumps with their own
+    ``--xla_dump_to``); ``dump_cache``: where dumps are cached (None: no cache). Returns a
+    function that takes the wraps off again.
     """
-    from jax._src import monitoring
+    from jax._src import compiler, monitoring
     from jax._src.interpreters import pxla
 
     lower = pxla.lower_sharding_computation
     compile_method = pxla.MeshComputation.compile
+    backend_compile = compiler.compile_or_get_cached
 
     @functools.wraps(lower)
     def lower_sharding_computation(closed_jaxpr, api_name, fun_name, *args, **kwargs):
@@ -52,8 +59,6 @@ def install(staging: Staging, dump_options: dict[str, Any] | None = None) -> Cal
 
     @functools.wraps(compile_method)
     def compile(self, compiler_options=None, **kwargs):
-        if dump_options:
-            compiler_options = {**dump_options, **(compiler_options or {})}
         start = time.perf_counter()
         try:
             executable = compile_method(self, compiler_options, **kwargs)
@@ -77,16 +82,67 @@ def install(staging: Staging, dump_options: dict[str, Any] | None = None) -> Cal
             staging.record_event("compile_time", {"framework": "jax", "unit": unit,
                                                   "phase": match["phase"], "seconds": seconds})
 
+    @functools.wraps(backend_compile)
+    def compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs):
+        number = None
+        try:
+            number = _plan_dump(staging, dump_cache, backend, computation, devices,
+                                compile_options)
+        except Exception as exc:  # the compile goes on, without a dump
+            staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
+        executable = backend_compile(backend, computation, devices, compile_options,
+                                     *args, **kwargs)
+        if number is not None:  # a dump of a compile that finished may be cached
+            append_record(staging.xla_dump_records, {"compile": number, "done": True})
+        return executable
+
     pxla.lower_sharding_computation = lower_sharding_computation
     pxla.MeshComputation.compile = compile
+    if dumps:
+        compiler.compile_or_get_cached = compile_or_get_cached
     monitoring.register_event_duration_secs_listener(on_duration)
 
     def restore() -> None:
         pxla.lower_sharding_computation = lower
         pxla.MeshComputation.compile = compile_method
+        compiler.compile_or_get_cached = backend_compile
         monitoring.unregister_event_duration_listener(on_duration)
 
     return restore
+
+
+def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devices,
+               compile_options) -> int:
+    """Point this compile's XLA dump at a folder of its own, or at nothing when the cache
+    holds it already; record which, under the compile's number."""
+    from jax._src import cache_key
+    from jax._src.lib.mlir import ir
+
+    number = next(_compiles)
+    module = ir.StringAttr(computation.operation.attributes["sym_name"]).value
+    try:  # the key JAX's own compilation cache uses (dump options do not enter it)
+        key = cache_key.get(computation, devices, compile_options, backend)
+    except Exception:
+        key = None
+    record: dict[str, Any] = {"compile": number, "module": module, "key": key}
+    cached = xla_dumps.lookup(cache, key)
+    if cached is not None:
+        record["cached"] = str(cached)
+    else:
+        folder = staging.xla_compiles / f"{number:04d}"
+        debug = compile_options.executable_build_options.debug_options
+        debug.xla_dump_to = str(folder)
+        debug.xla_dump_hlo_as_text = True
+        if getattr(backend, "platform", "") in GPU_PLATFORMS:
+            try:
+                debug.xla_dump_emitter_re = ".*"  # PTX and LLVM IR per emitter (GPU only)
+            except AttributeError:  # an XLA without per-emitter dumps
+                pass
+        record["folder"] = str(folder)
+        if cache is not None and key:
+            record["cache"] = str(cache)  # where filing keeps the dump once compiled
+    append_record(staging.xla_dump_records, record)
+    return number
 
 
 def module_name(jax_name: str) -> str:

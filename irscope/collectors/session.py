@@ -76,6 +76,7 @@ class Session:
             "partial": code != 0,
             "error": status.get("error"),
             "frameworks": status.get("frameworks", []),
+            "versions": {**self.run.meta.get("versions", {}), **status.get("versions", {})},
             "missing_frameworks": status.get("missing", []),
             "duration_s": round(time.time() - self.started, 3),
             "filing_s": round(time.time() - filing_started, 3),

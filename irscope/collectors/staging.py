@@ -3,9 +3,12 @@
 Layout of ``<run>/staging/``: ``torch_trace/`` (TORCH_TRACE logs), ``triton/`` (one
 folder per compiled kernel, like TRITON_KERNEL_DUMP: ``<name>.json`` metadata plus
 ``.ttir``/``.ttgir``/``.llir``/``.ptx``/``.cubin``/``.source`` and ``_irscope.json``
-with the kernel's Python source), ``xla/`` (XLA dump), ``jax/functions.jsonl`` (one line
-per jit lowering or compile: jaxpr, StableHLO, analyses), ``events.jsonl`` (failures,
-timings) and ``status.json`` (how the script ended, written by the child).
+with the kernel's Python source), ``xla_compiles/NNNN/`` (the XLA dump of compile NNNN),
+``xla/`` (a whole-process XLA dump, when compiles cannot be hooked one by one),
+``jax/functions.jsonl`` (one line per jit lowering or compile: jaxpr, StableHLO, analyses),
+``jax/xla_dumps.jsonl`` (one line per XLA compile: key, dump folder or cached dump),
+``events.jsonl`` (failures, timings) and ``status.json`` (how the script ended, written by
+the child).
 """
 
 from __future__ import annotations
@@ -53,6 +56,11 @@ class Staging(namedtuple("Staging", "root")):
         return self.root / "xla"
 
     @property
+    def xla_compiles(self) -> Path:
+        """One dump folder per XLA compile, named by its number: ``xla_compiles/0003/``."""
+        return self.root / "xla_compiles"
+
+    @property
     def jax(self) -> Path:
         return self.root / "jax"
 
@@ -76,6 +84,11 @@ class Staging(namedtuple("Staging", "root")):
     @property
     def jax_functions(self) -> Path:
         return self.jax / "functions.jsonl"
+
+    @property
+    def xla_dump_records(self) -> Path:
+        """One line per XLA compile: its number, module, cache key, and where its dump is."""
+        return self.jax / "xla_dumps.jsonl"
 
     def record_event(self, kind: str, data: dict[str, Any]) -> None:
         """Append one event: a failure, a timing, a collector problem."""
@@ -125,7 +138,8 @@ def collection_env(staging: Staging, only: tuple[str, ...],
     """Environment changes that make the compilers write into ``staging``.
 
     The user's own settings win: an existing TORCH_TRACE or ``--xla_dump_to`` is kept (and
-    read back at the end, see ``user_dump_files``).
+    read back at the end, see ``user_dump_files``). XLA dumps are asked for per compile by
+    the JAX collector (see ``irscope.collectors.xla_dumps``), not through XLA_FLAGS.
     """
     env: dict[str, str] = {}
     if "torch" in only:
@@ -133,15 +147,23 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = str(staging.torch_trace)
         # Inductor's parallel compile workers would bypass the Triton hooks of this process.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    if "jax" in only:
-        flags = environ.get("XLA_FLAGS", "")
-        if not XLA_DUMP_TO.search(flags):
-            extra = [f"--xla_dump_to={staging.xla}", "--xla_dump_hlo_as_text"]
-            if _gpu_jax(environ) and "--xla_dump_emitter_re" not in flags:
-                # PTX and LLVM IR per emitter; the CPU backend crashes on this flag.
-                extra.append("--xla_dump_emitter_re=.*")
-            env["XLA_FLAGS"] = " ".join([flags, *extra]).strip()
     return env
+
+
+def owns_xla_dumps(environ: dict[str, str]) -> bool:
+    """Whether irscope asks for XLA dumps itself: not when the user dumps (``--xla_dump_to``)."""
+    return not XLA_DUMP_TO.search(environ.get("XLA_FLAGS", ""))
+
+
+def xla_dump_flags(staging: Staging, environ: dict[str, str]) -> str:
+    """XLA_FLAGS that dump every module into ``staging.xla``: the way in when the JAX
+    collector cannot hook compiles one by one (a JAX version it does not know)."""
+    flags = environ.get("XLA_FLAGS", "")
+    extra = [f"--xla_dump_to={staging.xla}", "--xla_dump_hlo_as_text"]
+    if _gpu_jax(environ) and "--xla_dump_emitter_re" not in flags:
+        # PTX and LLVM IR per emitter; the CPU backend crashes on this flag.
+        extra.append("--xla_dump_emitter_re=.*")
+    return " ".join([flags, *extra]).strip()
 
 
 def user_dump_files(environ: dict[str, str], since: float) -> list[Path]:

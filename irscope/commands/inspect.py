@@ -29,6 +29,9 @@ def add_parser(subparsers) -> None:
                    "(default: the one running irscope)")
     p.add_argument("--open", action="store_true", help="open the run in the TUI afterwards")
     p.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    p.add_argument("--no-dump-cache", action="store_true",
+                   help="neither read nor fill irscope's cache of XLA dumps (kept under "
+                        "$IRSCOPE_CACHE_DIR, default ~/.cache/irscope): XLA dumps every compile")
     p.add_argument("--keep-staging", action="store_true",
                    help="keep the raw collection folder <run>/staging after filing it")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
@@ -55,8 +58,9 @@ def _target(args) -> list[str]:
 
 def run(args) -> int:
     from irscope import environment
+    from irscope.collectors import xla_dumps
     from irscope.collectors.session import Session
-    from irscope.collectors.staging import frameworks_arg
+    from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
     from irscope.console import progress
 
     target = _target(args)
@@ -67,8 +71,10 @@ def run(args) -> int:
         _remove_run(Path(args.output))
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python})
+    cache = None if args.no_dump_cache else xla_dumps.cache_dir()
     config = session.staging.write_config({
         "staging": str(session.staging.root), "only": list(only),
+        "xla_dumps": owns_xla_dumps(dict(os.environ)), "dump_cache": cache and str(cache),
         # The child inherits this process's ignored SIGINT; it restores what the user had.
         "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN})
     env = {**os.environ, **session.env(), **_import_path(python, session.staging.root)}
@@ -76,7 +82,7 @@ def run(args) -> int:
     # The script starts first; the run's index and the machine's description (nvidia-smi,
     # package versions) are made while it runs, off its critical path.
     status = _run_child(command, env, session.staging, lambda: session.open_run(
-        environment.describe(["irscope", *sys.argv[1:]])))
+        environment.describe(["irscope", *sys.argv[1:]], versions=False)))
     with progress("filing the run") as bar:
         session.finish(status, keep_staging=args.keep_staging, progress=bar)
     try:
@@ -124,9 +130,12 @@ def _run_child(command: list[str], env: dict[str, str], staging, while_running) 
 
 def _preload() -> None:
     """Import what filing and the summary need while the script runs (this process idles)."""
+    import zipfile  # noqa: F401  (cached XLA dumps)
+
+    import irscope.collectors.filing  # noqa: F401
     import irscope.ingest  # noqa: F401
     import irscope.summary  # noqa: F401
-    from irscope.parsers import registry  # noqa: F401
+    from irscope.parsers import inductor, registry  # noqa: F401
     from rich import console, text  # noqa: F401
 
 

@@ -61,15 +61,19 @@ class _Plan:
                 + len(self.xla_files) + len(self.files))
 
 
-def ingest(run: Run, paths, progress=None) -> IngestReport:
-    """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item."""
+def ingest(run: Run, paths, progress=None, dumps=()) -> IngestReport:
+    """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item.
+
+    ``dumps``: XLA dump files already found (``xla_dump.DumpFile``, e.g. a run's per-compile
+    dumps and cached ones), filed with any found under ``paths``.
+    """
     report = IngestReport()
     report.units_before, report.stages_before = _counts(run)
     plan = _Plan()
     for path in map(Path, paths):
         _classify(path, plan, report)
     if progress is not None:
-        progress.total(plan.count)
+        progress.total(plan.count + len(dumps))
 
     def step(label: str) -> None:
         if progress is not None:
@@ -82,8 +86,9 @@ def ingest(run: Run, paths, progress=None) -> IngestReport:
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
             step(folder.name)
-        report.artifacts += xla_dump.ingest_files(writer, plan.xla_files, report)
-        for _ in plan.xla_files:
+        dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
+        report.artifacts += xla_dump.ingest_dump(writer, dump_files, report)
+        for _ in dump_files:
             step("xla dump")
         for log in plan.traces:
             report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,

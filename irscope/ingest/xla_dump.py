@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from irscope.store import Writer
@@ -33,8 +35,25 @@ SUFFIX_KINDS = (
 )
 
 
-def dump_name(path: Path) -> str:
-    """The file's name as a dump names it (files inside module_NNNN.name/ get that prefix)."""
+@dataclass(frozen=True)
+class DumpFile:
+    """One file of an XLA dump: its name as the dump names it, the folder or cached dump it
+    came from, a label of its origin, and how to read its bytes."""
+
+    name: str
+    folder: str
+    origin: str
+    read: Callable[[], bytes]
+
+    @classmethod
+    def of(cls, path: Path) -> "DumpFile":
+        return cls(dump_name(path), str(path.parent), str(path), path.read_bytes)
+
+
+def dump_name(path: Path | str) -> str:
+    """The file's name as a dump names it (files inside module_NNNN.name/ get that prefix);
+    ``path`` may be relative to the dump folder (``module_0001.jit_f/module.mlir``)."""
+    path = Path(path)
     if MODULE_FILE.match(path.name) or not MODULE_FILE.match(path.parent.name):
         return path.name
     return f"{path.parent.name}.{path.name}"
@@ -55,53 +74,59 @@ def is_xla_file(path: Path) -> bool:
     return bool(MODULE_FILE.match(dump_name(path)))
 
 
-def module_names(paths: list[Path]) -> dict[str, str]:
-    """Module number -> module name, from files whose suffix marks where the name ends."""
-    names: dict[str, str] = {}
-    for path in paths:
-        match = ANCHOR.match(dump_name(path))
-        if match and (match.group(1) not in names or len(match.group(2)) <
-                      len(names[match.group(1)])):
-            names[match.group(1)] = match.group(2)
-    return names
+def module_names(names: list[str]) -> dict[str, str]:
+    """Module number -> module name, from file names whose suffix marks where the name ends."""
+    modules: dict[str, str] = {}
+    for name in names:
+        match = ANCHOR.match(name)
+        if match and (match.group(1) not in modules or len(match.group(2)) <
+                      len(modules[match.group(1)])):
+            modules[match.group(1)] = match.group(2)
+    return modules
 
 
 def ingest_files(writer: Writer, paths: list[Path], report) -> int:
     """File XLA dump files, grouped by module; returns the number of artifacts stored."""
-    names = module_names(paths)
-    groups: dict[tuple[int, str], list[tuple[str, Path]]] = defaultdict(list)
+    return ingest_dump(writer, [DumpFile.of(path) for path in paths], report)
+
+
+def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
+    """File the files of XLA dumps, one unit per module; returns the number stored."""
+    names = module_names([f.name for f in files])
+    groups: dict[tuple[int, str], list[tuple[str, DumpFile]]] = defaultdict(list)
     companions = []
-    for path in paths:
-        match = MODULE_FILE.match(dump_name(path))
+    for file in files:
+        match = MODULE_FILE.match(file.name)
         if not match:
-            companions.append(path)
+            companions.append(file)
             continue
         number, rest = match.groups()
         name = names.get(number) or rest.split(".")[0]
         suffix = rest[len(name) + 1:] if rest.startswith(name + ".") else rest
-        groups[(int(number), name)].append((suffix, path))
+        groups[(int(number), name)].append((suffix, file))
     latest = {name: number for number, name in sorted(groups)}
-    for path in companions:  # joins the newest module of its name (the one that wrote it)
-        name = max((n for n in latest if path.name.startswith(n + ".")), key=len)
-        groups[(latest[name], name)].append((path.name[len(name) + 1:], path))
+    for file in companions:  # joins the newest module of its name (the one that wrote it)
+        name = max((n for n in latest if file.name.startswith(n + ".")), key=len)
+        groups[(latest[name], name)].append((file.name[len(name) + 1:], file))
     stored, seen = 0, set()
-    for (number, name), files in sorted(groups.items()):
+    for (number, name), members in sorted(groups.items()):
         # a recompiled function (same name, new module number) is a unit of its own
         unit_name = name if name not in seen else f"{name} (module {number})"
         seen.add(name)
-        unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": str(files[0][1].parent),
+        folder = members[0][1].folder
+        unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": folder,
                                                         "xla_module": number})
-        for suffix, path in sorted(files, key=lambda item: item[0]):
+        for suffix, file in sorted(members, key=lambda item: item[0]):
             try:
-                data = path.read_bytes()
+                data = file.read()
             except OSError as exc:
-                report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+                report.skipped.append((file.origin, f"unreadable ({exc.strerror or exc})"))
                 continue
             kind = next((k for pattern, k in SUFFIX_KINDS if pattern.search(suffix)), "text")
             if kind == "text" and b"\0" in data[:4096]:
                 kind = "raw"  # object files and other binaries: kept, shown as binary
             stage_name = kind if kind in ("hlo_before_opt", "hlo_after_opt") else suffix
-            writer.add_stage(unit, kind, data, name=stage_name, origin=str(path))
+            writer.add_stage(unit, kind, data, name=stage_name, origin=file.origin)
             stored += 1
-        report.sources.append((f"{files[0][1].parent}/module_*.{name}.*", "xla_dump"))
+        report.sources.append((f"{folder}/module_*.{name}.*", "xla_dump"))
     return stored
