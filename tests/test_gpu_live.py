@@ -41,3 +41,27 @@ def test_warm_caches_still_capture_every_inductor_kernel(tmp_path):
         "SELECT DISTINCT kind FROM stages JOIN units ON units.id = stages.unit_id "
         "WHERE framework='triton'")}
     assert {"ttir", "ttgir", "llir", "ptx", "cubin"} <= stages
+
+
+def test_jax_on_the_gpu_dumps_each_compile_then_files_it_from_the_cache(tmp_path):
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("needs JAX on a CUDA GPU")
+    env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
+    script = SAMPLES / "scripts" / "seed_jax.py"
+    stages = {}
+    for name in ("cold", "warm"):
+        out = run_cli("inspect", "-o", tmp_path / name, script, env=env, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        assert "HloModule" not in out.stdout  # no dump ever spills onto the script's output
+        db = sqlite3.connect(tmp_path / name / "index.sqlite")
+        stages[name] = {(unit, kind) for unit, kind in db.execute(
+            "SELECT units.name, stages.kind FROM stages JOIN units ON units.id = stages.unit_id "
+            "WHERE framework='jax'")}
+    units = {unit for unit, _ in stages["cold"]}
+    assert {"jit_mlp", "jit_post_norm_block"} <= units
+    for unit in units:  # XLA's PTX and LLVM IR per emitter, and the HLO, both times
+        kinds = {kind for u, kind in stages["cold"] if u == unit}
+        assert {"hlo_after_opt", "llvm_ir", "ptx", "jaxpr"} <= kinds, unit
+    assert stages["warm"] == stages["cold"]
+    assert list((tmp_path / "dumps" / "xla-dumps").glob("jit_mlp-*.zip"))

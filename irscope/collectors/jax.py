@@ -29,7 +29,6 @@ COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
 
 _counter = itertools.count(1)
 _compiles = itertools.count(1)
-GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
 
 def install(staging: Staging, dumps: bool = True,
@@ -133,11 +132,6 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
         debug = compile_options.executable_build_options.debug_options
         debug.xla_dump_to = str(folder)
         debug.xla_dump_hlo_as_text = True
-        if getattr(backend, "platform", "") in GPU_PLATFORMS:
-            try:
-                debug.xla_dump_emitter_re = ".*"  # PTX and LLVM IR per emitter (GPU only)
-            except AttributeError:  # an XLA without per-emitter dumps
-                pass
         record["folder"] = str(folder)
         if cache is not None and key:
             record["cache"] = str(cache)  # where filing keeps the dump once compiled

@@ -139,7 +139,9 @@ def collection_env(staging: Staging, only: tuple[str, ...],
 
     The user's own settings win: an existing TORCH_TRACE or ``--xla_dump_to`` is kept (and
     read back at the end, see ``user_dump_files``). XLA dumps are asked for per compile by
-    the JAX collector (see ``irscope.collectors.xla_dumps``), not through XLA_FLAGS.
+    the JAX collector (see ``irscope.collectors.xla_dumps``); only what a compile's options
+    cannot say goes into XLA_FLAGS: on a GPU, PTX and LLVM IR per emitter, which XLA writes
+    only for a module it dumps.
     """
     env: dict[str, str] = {}
     if "torch" in only:
@@ -147,6 +149,10 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = str(staging.torch_trace)
         # Inductor's parallel compile workers would bypass the Triton hooks of this process.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    flags = environ.get("XLA_FLAGS", "")
+    if ("jax" in only and owns_xla_dumps(environ) and "--xla_dump_emitter_re" not in flags
+            and _gpu_jax(environ)):  # the CPU backend crashes on this flag
+        env["XLA_FLAGS"] = f"{flags} --xla_dump_emitter_re=.*".strip()
     return env
 
 

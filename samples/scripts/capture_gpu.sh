@@ -22,6 +22,7 @@ run = sys.argv[1]
 db = sqlite3.connect(f"{run}/index.sqlite")
 db.execute("DELETE FROM stages WHERE size > 1000000")
 db.execute("DELETE FROM stats")
+db.execute("DELETE FROM blob_data WHERE blob NOT IN (SELECT blob FROM stages)")
 db.commit()
 keep = {row[0] for row in db.execute("SELECT blob FROM stages")}
 for root, _, files in os.walk(f"{run}/blobs"):
