@@ -141,3 +141,20 @@ def test_every_stage_lexes_losslessly_and_survives_damage(gpu_run, sample):
                 crashes = [d.message for d in registry.parse(stage.kind, version).diagnostics
                            if d.message.startswith("parser error")]
                 assert not crashes, (stage.kind, stage.name, crashes)
+
+
+def test_kernel_metadata_is_tritons_and_dynamic_shared_memory_counts(gpu_run):
+    from irscope.parsers.occupancy import occupancy
+    from irscope.reports.records import resource_figures
+
+    run = gpu_run("triton_kernels")
+    unit = run.unit("matmul_kernel")
+    metadata = json.loads(run.read_text(run.stage(unit, "metadata")))
+    assert metadata["name"] == "matmul_kernel" and metadata["shared"] > 16 * 1024
+    (card,) = unit.attrs["resources"].values()
+    assert card["dynamic_shared_bytes"] == metadata["shared"] == unit.attrs["shared"]
+    figures = resource_figures(unit.attrs["resources"])
+    assert figures["shared_bytes"] == card["shared_bytes"] + metadata["shared"]
+    expected = occupancy(90, metadata["num_warps"] * 32, card["registers"],
+                         card["shared_bytes"] + metadata["shared"])
+    assert card["occupancy"] == expected.ratio and card["occupancy_limiter"] == expected.limiter

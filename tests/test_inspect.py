@@ -182,6 +182,10 @@ def test_triton_second_run_over_a_warm_cache_still_has_every_kernel(tmp_path):
                 assert unit.source_line == def_line(SCRIPTS / "triton_kernels.py", name)
                 cached = list((tmp_path / "cache").glob(f"*/{name}.ptx"))
                 assert run.read_text(run.stage(unit, "ptx")) == cached[0].read_text()
+                # Triton's own metadata, not the collector's notes beside it in staging
+                metadata = json.loads(run.read_text(run.stage(unit, "metadata")))
+                assert metadata["name"] == name and metadata["num_warps"] == 4
+                assert unit.attrs["num_warps"] == 4 and unit.attrs["shared"] == metadata["shared"]
             failures = run.events("compile_failure")
             assert [f.data["name"] for f in failures] == ["broken_kernel"]
             assert "arange" in failures[0].data["error"]

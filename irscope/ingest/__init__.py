@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from irscope.store import BLOBS, INDEX, Run
+from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
 from . import (linking, single_file, torch_compile_debug, torch_logs, torch_trace, triton_cache,
                xla_dump)
@@ -153,7 +153,7 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
     for root, dirs, files in os.walk(folder, onerror=lambda exc: report.skipped.append(
             (str(exc.filename), f"unreadable folder ({exc.strerror})"))):
         here = Path(root)
-        if INDEX in files and BLOBS in dirs:  # an irscope run (perhaps the one being filled)
+        if INDEX in files and (BLOBS in dirs or RUN_JSON in files):  # an irscope run
             dirs[:] = []
             continue
         for name in PICKLE_DIRS & set(dirs):

@@ -33,8 +33,12 @@ def is_entry(folder: Path, files: list[str]) -> bool:
 
 def ingest_entry(writer: Writer, folder: Path, report) -> int:
     """File one entry as a triton unit; returns the number of artifacts stored."""
-    files = sorted((p for p in folder.iterdir() if p.is_file() and not is_group_file(p.name)
-                    and p.suffix in EXTENSIONS), key=lambda p: list(EXTENSIONS).index(p.suffix))
+    found = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in EXTENSIONS)
+    stem = next(p.stem for p in found if p.suffix in IR_EXTENSIONS)
+    # Triton's metadata is <kernel>.json; other JSON beside it (group indexes, a collector's
+    # notes) is not the kernel's and must not stand in for it.
+    files = sorted((p for p in found if p.suffix != ".json" or p.stem == stem),
+                   key=lambda p: list(EXTENSIONS).index(p.suffix))
     meta = {}
     for path in files:
         if path.suffix == ".json":
@@ -42,7 +46,6 @@ def ingest_entry(writer: Writer, folder: Path, report) -> int:
                 meta = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 report.warnings.append(f"{path}: unreadable kernel metadata ({exc})")
-    stem = next(p.stem for p in files if p.suffix in IR_EXTENSIONS)
     name = str(meta.get("name") or stem)
     entry_hash = str(meta.get("hash") or folder.name)
     attrs = {k: meta[k] for k in ATTRS if k in meta}

@@ -174,12 +174,17 @@ _RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "s
 
 def resource_figures(resources: Any) -> dict[str, float]:
     """Registers, spills, memory and occupancy from a unit's ``resources`` attribute
-    (kernel name -> cuobjdump figures, as irscope.nvtools files it), peaks over kernels."""
+    (kernel name -> cuobjdump figures, as irscope.nvtools files it), peaks over kernels.
+    ``shared_bytes`` is the shared memory a block takes: static, plus the dynamic shared
+    memory a Triton kernel asks for at launch."""
     if not isinstance(resources, Mapping):
         return {}
     entries = [v for v in resources.values() if isinstance(v, Mapping)]
     out: dict[str, float] = {}
     for entry in entries:
+        if _is_number(entry.get("dynamic_shared_bytes")):  # what a launch takes: both kinds
+            entry = {**entry, "shared_bytes": entry.get("shared_bytes", 0)
+                     + entry["dynamic_shared_bytes"]}
         for key in _RESOURCE_KEYS:
             if _is_number(entry.get(key)):
                 out[key] = _combine(key, out.get(key), entry[key])
