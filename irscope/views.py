@@ -7,14 +7,12 @@ reusable by reports: the TUI only turns these plain values into widgets.
 from __future__ import annotations
 
 import os
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from irscope.parsers import registry
-from irscope.parsers._mlir import user_frame
 from irscope.store import Run, Stage, Unit
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
@@ -22,11 +20,6 @@ HISTOGRAM_MODES = ("opcode", "op", "category")
 NOT_IR = frozenset({"metadata", "raw", "guards", "torch_log", "cost_analysis",
                     "buffer_assignment", "memory_usage", "text"})
 RAW = "raw"  # raw log records: grouped under one navigator node
-
-# .file 1 "/path/triton_kernels.py"    /    .loc 1 24 13, ..., inlined_at 1 26 51
-PTX_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"')
-PTX_LOC = re.compile(r'^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?')
-
 
 @dataclass(frozen=True)
 class UnitRow:
@@ -199,8 +192,10 @@ def line_locations(kind: str, text: str, parsed: Mapping[str, Any] | None = None
     """
     lines = text.splitlines()
     module = registry.get(kind).module
-    if module == "ptx":
-        by_line = {line: {where} for line, where in ptx_locations(lines).items()}
+    if module == "ptx":  # read from the text: a large module's parse result holds no lines
+        from irscope.parsers import ptx
+
+        by_line = {line: {where} for line, where in ptx.locations(text).items()}
     else:
         if parsed is None:
             parsed = registry.parse(kind, text).to_json() if module else {}
@@ -234,31 +229,6 @@ def _inductor_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
 
 
 _PARSED_READERS = {"fx_graph": _fx_lines, "inductor": _inductor_lines}
-
-
-def ptx_locations(lines: Sequence[str]) -> dict[int, str]:
-    """1-based line -> "file:line" of each PTX `.loc` and the instructions after it; of an
-    inlined call stack, the innermost frame outside library code, as the parsers choose.
-
-    This reading belongs in the PTX parser, as its result's `locations` like the others'.
-    """
-    files = {m.group(1): m.group(2) for m in map(PTX_FILE.match, lines) if m}
-    stacks: dict[tuple[str, str], tuple[str, ...]] = {}  # a position -> its last call stack
-    locations: dict[int, str] = {}
-    current = None
-    for number, line in enumerate(lines, 1):
-        stripped = line.strip()
-        if m := PTX_LOC.match(line):
-            here, caller = (m.group(1), m.group(2)), (m.group(3), m.group(4))
-            stack = (f"{files.get(here[0], here[0])}:{here[1]}",)
-            if m.group(3):
-                stack += stacks.get(caller) or (f"{files.get(caller[0], caller[0])}:{caller[1]}",)
-            stacks[here] = stack[:32]  # a cycle in odd input must not grow it without end
-            current = locations[number] = user_frame(stacks[here])
-        elif current and stripped and stripped not in ("{", "}") and not stripped.startswith(
-                (".", "//", "$")):
-            locations[number] = current
-    return locations
 
 
 def node_keys(keys: frozenset[str]) -> frozenset[str]:

@@ -12,6 +12,7 @@ from pygments.lexer import inherit
 from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
 from pygments.token import Comment, Operator, Punctuation, Text
 
+from ._mlir import user_frame
 from .base import Diagnostic, ParseResult, gc_paused, to_jsonable
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_listing import CollapsedLine, collapse, expand
@@ -21,7 +22,7 @@ from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,
 VERSION = 1
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
            "CollapsedLine", "parse", "sniff", "summarize_ptx", "collapse", "expand", "cfg",
-           "split_opcode", "kernel_text", "PtxLexer"]
+           "split_opcode", "kernel_text", "locations", "PtxLexer"]
 
 # ".version 8.4" / ".target sm_90a, debug" / ".address_size 64"
 HEADER_RE = re.compile(r"^[ \t]*\.(version|target|address_size)[ \t]+([^\n/]*)", re.M)
@@ -38,6 +39,8 @@ DECL_LINE_RE = re.compile(r"[{ \t]*+(?:\.(?:extern|visible|weak)[ \t]++)*+" + DE
 # ".file 1 \"/path/kernel.py\"" (optionally with timestamp and size)
 FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
+# ".loc 1 24 13" / ".loc 2 7 0, function_name $L__info_string0, inlined_at 1 26 51"
+LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?")
 _NAME_RE = re.compile(r"([%\w$]+)(?:<(\d+)>)?((?:\[\d*\])*)")
 _ALIGN_RE = re.compile(r"\.align\s+(\d+)")
 # The common register declaration, a numbered range: ".b32 \t%r<236>"
@@ -211,6 +214,32 @@ def kernel_text(text: str, kernel: PtxKernel) -> str:
     """The source lines of one kernel, from its `.entry` line to its closing brace."""
     lines = text.splitlines()
     return "\n".join(lines[kernel.first_line - 1:kernel.last_line])
+
+
+def locations(text: str) -> dict[int, str]:
+    """1-based line -> "file:line" of each `.loc` and the instructions after it; of an inlined
+    call stack, the innermost frame outside library code (as the other parsers choose).
+
+    A function rather than a field of ``parse``'s result: a line-by-line reading that only
+    the stage being viewed needs, which would slow the whole-module parse down.
+    """
+    files = {m.group(1): m.group(2) for m in FILE_RE.finditer(text)}
+    stacks: dict[tuple[str, str], tuple[str, ...]] = {}  # a position -> its last call stack
+    found: dict[int, str] = {}
+    current = None
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if m := LOC_RE.match(line):
+            here, caller = (m.group(1), m.group(2)), (m.group(3), m.group(4))
+            stack = (f"{files.get(here[0], here[0])}:{here[1]}",)
+            if m.group(3):
+                stack += stacks.get(caller) or (f"{files.get(caller[0], caller[0])}:{caller[1]}",)
+            stacks[here] = stack[:32]  # a cycle in odd input must not grow it without end
+            current = found[number] = user_frame(stacks[here])
+        elif current and stripped and stripped not in ("{", "}") and not stripped.startswith(
+                (".", "//", "$")):
+            found[number] = current
+    return found
 
 
 def _unreadable(text: str) -> str | None:

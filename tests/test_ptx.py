@@ -227,3 +227,16 @@ def test_parsing_pauses_the_garbage_collector_and_restores_it():
         assert not gc.isenabled()  # a caller's own choice is kept
     finally:
         gc.enable()
+
+
+def test_locations_follow_loc_lines_and_name_the_users_frame_of_inlined_code():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n"
+            '.file 1 "/src/kernel.py"\n'
+            '.file 2 "/usr/lib/python3/site-packages/triton/language/standard.py"\n'
+            ".visible .entry k()\n{\n"
+            "\t.loc 1 10 0\n\tmov.u32 %r1, 0;\n"
+            "\t.loc 2 40 7, function_name $L__info_string0, inlined_at 1 12 3\n"
+            "\tadd.s32 %r1, %r1, 1;\n$L__BB0_1:\n\t// a comment\n\tret;\n}\n")
+    assert ptx.locations(text) == {8: "/src/kernel.py:10", 9: "/src/kernel.py:10",
+                                   10: "/src/kernel.py:12", 11: "/src/kernel.py:12",
+                                   14: "/src/kernel.py:12"}
