@@ -1,8 +1,9 @@
 """`irscope inspect script.py` against plain `python script.py`, warm caches, side by side.
 
-Each seed example is run once both ways to warm the compiler caches (Inductor's FX graph
-and kernel caches, Triton's cache), then the two commands alternate ``--repeat`` times and
-the median wall times are compared. Target: at most 15% overhead.
+Each seed example is run once both ways to warm the caches (Inductor's FX graph and kernel
+caches, Triton's cache, and irscope's cache of XLA dumps, kept in a folder of this
+benchmark's own), then the two commands alternate ``--repeat`` times and the median wall
+times are compared. Target: at most 15% overhead.
 
 Run: python benchmarks/bench_inspect.py [--repeat 3] [seed_jax.py ...]
 """
@@ -42,7 +43,7 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
 
 def measure(script: Path, repeat: int, workdir: Path) -> dict[str, float]:
     """Median wall and CPU seconds of python script and irscope inspect script, alternating."""
-    env = {**os.environ, "NO_COLOR": "1"}
+    env = {**os.environ, "NO_COLOR": "1", "IRSCOPE_CACHE_DIR": str(workdir / "dump-cache")}
     runs = iter(range(10**6))
 
     def plain() -> list[str]:
