@@ -13,7 +13,7 @@ from irscope.errors import IrscopeError
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "stats", "ptx", "sass",
-            "report", "diff", "compile")
+            "report", "diff", "compile", "cache")
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # Commands after which the interpreter's teardown is skipped (see entry()).

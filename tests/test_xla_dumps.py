@@ -74,3 +74,17 @@ def test_the_oldest_dumps_go_when_the_cache_is_full(tmp_path, monkeypatch):
     folder = dump_folder(tmp_path / "c3", number="0003")
     newest = xla_dumps.store(cache, "jit_f3-" + "3" * 64, folder)
     assert [e.exists() for e in entries] == [False, False, True] and newest.exists()
+
+
+def test_cache_command_shows_and_clears_the_dumps(tmp_path, cli):
+    import json
+
+    xla_dumps.store(tmp_path / "cache", KEY, dump_folder(tmp_path / "compile"))
+    env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    shown = cli("cache", "--json", env=env)
+    assert shown.returncode == 0, shown.stderr
+    data = json.loads(shown.stdout)
+    assert data["dumps"] == 1 and data["bytes"] > 0 and data["path"] == str(tmp_path / "cache")
+    cleared = cli("cache", "--clear", env=env)
+    assert cleared.returncode == 0 and "cleared 1" in cleared.stdout
+    assert not list((tmp_path / "cache" / "xla-dumps").glob("*.zip"))
