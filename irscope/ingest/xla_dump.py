@@ -85,11 +85,6 @@ def module_names(names: list[str]) -> dict[str, str]:
     return modules
 
 
-def ingest_files(writer: Writer, paths: list[Path], report) -> int:
-    """File XLA dump files, grouped by module; returns the number of artifacts stored."""
-    return ingest_dump(writer, [DumpFile.of(path) for path in paths], report)
-
-
 def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
     """File the files of XLA dumps, one unit per module; returns the number stored."""
     names = module_names([f.name for f in files])
