@@ -102,7 +102,11 @@ def _compile_dumps(compiles: list[dict[str, Any]], notes: list[str]) -> list:
             names, read = list(members), members.__getitem__
         elif record.get("folder"):
             entry = Path(record["folder"])
-            names = xla_dumps.folder_files(entry)
+            try:
+                names = xla_dumps.folder_files(entry)
+            except OSError as exc:  # unreadable: noted; the folder stays in staging
+                notes.append(f"XLA dump of {record.get('module')} unreadable ({exc})")
+                continue
             read = functools.partial(_read_relative, entry)
         else:
             continue
