@@ -68,16 +68,21 @@ def test_stages_are_ordered_by_pipeline_and_blobs_stored_once(tmp_path):
     assert run.read_text(run.stage(run.unit("k2"), "ptx")) == "same text"
 
 
+def reopened_as(run: Run, schema: int) -> Run:
+    """``run`` reopened as if an older irscope had made it (its schema version set back)."""
+    run.db.execute(f"UPDATE meta SET value='{schema}' WHERE key='schema_version'")
+    run.close()
+    return Run.open(run.path)
+
+
 def test_large_blobs_are_files_and_schema_1_runs_keep_every_blob_a_file(tmp_path):
-    run = Run.create(tmp_path / "run")
+    run = reopened_as(Run.create(tmp_path / "run"), 2)  # uncompressed: the files read plain
     large = b"y" * (INLINE_MAX + 1)
     with run.transaction():
         key = run.put_blob(large)
         small = run.put_blob(b"small")
     assert run.blob_path(key).read_bytes() == large and not run.blob_path(small).exists()
-    run.db.execute("UPDATE meta SET value='1' WHERE key='schema_version'")
-    run.close()
-    old = Run.open(tmp_path / "run")  # a run made before blobs moved into the index
+    old = reopened_as(run, 1)  # a run made before blobs moved into the index
     with old.transaction():
         other = old.put_blob(b"another small one")
     assert old.blob_path(other).read_bytes() == b"another small one"
