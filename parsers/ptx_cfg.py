@@ -163,39 +163,32 @@ def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], 
 
 
 def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tuple[PtxLoop, ...]:
-    """Natural loops: an edge to a block at or before its source that dominates it.
+    """Natural loops: one per head of a back edge u -> h, an edge whose head dominates its source.
 
-    Domination is checked by walking predecessors back from the latch: if the walk reaches
-    the entry without passing the head, the edge is not a back edge of a natural loop.
+    A loop's body is h and every block that reaches u without passing h; loops sharing a head
+    are one loop, and a loop's depth is how many loop bodies hold its head (1 = outermost).
+    The back edge may jump either way in the text: a rotated loop whose test sits above its
+    body returns to the body by a forward jump. Only blocks reachable from the entry count.
     ``edges`` (successor indices per block) is computed from the blocks when not given.
     """
     if edges is None:
         index = {b.name: i for i, b in enumerate(blocks)}
         edges = [tuple(index[s] for s in b.successors) for b in blocks]
-    backward = [(latch, head) for latch, heads in enumerate(edges) for head in heads
-                if head <= latch]
-    if not backward:
+    # A cycle needs an edge that does not go down the text: without one there is no loop.
+    if not any([head <= latch for latch, heads in enumerate(edges) for head in heads]):
+        return ()
+    candidates, reached = _retreating_edges(edges)
+    if not candidates:
         return ()
     preds: list[list[int]] = [[] for _ in blocks]
     for i, heads in enumerate(edges):
-        for head in heads:
-            preds[head].append(i)
-    enter, leave = _dfs_intervals(edges)
+        if reached[i]:
+            for head in heads:
+                preds[head].append(i)
     bodies: dict[int, set[int]] = {}
-    for latch, head in backward:
-        if enter[latch] >= 0 and not enter[head] <= enter[latch] <= leave[head]:
-            continue  # the head is no DFS ancestor of a reachable latch: it cannot dominate it
-        body, stack, natural = {head}, [latch], True
-        while stack:
-            n = stack.pop()
-            if n in body:
-                continue
-            if n == 0:
-                natural = False
-                break
-            body.add(n)
-            stack.extend(preds[n])
-        if natural:
+    for latch, head in candidates:
+        body = _body(head, latch, preds)
+        if body is not None:
             bodies.setdefault(head, set()).update(body)
     depth = dict.fromkeys(bodies, 0)  # how many loop bodies hold each head
     for body in bodies.values():
@@ -211,26 +204,47 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
     return tuple(loops)
 
 
-def _dfs_intervals(edges: list[tuple]) -> tuple[list[int], list[int]]:
-    """Entry and exit clock of every block in a depth-first walk from the entry block
-    (-1 for unreachable blocks): ``a`` is an ancestor of ``b`` when b's entry lies in a's span.
+def _retreating_edges(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[int]]:
+    """Edges (latch, head) into a block on the path of a depth-first walk from the entry, and
+    per block whether the walk reached it (0: unreachable).
+
+    A block's dominators all lie on that path, so every back edge is among these; an edge
+    among them is a back edge unless its loop can also be entered elsewhere (irreducible).
     """
-    enter, leave = [-1] * len(edges), [0] * len(edges)
-    enter[0] = clock = 0
+    state = [0] * len(edges)  # 0: not reached, 1: on the walk's path, 2: done
+    state[0] = 1
+    retreating = []
     stack = [(0, iter(edges[0]))]
     while stack:
         node, successors = stack[-1]
         for child in successors:
-            if enter[child] < 0:
-                clock += 1
-                enter[child] = clock
+            seen = state[child]
+            if not seen:
+                state[child] = 1
                 stack.append((child, iter(edges[child])))
                 break
+            if seen == 1:
+                retreating.append((node, child))
         else:
             stack.pop()
-            clock += 1
-            leave[node] = clock
-    return enter, leave
+            state[node] = 2
+    return retreating, state
+
+
+def _body(head: int, latch: int, preds: list[list[int]]) -> set[int] | None:
+    """The head and the blocks reaching ``latch`` without passing it; None when the walk meets
+    the entry block (block 0) first: then the head does not dominate the latch.
+    """
+    body, stack = {head}, [latch]
+    while stack:
+        n = stack.pop()
+        if n in body:
+            continue
+        if n == 0:
+            return None
+        body.add(n)
+        stack.extend(preds[n])
+    return body
 
 
 def cfg(kernel):

@@ -70,6 +70,74 @@ def test_hand_loop_blocks_and_nested_loops():
     assert graph.nodes["$L__inner"]["loop_depth"] == 2 and graph.nodes["entry"]["loop_depth"] == 0
 
 
+def dominator_loops(kernel) -> dict[str, tuple[int, set[str]]]:
+    """Natural loops found with networkx, independently of the parser: head -> (depth, body).
+
+    A back edge is an edge u -> h where h dominates u (networkx's immediate dominators); the
+    body is h and every block reaching u without passing h; depth counts the bodies holding h.
+    """
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(b.name for b in kernel.blocks)
+    graph.add_edges_from((b.name, s) for b in kernel.blocks for s in b.successors)
+    entry = kernel.blocks[0].name
+    idom = nx.immediate_dominators(graph, entry)
+    idom.pop(entry, None)  # networkx < 3.5 maps the entry to itself, later ones leave it out
+    reachable = set(idom) | {entry}
+
+    def dominates(head, node):
+        while node != head:
+            if node == entry:
+                return False
+            node = idom[node]
+        return True
+
+    bodies: dict[str, set[str]] = {}
+    for latch, head in graph.edges:
+        if latch in reachable and dominates(head, latch):
+            without_head = graph.subgraph(reachable - {head})
+            body = {head} if latch == head else nx.ancestors(without_head, latch) | {latch, head}
+            bodies.setdefault(head, set()).update(body)
+    return {head: (sum(head in body for body in bodies.values()), body)
+            for head, body in bodies.items()}
+
+
+ROTATED = (SAMPLES / "ptx" / "rotated_loop.ptx").read_text()
+
+
+def test_rotated_loop_whose_back_edge_jumps_forward_is_found():
+    (kernel,) = ptx.parse(ROTATED).kernels
+    blocks = {b.name: b for b in kernel.blocks}
+    # the latch $L__BB0_3 sits above the body $L__BB0_4 and jumps down to it
+    assert blocks["$L__BB0_3"].successors == ("$L__BB0_4", "$L__BB0_3+1")
+    assert blocks["$L__BB0_3"].first_line < blocks["$L__BB0_4"].first_line
+    # counted by hand: 29 instructions; the inner loop holds $L__BB0_3 (3) and $L__BB0_4 (6)
+    assert kernel.instructions == 29
+    assert [(loop.head, loop.depth, loop.blocks, loop.instructions, loop.first_line,
+             loop.last_line) for loop in kernel.loops] == [
+        ("$L__BB0_1", 1, ("$L__BB0_1", "$L__BB0_1+1", "$L__BB0_3", "$L__BB0_3+1", "$L__BB0_4",
+                          "$L__BB0_5"), 17, 29, 49),
+        ("$L__BB0_4", 2, ("$L__BB0_3", "$L__BB0_4"), 9, 34, 45)]
+    assert kernel.loops[1].histogram["ld.global.f32"] == 1
+    assert {loop.head: (loop.depth, set(loop.blocks)) for loop in kernel.loops} == (
+        dominator_loops(kernel))
+    assert ptx.cfg(kernel).nodes["$L__BB0_3"]["loop_depth"] == 2
+
+
+def test_nvcc_rotated_loop_in_the_corpus(corpus):
+    """nvcc (sm_80) enters a Kokkos range loop by `bra.uni $L__BB39_2`; its latch $L__BB39_4,
+    above the body, jumps forward to it."""
+    text = (corpus / "ptx" / "ptx90parser_matrix_free_device_matrix_vector_01.1.sm_80.ptx").read_text()
+    (kernel,) = [k for k in ptx.parse(text).kernels
+                 if any(b.name == "$L__BB39_2" for b in k.blocks)]
+    (loop,) = kernel.loops
+    # counted by hand: $L__BB39_4 5, $L__BB39_2 2, $L__tmp798 3 and its fall-through 6
+    assert (loop.head, loop.depth, loop.instructions) == ("$L__BB39_2", 1, 16)
+    assert loop.blocks == ("$L__BB39_4", "$L__BB39_2", "$L__tmp798", "$L__tmp798+1")
+    assert (loop.first_line, loop.last_line) == (9744, 9777)
+
+
 @pytest.mark.parametrize("text, op, space, vector, types, category", [
     ("ld.global.nc.v4.b32", "ld", "global", 4, ("b32",), "global_memory"),
     ("st.shared::cta.v2.f32", "st", "shared::cta", 2, ("f32",), "shared_memory"),
@@ -240,3 +308,11 @@ def test_locations_follow_loc_lines_and_name_the_users_frame_of_inlined_code():
     assert ptx.locations(text) == {8: "/src/kernel.py:10", 9: "/src/kernel.py:10",
                                    10: "/src/kernel.py:12", 11: "/src/kernel.py:12",
                                    14: "/src/kernel.py:12"}
+
+
+@pytest.mark.parametrize("path", _real_ptx(), ids=lambda p: p.name)
+def test_loops_are_those_of_the_dominator_tree(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for kernel in ptx.parse(text).kernels:
+        found = {loop.head: (loop.depth, set(loop.blocks)) for loop in kernel.loops}
+        assert found == dominator_loops(kernel), kernel.name
