@@ -1,11 +1,15 @@
-"""The XLA dump cache: entries kept whole and read back, names renumbered, damage refused."""
+"""XLA dumps: the dump cache (entries kept whole, names renumbered, damage refused) and the
+names their per-emitter stages are filed under."""
 
 from __future__ import annotations
 
 import itertools
 import zipfile
+from pathlib import Path
 
 from irscope.collectors import xla_dumps
+from irscope.ingest import ingest
+from irscope.store import Run
 
 KEY = "jit_mlp-0371e2bb3c40044b6151d58908d422e46a6a66d57260d691970c92db812b943c"
 
@@ -88,3 +92,83 @@ def test_cache_command_shows_and_clears_the_dumps(tmp_path, cli):
     cleared = cli("cache", "--clear", env=env)
     assert cleared.returncode == 0 and "cleared 1" in cleared.stdout
     assert not list((tmp_path / "cache" / "xla-dumps").glob("*.zip"))
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+def sample_dump(unit_name: str, folder: Path) -> Path:
+    """The XLA dump files of one unit of the GPU JAX sample, written back under their names."""
+    run = Run.open(SAMPLES / "gpu" / "jax_cuda")
+    unit = run.unit(unit_name)
+    dumped = Path(unit.attrs["xla_dump"])
+    for stage in run.stages(unit.id):
+        if stage.origin and stage.origin.startswith(str(dumped)):
+            target = folder / Path(stage.origin).relative_to(dumped)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(run.read_blob(stage.blob))
+    return folder
+
+
+def emitter_stages(run: Run, unit: str) -> list[tuple[str, str]]:
+    return [(s.kind, s.name) for s in run.stages(run.unit(unit).id)
+            if s.kind in ("ttir", "llvm_ir", "ptx")]
+
+
+def test_gpu_emitter_stages_are_named_after_their_fusion(tmp_path):
+    """XLA numbers its per-emitter PTX and LLVM IR files (1.ptx, 6.ir-no-opt.ll); the stages
+    take the HLO name of the fusion whose kernel each file defines."""
+    run = Run.create(tmp_path / "run")
+    ingest(run, [sample_dump("jit_post_norm_block", tmp_path / "dump")])
+    stages = emitter_stages(run, "jit_post_norm_block")
+    assert ("ptx", "ptx · fusion.12") in stages  # .entry fusion_12 -> ROOT %fusion.12
+    assert ("ptx", "ptx · loop_multiply_fusion") in stages
+    assert ("llvm_ir", "ir-no-opt · gemm_fusion_dot_general.3") in stages
+    assert ("llvm_ir", "ir-with-opt · gemm_fusion_dot_general.3") in stages
+    assert ("ttir", "ttir before validation · gemm_fusion_dot_general.2") in stages
+    assert ("ttir", "ttir · gemm_fusion_dot_general.2") in stages
+    assert len(stages) == len(set(stages)) == 18
+    assert not [name for _, name in stages if name[0].isdigit()]  # no dump numbers left
+    # the names follow the files' content, not their numbers: kernel 1.ptx holds
+    ptx_text = run.read_text(run.stage(run.unit("jit_post_norm_block"), "ptx · fusion.12"))
+    assert ".entry fusion_12(" in ptx_text
+
+
+def test_emitter_files_without_a_known_kernel_keep_their_dump_names(tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    hlo = "HloModule jit_f\n\nENTRY %main {\n  ROOT %fusion.3 = f32[4]{0} fusion(), kind=kLoop\n}\n"
+    files = {"before_optimizations.txt": hlo, "sm_9.0_gpu_after_optimizations.txt": hlo,
+             "ptx": ".visible .entry fusion_3(\n.visible .entry fusion_4(\n",  # whole module
+             "4.ptx": "// no entry in this one\n",
+             "5.ptx": ".visible .entry fusion_9(\n{\n}\n",  # not an HLO name: kept as is
+             "6.ptx": ".visible .entry fusion_3(\n.visible .entry fusion_3_1(\n",
+             "7.ir-with-opt.ll": "define ptx_kernel void @fusion_3(ptr %0) {\n}\n",
+             "11.ir-with-opt.ll": 'define void @fusion_3(ptr %0) {\n}\n'
+                                  '!0 = !{ptr @fusion_3, !"kernel", i32 1}\n'}
+    for suffix, text in files.items():
+        (dump / f"module_0001.jit_f.{suffix}").write_text(text)
+    run = Run.create(tmp_path / "run")
+    ingest(run, [dump])
+    assert emitter_stages(run, "jit_f") == [
+        ("llvm_ir", "ir-with-opt · fusion.3"),
+        ("llvm_ir", "ir-with-opt · fusion.3 (11.ir-with-opt.ll)"),  # the same kernel twice
+        ("ptx", "4.ptx"), ("ptx", "ptx · fusion_9"), ("ptx", "ptx · fusion.3 (+1)"),
+        ("ptx", "ptx")]
+
+
+def test_cpu_kernel_modules_are_named_after_their_fusion(tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    hlo = ("HloModule jit_add\n\nENTRY %main {\n  %p = f32[3]{0} parameter(0)\n"
+           "  ROOT %broadcast_add_fusion = f32[3]{0} fusion(%p), kind=kLoop\n}\n")
+    (dump / "module_0003.jit_add.cpu_after_optimizations.txt").write_text(hlo)
+    (dump / "module_0003.jit_add.broadcast_add_fusion_kernel_module.ir-no-opt.ll").write_text(
+        "define ptr @broadcast_add_fusion(ptr %0) #0 {\n}\n"
+        "define internal void @helper(ptr %0) {\n}\n")
+    (dump / "module_0003.jit_add.call_computation_kernel_module.ir-with-opt.ll").write_text(
+        "define ptr @call_kernel(ptr %0) #0 {\n}\n")
+    run = Run.create(tmp_path / "run")
+    ingest(run, [dump])
+    assert emitter_stages(run, "jit_add") == [("llvm_ir", "ir-no-opt · broadcast_add_fusion"),
+                                              ("llvm_ir", "ir-with-opt · call_computation")]

@@ -3,7 +3,12 @@
     module_0001.jit_mlp.before_optimizations.txt          -> hlo_before_opt
     module_0001.jit_mlp.cpu_after_optimizations.txt       -> hlo_after_opt (GPU: sm_8.0_gpu_...)
     module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llvm_ir
-Other files of the module are kept as text stages named by their suffix.
+    module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llvm_ir
+
+Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile,
+``ptx · fusion.12``: the kernel the file defines, mapped back to the HLO instruction of
+that name (kernel names are HLO names with ``.`` made ``_``). Other files of the module are
+kept as text stages named by their suffix.
 """
 
 from __future__ import annotations
@@ -21,10 +26,12 @@ MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)$")
 # module_0001.jit_mlp.before_optimizations.txt / module_0001.jit_mlp.debug_options
 ANCHOR = re.compile(r"^module_(\d+)\.(.+?)\.(?:before_optimizations\.txt|debug_options|"
                     r"(?:cpu_|gpu_|sm_[\d.]+_gpu_)?after_optimizations[-.]|ir-(?:no|with)-opt)")
+# cpu_after_optimizations.txt / sm_9.0a_gpu_after_optimizations.txt
+HLO_AFTER_OPT = re.compile(r"after_optimizations\.(txt|hlo)$")
 # Suffix -> stage kind, checked in order.
 SUFFIX_KINDS = (
     (re.compile(r"^before_optimizations\.(txt|hlo)$"), "hlo_before_opt"),
-    (re.compile(r"after_optimizations\.(txt|hlo)$"), "hlo_after_opt"),
+    (HLO_AFTER_OPT, "hlo_after_opt"),
     (re.compile(r"after_optimizations-buffer-assignment\.txt$"), "buffer_assignment"),
     (re.compile(r"memory-usage-report\.txt$"), "memory_usage"),
     (re.compile(r"\.ir-(no|with)-opt(\.noinline)?\.ll$|^ir-(no|with)-opt\.ll$"), "llvm_ir"),
@@ -33,6 +40,28 @@ SUFFIX_KINDS = (
     (re.compile(r"\.ttir\.txt$"), "ttir"),
     (re.compile(r"\.hlo$"), "hlo_after_opt"),
 )
+# Per-emitter files and the label their stage name starts with:
+# 3.ptx, 2.ir-no-opt.ll, broadcast_add_fusion_kernel_module.ir-with-opt.noinline.ll,
+# gemm_fusion_dot_general.2.before_validation.ttir.txt
+EMITTER_FILE = re.compile(r"^(?:(?P<prefix>.+?)\.)?(?:(?P<ptx>ptx)"
+                          r"|(?P<ir>ir-(?:no|with)-opt(?:\.noinline)?)\.ll"
+                          r"|(?P<ttir>(?P<check>before_validation\.)?ttir\.txt))$")
+# <fusion>_kernel_module (XLA:CPU), __compute_module_<fusion>
+CPU_MODULE = re.compile(r"^(?:__compute_module_)?(?P<name>.+?)(?:_kernel_module)?$")
+# .visible .entry gemm_fusion_dot_general_2(
+PTX_ENTRY = re.compile(rb"^[ \t]*(?:\.visible[ \t]+|\.weak[ \t]+)?\.entry[ \t]+([\w$.]+)",
+                       re.M)
+# define ptx_kernel void @fusion_12(ptr noalias ...
+LLVM_KERNEL = re.compile(rb"^define[^@\n]*\bptx_kernel\b[^@\n]*@\"?([\w$.-]+)", re.M)
+# !0 = !{ptr @fusion_12, !"kernel", i32 1}
+LLVM_ANNOTATED = re.compile(rb"!\{ptr @\"?([\w$.-]+)\"?, !\"kernel\", i32 1\}")
+# define ptr @wrapped_broadcast(ptr %0) #0 {   (not: define internal void @while.0(...)
+LLVM_EXTERNAL = re.compile(rb"^define(?![^@\n]*\b(?:internal|private)\b)[^@\n]*@\"?([\w$.-]+)",
+                           re.M)
+#   ROOT %fusion.12 = f32[32,64]{1,0} fusion(%beta.1, ...
+HLO_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.-]+)\s+=\s", re.M)
+# characters XLA replaces with "_" in a kernel's name
+UNSAFE_IN_KERNEL_NAME = re.compile(r"[^\w$]")
 
 
 @dataclass(frozen=True)
@@ -111,7 +140,8 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
         folder = members[0][1].folder
         unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": folder,
                                                         "xla_module": number})
-        for suffix, file in sorted(members, key=lambda item: item[0]):
+        namer = EmitterNames(members)
+        for suffix, file in sorted(members, key=lambda item: natural_key(item[0])):
             try:
                 data = file.read()
             except OSError as exc:
@@ -121,7 +151,81 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
             if kind == "text" and b"\0" in data[:4096]:
                 kind = "raw"  # object files and other binaries: kept, shown as binary
             stage_name = kind if kind in ("hlo_before_opt", "hlo_after_opt") else suffix
+            if kind in ("ptx", "llvm_ir", "ttir"):
+                stage_name = namer.name(suffix, data)
             writer.add_stage(unit, kind, data, name=stage_name, origin=file.origin)
             stored += 1
         report.sources.append((f"{folder}/module_*.{name}.*", "xla_dump"))
     return stored
+
+
+def natural_key(suffix: str) -> list:
+    """Sort key putting ``10.ptx`` after ``9.ptx``."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in re.split(r"(\d+)", suffix)]
+
+
+def kernel_names(suffix: str, data: bytes) -> list[str]:
+    """The kernels a per-emitter PTX or LLVM IR file defines, in file order."""
+    if suffix.endswith("ptx"):
+        found = PTX_ENTRY.findall(data)
+    else:
+        found = (LLVM_KERNEL.findall(data) or LLVM_ANNOTATED.findall(data)
+                 or LLVM_EXTERNAL.findall(data))
+    return list(dict.fromkeys(name.decode("ascii", "replace") for name in found))
+
+
+class EmitterNames:
+    """Names the per-emitter stages of one module after the fusion each compiles.
+
+    ``ptx · gemm_fusion_dot_general.2``, ``ir-with-opt · fusion.12``,
+    ``ttir before validation · gemm_fusion_dot_general.2``. A whole-module file (``ptx``) or
+    one whose fusion cannot be told keeps its dump name (``12.ptx``); names never repeat
+    within the module.
+    """
+
+    def __init__(self, members: list[tuple[str, DumpFile]]):
+        self._hlo = next((file for suffix, file in members if HLO_AFTER_OPT.search(suffix)),
+                         None)
+        self._instructions: dict[str, str] | None = None
+        self._taken: set[str] = set()
+
+    def name(self, suffix: str, data: bytes) -> str:
+        match = EMITTER_FILE.match(suffix)
+        if not match or not match["prefix"]:
+            return suffix
+        prefix = match["prefix"]
+        if match["ttir"]:  # XLA names Triton IR files after their fusion already
+            label = "ttir before validation" if match["check"] else "ttir"
+            fusions = [prefix]
+        else:
+            label = match["ptx"] or match["ir"]
+            kernels = kernel_names(suffix, data)
+            fusions = [self.hlo_name(kernel) for kernel in kernels]
+            if any(fusions):
+                fusions = [fusion or kernel for fusion, kernel in zip(fusions, kernels)]
+            elif not prefix.isdigit():  # XLA:CPU names the file after its fusion
+                cpu = CPU_MODULE.match(prefix)["name"]
+                fusions = [self.hlo_name(cpu) or cpu]
+            else:
+                fusions = kernels
+        if not fusions:
+            return suffix
+        more = f" (+{len(fusions) - 1})" if len(fusions) > 1 else ""
+        name = f"{label} · {fusions[0]}{more}"
+        if name in self._taken:
+            name = f"{name} ({suffix})"
+        self._taken.add(name)
+        return name
+
+    def hlo_name(self, kernel: str) -> str | None:
+        """The HLO instruction a kernel is named after (``fusion_12`` -> ``fusion.12``), if any."""
+        if self._instructions is None:
+            try:
+                text = self._hlo.read().decode("utf-8", "replace") if self._hlo else ""
+            except OSError:
+                text = ""
+            names = HLO_INSTRUCTION.findall(text)
+            self._instructions = {UNSAFE_IN_KERNEL_NAME.sub("_", n): n for n in reversed(names)}
+            self._instructions.update({n: n for n in names})
+        return self._instructions.get(kernel)
