@@ -16,7 +16,7 @@ from ._mlir import user_frame
 from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram
 from .occupancy import Occupancy, occupancy
 
-VERSION = 2
+VERSION = 3
 
 # An instruction after its address, maybe with CuAssembler control codes or a guard:
 #   "        /*0160*/              @!P0 LDG.E R0, desc[UR4][R6.64] ;" -> "LDG.E"
@@ -30,8 +30,9 @@ CONTROL_RE = re.compile(r"^[ \t]*[0-9a-fA-F-]{2}:[-\w]:[-\w]:[-\w]:[-\w]+[ \t]+"
 # ".section \".text._Z7argtestPiS_S_\", ..." / "# Kernel: sgemm_kernel_128"
 KERNEL_RE = re.compile(r"^[ \t]*(?:Function[ \t]*:[ \t]*(\S+)|\.section[ \t]+\"?\.text\.([^\",\s]+)"
                        r"|#[ \t]*Kernel:[ \t]*(\S+))", re.M)
-# "code for sm_90" / "EF_CUDA_SM90" / "arch = sm_70"
-ARCH_RE = re.compile(r"(?:code for sm_|EF_CUDA_SM|arch = sm_)(\d+)")
+# "code for sm_90" / "EF_CUDA_SM90" / "arch = sm_70" / "\t.target\tsm_90a" (newer nvdisasm);
+# a suffix (sm_90a, sm_100a, sm_120f) is no part of the number
+ARCH_RE = re.compile(r"(?:code for sm_|EF_CUDA_SM|arch = sm_|^[ \t]*\.target[ \t]+sm_)(\d+)", re.M)
 # cuobjdump -res-usage: " Function add_kernel:\n  REG:40 STACK:0 SHARED:0 LOCAL:0 CONSTANT[0]:556 ..."
 RES_USAGE_RE = re.compile(r"Function ([^\s:]+):\s*\n\s*(REG:[^\n]*)")
 _RES_FIELD_RE = re.compile(r"([A-Z]+)(?:\[(\d+)\])?:(\d+)")
@@ -51,9 +52,13 @@ LINE_INFO_RE = re.compile(r'//##\s*File "([^"]*)", line (\d+)'
 _MAXAS_RES_RE = re.compile(r"#[ \t]*(RegCnt|SharedSize):[ \t]*(\d+)")
 
 _CATEGORY_BY_OP = {
-    **dict.fromkeys(("LDG", "STG", "ATOMG", "RED", "ATOM", "LDGDEPBAR", "CCTL", "TEX", "TLD",
-                     "TLD4", "SULD", "SUST", "SUATOM"), "global_memory"),
-    **dict.fromkeys(("LDS", "STS", "ATOMS", "LDSLK", "STSCUL"), "shared_memory"),
+    **dict.fromkeys(("LDG", "STG", "LDGDEPBAR", "CCTL", "TEX", "TLD", "TLD4", "SULD", "SUST",
+                     "SUATOM"), "global_memory"),
+    # ATOM and RED take generic addresses; compilers use them for global memory (ATOMS for
+    # shared), and Hopper's REDG spells it out
+    **dict.fromkeys(("ATOMG", "ATOM", "RED", "REDG"), "global_atomic"),
+    **dict.fromkeys(("LDS", "STS", "LDSLK", "STSCUL"), "shared_memory"),
+    **dict.fromkeys(("ATOMS",), "shared_atomic"),
     **dict.fromkeys(("LDL", "STL"), "local_memory"),
     **dict.fromkeys(("LDC", "ULDC"), "const_memory"),
     **dict.fromkeys(("LD", "ST"), "generic_memory"),
