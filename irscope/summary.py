@@ -6,6 +6,7 @@ import html
 from collections import Counter
 from typing import Any
 
+from irscope.run_figures import read_run_figures
 from irscope.store import Run
 
 FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel"}
@@ -16,27 +17,17 @@ GRAPH_LINES = 6
 def summarize(run: Run) -> dict[str, Any]:
     """Headline figures of a run as plain JSON-able data (also what ``--json`` prints)."""
     units = run.units()
-    by_id = {u.id: u for u in units}
+    figures = read_run_figures(run, units)
     frameworks = Counter(u.framework for u in units if not u.name.startswith("("))
     ptx, sass = Counter(), Counter()
-    generated, launched = 0, []
     for stage in run.stages():
-        if stage.kind not in ("inductor_output_code", "ptx", "sass"):
-            continue
-        figures = _parsed(run, stage)
-        if stage.kind == "inductor_output_code":
-            totals = figures.get("totals", {})
-            generated += int(totals.get("kernels_generated", 0) or 0)
-            if "kernels_launched" in totals:
-                launched.append({"graph": by_id[stage.unit_id].name,
-                                 "kernels_launched": int(totals["kernels_launched"])})
-        else:
-            (ptx if stage.kind == "ptx" else sass).update(figures.get("histogram", {}))
-    if not generated:
-        generated = frameworks.get("triton", 0) + frameworks.get("cpp", 0)
-    events = Counter(e.kind for e in run.events())
-    # One recompilation may report several failed guards: count compiles, not reasons.
-    recompiled = {e.unit_id if e.unit_id is not None else -e.id for e in run.events("recompile")}
+        if stage.kind in ("ptx", "sass"):
+            (ptx if stage.kind == "ptx" else sass).update(_parsed(run, stage).get("histogram", {}))
+    launched = [{"graph": graph.name, "role": code.role, "output_code": code.stage,
+                 "kernels_launched": code.kernels_launched}
+                for graph in figures.graphs for code in graph.output_codes]
+    generated = figures.kernels_generated if figures.graphs else (
+        frameworks.get("triton", 0) + frameworks.get("cpp", 0))
     meta = run.meta
     return {
         "run": str(run.path),
@@ -46,11 +37,13 @@ def summarize(run: Run) -> dict[str, Any]:
         "ended": meta.get("ended"),
         "error": meta.get("error"),
         "units": dict(frameworks),
+        "graphs": len(figures.graphs),
         "kernels_generated": generated,
+        "kernels_launched": figures.kernels_launched,
         "kernels_launched_per_call": launched,
-        "graph_breaks": events.get("graph_break", 0),
-        "recompiles": len(recompiled),
-        "compile_failures": events.get("compile_failure", 0),
+        "graph_breaks": figures.event_total("graph_breaks"),
+        "recompiles": figures.recompiles,
+        "compile_failures": figures.event_total("compile_failures"),
         "top_ptx_opcodes": dict(ptx.most_common(TOP_OPCODES)),
         "top_sass_opcodes": dict(sass.most_common(TOP_OPCODES)),
         "frameworks_imported": meta.get("frameworks", []),
@@ -95,8 +88,14 @@ def lines(data: dict[str, Any]):
         out.append(Text.assemble("  kernels generated ", (str(data["kernels_generated"]), "bold")))
     launched = data["kernels_launched_per_call"]
     if launched:
-        shown = ", ".join(f"{g['graph']} {g['kernels_launched']}" for g in launched[:GRAPH_LINES])
-        more = f", +{len(launched) - GRAPH_LINES} more" if len(launched) > GRAPH_LINES else ""
+        per_graph: dict[str, list[str]] = {}
+        for g in launched:
+            per_graph.setdefault(g["graph"], []).append(
+                f"{g['role'] or g['output_code']} {g['kernels_launched']}")
+        shown = ", ".join(f"{graph} ({', '.join(parts)})"
+                          for graph, parts in list(per_graph.items())[:GRAPH_LINES])
+        more = (f", +{len(per_graph) - GRAPH_LINES} more graphs"
+                if len(per_graph) > GRAPH_LINES else "")
         out.append(Text(f"  kernels launched per call: {shown}{more}"))
     for label, key in (("PTX", "top_ptx_opcodes"), ("SASS", "top_sass_opcodes")):
         if data[key]:

@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 2
+VERSION = 3
 
 # from torch._inductor.async_compile import AsyncCompile     async_compile = AsyncCompile()
 WRAPPER_RE = re.compile(r"^(from torch\._inductor\.|async_compile = AsyncCompile\(\))",
@@ -19,6 +19,13 @@ WRAPPER_RE = re.compile(r"^(from torch\._inductor\.|async_compile = AsyncCompile
 KERNEL_DEF_RE = re.compile(r"^(\w+) = async_compile\.(\w+)\(.*?r?'''\s*$")
 # ''', device_str='cuda')     ''')
 KERNEL_END_RE = re.compile(r"^''',?.*\)\s*$|^'''\)")
+# # AOT ID: ['0_forward']       # AOT ID: ['3_inference']
+AOT_ID_RE = re.compile(r"^# AOT ID: \['?\d*_?(\w+?)'?\]", re.MULTILINE)
+ROLES = ("forward", "backward", "inference")
+# # kernel path: /tmp/torchinductor_u/ab/cabc123.py
+KERNEL_PATH_RE = re.compile(r"^# kernel path: (\S+)")
+# @triton.jit    (a module of one generated Triton kernel, not output code)
+TRITON_JIT_RE = re.compile(r"^@triton\.jit\b", re.MULTILINE)
 # @triton_heuristics.persistent_reduction(
 DECORATOR_RE = re.compile(r"^@triton_heuristics\.(\w+)\(", re.MULTILINE)
 # # Topologically Sorted Source Nodes: [y, y_1], Original ATen: [aten.tanh, aten.sigmoid]
@@ -65,6 +72,7 @@ class Kernel:
     source_nodes: tuple[str, ...] = ()
     line: int = 0
     source: str = ""
+    path: str | None = None  # the kernel's own module file (``# kernel path:``), its identity
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,7 @@ class Launch:
 class OutputCode(ParseResult):
     """A parsed Inductor output-code module."""
 
+    role: str | None = None  # "forward", "backward" or "inference" (its AOT ID), when known
     kernels: tuple[Kernel, ...] = ()
     launch_sequence: tuple[Launch, ...] = ()
     kernels_launched: int = 0
@@ -94,6 +103,8 @@ class OutputCode(ParseResult):
 def sniff(text: str) -> float:
     """The wrapper module itself: its own top-level imports, not a log quoting them."""
     head = text[:16384]
+    if TRITON_JIT_RE.search(head) and "def call(" not in text:
+        return 0.0  # one generated Triton kernel's module: Python source, not a graph's code
     if WRAPPER_RE.search(head):
         return 0.95 if "async_compile" in head or "def call(" in text else 0.8
     return 0.0
@@ -141,6 +152,7 @@ def parse(text: str) -> OutputCode:
     launches: list[Launch] = []
     allocated = reused = 0
     pending_nodes: tuple[list[str], list[str]] = ([], [])
+    pending_path: str | None = None
     line_nodes: dict[int, tuple[str, ...]] = {}
     carried: tuple[str, ...] = ()  # the last Source Nodes comment's nodes, until a blank line
     skip_indent: int | None = None
@@ -161,15 +173,19 @@ def parse(text: str) -> OutputCode:
             fused = tuple(op.split(".", 1)[-1] for op in aten) if aten else split_fused_name(name)
             kernels.append(Kernel(name, "cpp" if backend.startswith("cpp") else backend,
                                   _kind(name, backend, source), tuple(dict.fromkeys(fused)),
-                                  tuple(nodes), start + 1, source))
+                                  tuple(nodes), start + 1, source, pending_path))
             kernel_names.add(name)
             if nodes:  # the kernel's source, from its definition to its closing line
                 last = min(index + 1, len(lines))
                 line_nodes.update(dict.fromkeys(range(start + 1, last + 1), tuple(nodes)))
-            pending_nodes, carried = ([], []), ()
+            pending_nodes, carried, pending_path = ([], []), (), None
             index += 1
             continue
         index += 1
+        path = KERNEL_PATH_RE.match(line)
+        if path:
+            pending_path = path.group(1)
+            continue
         nodes = SOURCE_NODES_RE.match(line)
         if nodes:
             pending_nodes = ([n.strip() for n in nodes.group(1).split(",") if n.strip()],
@@ -213,7 +229,10 @@ def parse(text: str) -> OutputCode:
               "kernels_launched": len(launches), "generated_launches": generated,
               "extern_calls": sum(extern.values()), "buffers_allocated": allocated,
               "buffers_reused": reused, "instructions": len(launches)}
+    aot_id = AOT_ID_RE.search(text[:4096])
+    role = aot_id.group(1) if aot_id and aot_id.group(1) in ROLES else None
     return OutputCode(kind="inductor_output_code", histogram=sorted_histogram(histogram),
+                      role=role,
                       totals=totals, diagnostics=tuple(diagnostics), kernels=tuple(kernels),
                       launch_sequence=tuple(launches), kernels_launched=len(launches),
                       extern_calls=sorted_histogram(extern), buffers_allocated=allocated,

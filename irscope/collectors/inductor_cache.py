@@ -26,15 +26,19 @@ KERNEL_DEF = re.compile(r"^# kernel path: (\S+)\n(?:#[^\n]*\n)*?(\w+) = async_co
                         re.MULTILINE)
 
 
-def inductor_triton_kernels(run: Run) -> dict[str, str]:
-    """Kernel name -> kernel source path for every Triton kernel in the run's output code."""
-    kernels: dict[str, str] = {}
+def inductor_triton_kernels(run: Run) -> list[tuple[str, str]]:
+    """(kernel name, kernel source path) of every Triton kernel in the run's output code.
+
+    A name alone is no identity: Inductor gives the same name to different kernels of
+    different graphs and dtypes, each with a module file of its own.
+    """
+    kernels: dict[tuple[str, str], None] = {}
     for unit in run.units("torch"):
         for stage in run.stages(unit.id):
             if stage.kind == "inductor_output_code":
                 for path, name in KERNEL_DEF.findall(run.read_text(stage)):
-                    kernels.setdefault(name, path)
-    return kernels
+                    kernels[(name, path)] = None
+    return list(kernels)
 
 
 def cache_dirs(kernel_path: str, environ: dict[str, str]) -> list[Path]:
@@ -65,11 +69,10 @@ def find_entries(name: str, kernel_path: str, environ: dict[str, str]) -> list[P
 
 def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) -> list[Path]:
     """Copy the cache entries of Inductor kernels no compile hook saw; returns the new folders."""
-    staged = {json.loads(p.read_text()).get("name") for p in staging.triton.glob(f"*/{SIDECAR}")}
+    staged = {_sidecar(p).get("source_file") for p in staging.triton.glob(f"*/{SIDECAR}")}
     added = []
-    for name, kernel_path in inductor_triton_kernels(run).items():
-        if name in staged or run.db.execute(
-                "SELECT 1 FROM units WHERE framework='triton' AND name=?", (name,)).fetchone():
+    for name, kernel_path in inductor_triton_kernels(run):
+        if kernel_path in staged or run.units_from_file("triton", kernel_path):
             continue
         for entry in find_entries(name, kernel_path, environ):
             target = staging.triton / entry.name  # the cache key names the compile
@@ -83,3 +86,11 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) ->
             (target / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
             added.append(target)
     return added
+
+
+def _sidecar(path: Path) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}

@@ -61,11 +61,12 @@ class _Plan:
                 + len(self.xla_files) + len(self.files))
 
 
-def ingest(run: Run, paths, progress=None, dumps=()) -> IngestReport:
+def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None) -> IngestReport:
     """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item.
 
     ``dumps``: XLA dump files already found (``xla_dump.DumpFile``, e.g. a run's per-compile
-    dumps and cached ones), filed with any found under ``paths``.
+    dumps and cached ones), filed with any found under ``paths``. ``workers``: how many
+    NVIDIA tool processes analyse cubins at once (default: one per core).
     """
     report = IngestReport()
     report.units_before, report.stages_before = _counts(run)
@@ -79,17 +80,10 @@ def ingest(run: Run, paths, progress=None, dumps=()) -> IngestReport:
         if progress is not None:
             progress.advance(1, description=label[-40:])
 
+    # Graphs first (the trace names them), then what repeats them joins their units; C++
+    # sources from Inductor's cache join the kernels that linking files from output code.
+    later = [p for p in plan.files if p.suffix == ".cpp"]
     with run.transaction() as writer:
-        for entry in plan.triton_entries:
-            report.artifacts += triton_cache.ingest_entry(writer, entry, report)
-            step(entry.name)
-        for folder in plan.debug_folders:
-            report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
-            step(folder.name)
-        dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
-        report.artifacts += xla_dump.ingest_dump(writer, dump_files, report)
-        for _ in dump_files:
-            step("xla dump")
         for log in plan.traces:
             report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,
                                                          _share_reporter(progress, log.name))
@@ -98,10 +92,24 @@ def ingest(run: Run, paths, progress=None, dumps=()) -> IngestReport:
         for log in plan.logs:
             report.artifacts += torch_logs.ingest_log(writer, log, report)
             step(log.name)
+        for entry, analysis in triton_cache.analysed_entries(plan.triton_entries, workers):
+            report.artifacts += triton_cache.ingest_entry(writer, entry, report, analysis)
+            step(entry.name)
+        for folder in plan.debug_folders:
+            report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
+            step(folder.name)
+        dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
+        report.artifacts += xla_dump.ingest_dump(writer, dump_files, report)
+        for _ in dump_files:
+            step("xla dump")
         for path in plan.files:
+            if path.suffix != ".cpp":
+                report.artifacts += single_file.ingest_file(writer, path, report)
+                step(path.name)
+        linking.link(run, writer, report)
+        for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report)
             step(path.name)
-        linking.link(run, writer, report)
     report.units_after, report.stages_after = _counts(run)
     return report
 

@@ -6,39 +6,61 @@ from irscope.store import Run, Writer
 
 
 def link(run: Run, writer: Writer, report) -> None:
-    """For every torch unit with output code, file its C++ kernels and link launched kernels."""
-    try:
-        from irscope.parsers import inductor
-    except ImportError:
-        return
-    triton = {name: uid for uid, name in writer.db.execute(
-        "SELECT id, name FROM units WHERE framework='triton'")}
-    rows = writer.db.execute(
-        "SELECT units.id, units.source_file, stages.blob, stages.name FROM stages "
-        "JOIN units ON units.id = stages.unit_id "
-        "WHERE units.framework='torch' AND stages.kind='inductor_output_code'").fetchall()
+    """For every torch unit with output code, file its C++ kernels and link launched kernels.
+
+    A Triton kernel is linked by identity, never by name alone (Inductor reuses names across
+    graphs and dtypes): the kernel units compiled from the module file the output code names
+    (``# kernel path:``), else those of that name whose Python source holds the kernel's code.
+    """
+    from irscope.parsers import inductor
+
+    rows = [(unit.id, unit.source_file, stage) for unit in run.units("torch")
+            for stage in run.stages(unit.id) if stage.kind == "inductor_output_code"]
     parsed: dict[str, object] = {}
-    for unit_id, source_file, blob, stage_name in rows:
-        if blob not in parsed:
+    triton = _TritonUnits(run)
+    for unit_id, source_file, stage in rows:
+        if stage.blob not in parsed:
             try:
-                text = run.read_blob(blob).decode("utf-8", "replace")
-                parsed[blob] = inductor.parse(text)
+                parsed[stage.blob] = inductor.parse(run.read_text(stage))
             except Exception as exc:  # one odd output code must not sink the ingest
-                report.warnings.append(f"output code {stage_name}: not parsed ({exc})")
-                parsed[blob] = None
-        result = parsed[blob]
+                report.warnings.append(f"output code {stage.name}: not parsed ({exc})")
+                parsed[stage.blob] = None
+        result = parsed[stage.blob]
+        role = getattr(result, "role", None)
         for order, kernel in enumerate(getattr(result, "kernels", ()) or ()):
-            name = getattr(kernel, "name", None)
-            if not name:
-                continue
-            if getattr(kernel, "backend", "") == "cpp":
-                kernel_id = _cpp_unit(writer, name, getattr(kernel, "source", "") or "",
-                                      source_file, stage_name)
-            elif name in triton:
-                kernel_id = triton[name]
+            if kernel.backend == "cpp":
+                kernel_ids = [_cpp_unit(writer, kernel.name, kernel.source or "", source_file,
+                                        stage.name)]
             else:
-                continue
-            writer.add_relation(unit_id, "launches", kernel_id, {"order": order})
+                kernel_ids = triton.compiled_from(kernel)
+            for kernel_id in kernel_ids:
+                writer.add_relation(unit_id, "launches", kernel_id,
+                                    {"order": order, "role": role, "output_code": stage.name})
+
+
+class _TritonUnits:
+    """The run's Triton kernel units, found by their module file or by name and code."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.by_file: dict[str, list[int]] = {}
+        self.by_name: dict[str, list] = {}
+        for unit in run.units("triton"):
+            if unit.source_file:
+                self.by_file.setdefault(unit.source_file, []).append(unit.id)
+            self.by_name.setdefault(unit.name.split("-")[0], []).append(unit)
+
+    def compiled_from(self, kernel) -> list[int]:
+        if kernel.path and kernel.path in self.by_file:
+            return self.by_file[kernel.path]
+        body = kernel.source.strip()
+        found = []
+        for unit in self.by_name.get(kernel.name, ()):
+            for stage in self.run.stages(unit.id):
+                if stage.kind == "python_source" and body and body in self.run.read_text(stage):
+                    found.append(unit.id)
+                    break
+        return found
 
 
 def _cpp_unit(writer: Writer, name: str, source: str, source_file, stage_name: str) -> int:

@@ -11,14 +11,15 @@ from pathlib import Path
 
 from irscope.store import Writer
 
-from . import triton_cache
+from . import graphs, triton_cache
 
+TEXT = "text"
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
 # Framework a loose file belongs to, by its detected kind; the rest are plain "file" units.
 FRAMEWORKS = {"ttir": "triton", "ttgir": "triton", "jaxpr": "jax", "stablehlo": "jax",
               "hlo_before_opt": "jax", "hlo_after_opt": "jax", "fx_graph": "torch",
-              "inductor_output_code": "torch", "cpp_kernel": "cpp"}
+              "inductor_output_code": "torch"}  # loose C++: a kernel only when output code says so
 
 
 def cubin_problem(data: bytes) -> str | None:
@@ -69,8 +70,17 @@ def ingest_file(writer: Writer, path: Path, report) -> int:
         report.skipped.append((str(path), "binary data that is neither text nor a cubin"))
         return 0
     kind = "cpp_kernel" if path.suffix == ".cpp" else registry.detect(text, path.name)
+    if kind == TEXT and path.suffix == ".py":
+        kind = "python_source"
+    joined = _join_known_unit(writer, path, kind, text, data)
+    if joined:
+        report.sources.append((str(path), joined))
+        return 1
     unit = writer.add_unit(path.stem, FRAMEWORKS.get(kind, "file"), attrs={"origin": str(path)})
-    writer.add_stage(unit, kind, data, name=kind, origin=str(path))
+    if kind == graphs.OUTPUT_CODE:
+        graphs.add_output_code(writer, unit, data, kind, str(path))
+    else:
+        writer.add_stage(unit, kind, data, name=kind, origin=str(path))
     problems = [d for d in registry.parse(kind, text).diagnostics
                 if getattr(d, "severity", "") == "error"] if kind != "text" else []
     if problems:
@@ -80,3 +90,45 @@ def ingest_file(writer: Writer, path: Path, report) -> int:
                                + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
     report.sources.append((str(path), kind))
     return 1
+
+
+def _join_known_unit(writer: Writer, path: Path, kind: str, text: str, data: bytes) -> str | None:
+    """File an artifact of a unit already in the run into that unit; what it joined, or None.
+
+    Inductor's cache repeats what the trace holds: a graph's output code (the graph's unit
+    has it), the module of each generated Triton kernel (the kernel units compiled from that
+    file), and the C++ source of each C++ kernel (the kernel unit whose code it contains).
+    """
+    if kind == graphs.OUTPUT_CODE:
+        if graphs.unit_holding_output_code(writer, data) is not None:
+            return "output code of a graph already filed"
+        return None
+    if kind == "python_source":
+        kernels = writer.run.units_from_file("triton", str(path))
+        for unit in kernels:
+            writer.add_stage(unit.id, "python_source", data, origin=str(path))
+        return "Triton kernel module" if kernels else None
+    if kind == "cpp_kernel":
+        unit = _cpp_kernel_in(writer.run, text)
+        if unit is not None:
+            writer.add_stage(unit, "cpp_kernel", data, name="cache source", origin=str(path))
+            return "C++ kernel source"
+    return None
+
+
+def _cpp_kernel_in(run, text: str) -> int | None:
+    """The C++ kernel unit whose code ``text`` (a compiled source from Inductor's cache)
+    contains, ignoring blank space at line ends."""
+    body = _squeezed(text)
+    for unit in run.units("cpp"):
+        for stage in run.stages(unit.id):
+            if stage.kind == "cpp_kernel" and stage.name == "cpp_kernel":
+                code = _squeezed(run.read_text(stage))
+                if code and code in body:
+                    return unit.id
+    return None
+
+
+def _squeezed(text: str) -> str:
+    return "\n".join(line.rstrip() for line in text.strip().splitlines()
+                     if not line.startswith("#include"))

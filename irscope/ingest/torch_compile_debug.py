@@ -10,6 +10,8 @@ from pathlib import Path
 
 from irscope.store import Writer
 
+from . import graphs
+
 # File name -> stage kind; files not listed are kept as text stages named by file.
 FILES = {"fx_graph_readable.py": "fx_graph", "fx_graph_transformed.py": "fx_graph",
          "fx_graph_runnable.py": "python_source", "output_code.py": "inductor_output_code",
@@ -22,19 +24,46 @@ def is_debug_folder(files: list[str]) -> bool:
 
 
 def ingest_folder(writer: Writer, folder: Path, report) -> int:
-    """File the folder's graphs, IR listings and output code as one torch unit."""
-    unit = writer.add_unit(folder.name, "torch", attrs={"origin": str(folder)})
-    stored = 0
+    """File the folder's graphs, IR listings and output code into its graph's unit.
+
+    A folder whose output code a unit already holds (the trace's, or the same graph's other
+    debug copy) adds its files to that unit, each named after the output code's role
+    (``forward.fx_graph_readable``); otherwise the folder becomes a unit of its own.
+    """
+    files = []
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         if path.name.startswith(".") or path.suffix == ".lock":
             continue
         try:
-            data = path.read_bytes()
+            files.append((path, path.read_bytes()))
         except OSError as exc:
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
-            continue
+    code = next((data for path, data in files if path.name == "output_code.py"), None)
+    unit = graphs.unit_holding_output_code(writer, code) if code is not None else None
+    prefix = ""
+    if unit is None:
+        unit = writer.add_unit(folder.name, "torch", attrs={"origin": str(folder)})
+    else:
+        prefix = f"{_role(folder.name, code)}."
+    stored = 0
+    for path, data in files:
         kind = FILES.get(path.name) or ("metadata" if path.suffix == ".json" else "text")
-        writer.add_stage(unit, kind, data, name=path.stem, origin=str(path))
+        if kind == graphs.OUTPUT_CODE:
+            graphs.add_output_code(writer, unit, data, prefix + path.stem, str(path))
+        else:
+            writer.add_stage(unit, kind, data, name=prefix + path.stem, origin=str(path))
         stored += 1
     report.sources.append((str(folder), "torch_compile_debug"))
     return stored
+
+
+def _role(folder_name: str, code: bytes) -> str:
+    """forward / backward / inference, from the folder name or the output code's AOT ID."""
+    for role in ("forward", "backward", "inference"):
+        if f"_{role}_" in folder_name:
+            return role
+    head = code[:4096].decode("utf-8", "replace")
+    for role in ("forward", "backward", "inference"):
+        if f"_{role}'" in head:
+            return role
+    return folder_name

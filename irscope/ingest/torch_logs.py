@@ -12,13 +12,19 @@ from pathlib import Path
 
 from irscope.store import Writer
 
+from . import graphs
+
 # V1122 13:00:00.123000 1234 torch/_inductor/graph.py:2045] [0/0] [__output_code] Output code:
-LOG_LINE = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] (?:\[[\d/!_]+\] )?"
+LOG_LINE = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] (?:\[([\d/!_]+)\] )?"
                       r"\[__(\w+)\] ?(.*)$")
+# W1124 11:53:47.858000 6827 torch/_inductor/debug.py:545]    (any glog line, channel or not)
+GLOG_PREFIX = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] ")
 # Graph break in user code at /tmp/x.py:4  /  Graph Break Reason: ...
 GRAPH_BREAK = re.compile(r"Graph [Bb]reak(?: in user code at (\S+):(\d+)|: (.*)| [Rr]eason: (.*))")
 # Recompiling function f in /tmp/x.py:3
 RECOMPILE = re.compile(r"Recompiling function (\S+) in (\S+?):(\d+)")
+# ... [0/1] [__recompiles] Recompiling function forward in /tmp/x.py:54
+RECOMPILE_ID = re.compile(r"\[([\d/!_]+)\] \[__recompiles\] Recompiling function (\w+)")
 #     - 0/0: tensor 'x' size mismatch at index 0. expected 32, actual 48
 GUARD_FAILURE = re.compile(r"^\s*- (\d+/\d+: .+)$")
 # Any one of these in the first 64 KiB of a non-Python file marks TORCH_LOGS output.
@@ -32,72 +38,116 @@ def is_torch_log(head: bytes, name: str = "") -> bool:
 
 
 def ingest_log(writer: Writer, path: Path, report) -> int:
-    """File a TORCH_LOGS text log; returns the number of artifacts stored."""
+    """File a TORCH_LOGS text log; returns the number of artifacts stored.
+
+    The log itself is a stage of the unit ``(log) <file>``. What it says of one compile (output
+    code, recompilations, graph breaks; Dynamo prefixes each line with the compile id) goes to
+    that compile's graph unit: the one a trace filed with that compile id, else a unit made
+    for it here. Output code printed without a compile id joins the unit holding that code.
+    """
     try:
         data = path.read_bytes()
     except OSError as exc:
         report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
         return 0
     text = data.decode("utf-8", "replace")
-    unit = writer.add_unit(f"(log) {path.name}", "torch", attrs={"origin": str(path)})
-    writer.add_stage(unit, "torch_log", data, name=path.name, origin=str(path))
+    origin = str(path)
+    log_unit = writer.add_unit(f"(log) {path.name}", "torch", attrs={"origin": origin})
+    writer.add_stage(log_unit, "torch_log", data, name=path.name, origin=origin)
     stored = 1
-    for n, code in enumerate(_output_code_blocks(text), 1):
-        writer.add_stage(unit, "inductor_output_code", code, name=f"output_code#{n}",
-                         origin=str(path))
-        stored += 1
-    for match in GRAPH_BREAK.finditer(text):
-        file, line, reason, reason2 = match.groups()
-        event = {"reason": (reason or reason2 or "").strip()}
-        if file:
-            event.update(file=file, line=int(line))
-        writer.add_event("graph_break", event, unit)
-    for event in _recompiles(text):
-        writer.add_event("recompile", event, unit)
-    report.sources.append((str(path), "torch_logs"))
+    functions = {cid: fn for cid, fn in RECOMPILE_ID.findall(text)}
+    units: dict[str | None, int] = {}
+
+    def unit_for(compile_id: str | None, code: str | None = None) -> int:
+        if compile_id is None:
+            held = graphs.unit_holding_output_code(writer, code) if code is not None else None
+            return log_unit if held is None else held
+        if compile_id not in units:
+            units[compile_id] = graphs.unit_for_compile(writer, compile_id,
+                                                        functions.get(compile_id), origin)
+        return units[compile_id]
+
+    for n, (compile_id, code) in enumerate(_output_code_blocks(text), 1):
+        unit = unit_for(compile_id, code)
+        if graphs.add_output_code(writer, unit, code, f"output_code#{n}", origin):
+            stored += 1
+    for compile_id, event in _graph_breaks(text):
+        writer.add_event("graph_break", event, unit_for(compile_id))
+    for compile_id, event in _recompiles(text):
+        writer.add_event("recompile", event, unit_for(compile_id))
+    report.sources.append((origin, "torch_logs"))
     return stored
 
 
-def _recompiles(text: str) -> list[dict]:
-    """One event per "Recompiling function" message, with the guard failures listed under it."""
-    events: list[dict] = []
+def _graph_breaks(text: str) -> list[tuple[str | None, dict]]:
+    """(compile id, event) for each graph-break message."""
+    events = []
     for line in text.splitlines():
-        log = LOG_LINE.match(line)
-        message = log.group(2) if log else line
-        start = RECOMPILE.search(message)
-        if start:
-            events.append({"function": start.group(1), "file": start.group(2),
-                           "line": int(start.group(3)), "reason": ""})
+        match = GRAPH_BREAK.search(line)
+        if not match:
             continue
-        failure = GUARD_FAILURE.match(message)
-        if failure and events and (not log or log.group(1) == "recompiles"):
-            reason = events[-1]["reason"]
-            events[-1]["reason"] = f"{reason}; {failure.group(1)}" if reason else failure.group(1)
+        log = LOG_LINE.match(line)
+        file, lineno, reason, reason2 = match.groups()
+        event: dict = {"reason": (reason or reason2 or "").strip()}
+        if file:
+            event.update(file=file, line=int(lineno))
+        events.append((log.group(1) if log else None, event))
     return events
 
 
-def _output_code_blocks(text: str) -> list[str]:
-    """Bodies of ``[__output_code] Output code:`` messages, with any log prefixes removed.
+def _recompiles(text: str) -> list[tuple[str | None, dict]]:
+    """(compile id, event) for each guard failure that made Dynamo recompile a function.
+
+    A "Recompiling function" message opens a recompilation (its compile id is the new
+    compile's); each guard failure listed under it is one reason, as the trace records them.
+    """
+    events: list[tuple[str | None, dict]] = []
+    current: tuple[str | None, dict] | None = None
+    for line in text.splitlines():
+        log = LOG_LINE.match(line)
+        message = log.group(3) if log else line
+        start = RECOMPILE.search(message)
+        if start:
+            current = (log.group(1) if log else None,
+                       {"function": start.group(1), "file": start.group(2),
+                        "line": int(start.group(3))})
+            events.append((current[0], {**current[1], "reason": ""}))
+            continue
+        failure = GUARD_FAILURE.match(message)
+        if failure and current and (not log or log.group(2) == "recompiles"):
+            if events and events[-1][1]["reason"] == "":
+                events.pop()
+            events.append((current[0], {**current[1], "reason": failure.group(1).strip()}))
+    return events
+
+
+def _output_code_blocks(text: str) -> list[tuple[str | None, str]]:
+    """(compile id, body) of each ``[__output_code] Output code:`` message, log prefixes removed.
 
     With the default format every line of the code carries the prefix; with
     TORCH_LOGS_FORMAT="" the code follows as plain lines until the next log line.
     """
-    blocks: list[str] = []
+    blocks: list[tuple[str | None, str]] = []
     current: list[str] | None = None
+    compile_id: str | None = None
+
+    def close() -> None:
+        if current:
+            blocks.append((compile_id, "\n".join(current) + "\n"))
+
     for line in text.splitlines():
         match = LOG_LINE.match(line)
-        if match and match.group(1) == "output_code" and match.group(2).startswith("Output code:"):
-            if current:
-                blocks.append("\n".join(current) + "\n")
-            current = []
-        elif match:
-            if current is not None and match.group(1) == "output_code":
-                current.append(match.group(2))
+        if match and match.group(2) == "output_code" and match.group(3).startswith("Output code:"):
+            close()
+            current, compile_id = [], match.group(1)
+        elif match or GLOG_PREFIX.match(line):
+            if (current is not None and match and match.group(2) == "output_code"
+                    and not match.group(3).startswith("Output code written to")):
+                current.append(match.group(3))
             elif current is not None:
-                blocks.append("\n".join(current) + "\n")
+                close()
                 current = None
         elif current is not None:
             current.append(line)
-    if current:
-        blocks.append("\n".join(current) + "\n")
-    return [b for b in blocks if b.strip()]
+    close()
+    return [(cid, body) for cid, body in blocks if body.strip()]

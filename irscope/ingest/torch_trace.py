@@ -20,6 +20,8 @@ from typing import Any
 
 from irscope.store import BlobRef, Run, Writer
 
+from . import graphs
+
 TRACE_UNIT = "(trace)"
 SPILL_BYTES = 4 << 20  # payloads larger than this are streamed into their blob
 PROGRESS_EVERY = 500  # records between progress reports
@@ -92,10 +94,15 @@ class Compile:
         return name if n == 1 else f"{name}#{n}"
 
     @property
-    def unit_name(self) -> str:
+    def compile_id(self) -> str:
+        """Dynamo's compile id as its logs print it: ``0/1``, or ``!2/0/1`` under compiled
+        autograd."""
         ca, frame, compile_ = self.key
-        label = f"!{ca}/{frame}/{compile_}" if ca is not None else f"{frame}/{compile_}"
-        return f"[{label}] {self.fn}" if self.fn else f"[{label}]"
+        return f"!{ca}/{frame}/{compile_}" if ca is not None else f"{frame}/{compile_}"
+
+    @property
+    def unit_name(self) -> str:
+        return f"[{self.compile_id}] {self.fn}" if self.fn else f"[{self.compile_id}]"
 
 
 def is_torch_trace(head: bytes) -> bool:
@@ -292,7 +299,7 @@ class _TraceReader:
             comp.events.append(("graph_break", {"reason": str(reason)}))
         recompile = metrics.get("recompile_reason")
         if recompile:
-            comp.events.append(("recompile", {"reason": recompile}))
+            comp.events.append(("recompile", {"reason": str(recompile).strip()}))
         for key in ("guard_count", "graph_op_count", "graph_node_count"):
             if metrics.get(key) is not None:
                 comp.attrs[key] = metrics[key]
@@ -337,10 +344,15 @@ class _TraceReader:
                                     (name,)).fetchone()
             if row and json.loads(row[0]).get("origin") != self.origin:
                 name = f"{name} ({Path(self.origin).name})"  # same ids from another log
-            unit = writer.add_unit(name, "torch", comp.source_file, comp.source_line,
-                                   {"origin": self.origin, **comp.attrs})
+            attrs = {"origin": self.origin, **comp.attrs}
+            if comp.key != (None, None, None):
+                attrs["compile_id"] = comp.compile_id
+            unit = writer.add_unit(name, "torch", comp.source_file, comp.source_line, attrs)
             for kind, stage_name, ref, origin in comp.stages:
                 writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
+                if kind == graphs.OUTPUT_CODE:  # the key by which other sources find the graph
+                    key = graphs.output_code_key(self.run.read_blob(ref.blob))
+                    graphs.note_output_code(writer, unit, key, stage_name)
             located = any(k == "graph_break" and "file" in d for k, d in comp.events)
             seen = set()
             for kind, data in comp.events:

@@ -1,0 +1,57 @@
+"""Which graph an artifact belongs to: one compiled graph is one unit, whatever its sources.
+
+The same Dynamo graph reaches a run from the structured trace, TORCH_LOGS text, a
+TORCH_COMPILE_DEBUG folder, and the ``.debug`` copy and output-code file in Inductor's cache.
+Sources that say which compile they describe (the trace's records, each log line's ``[0/1]``)
+are filed by Dynamo's compile id. The others are matched by their output code, the same in
+every source but for blank space at its end. Output code alone is no identity: a graph
+loaded from Inductor's FX graph cache repeats the code of the graph that filled it.
+"""
+
+from __future__ import annotations
+
+from irscope.store import Writer, digest
+
+OUTPUT_CODE = "inductor_output_code"
+KEYS = "output_codes"  # unit attribute: output-code key -> the stage holding that code
+
+
+def output_code_key(code: str | bytes) -> str:
+    """The identity of an output code: the digest of its text without trailing blank space."""
+    text = code.decode("utf-8", "replace") if isinstance(code, bytes) else code
+    return digest(text.rstrip().encode("utf-8"))
+
+
+def unit_holding_output_code(writer: Writer, code: str | bytes) -> int | None:
+    """The torch unit that already holds this output code, if any."""
+    held = writer.run.units_with_key("torch", KEYS, output_code_key(code))
+    return held[0] if held else None
+
+
+def unit_for_compile(writer: Writer, compile_id: str, function: str | None, origin: str) -> int:
+    """The graph unit of Dynamo compile ``compile_id``: the one a trace filed when there is
+    exactly one, else a unit for it named as a trace would name it."""
+    found = writer.run.units_where("torch", "compile_id", compile_id)
+    if len(found) == 1:
+        return found[0].id
+    name = f"[{compile_id}] {function}" if function else f"[{compile_id}]"
+    if found:  # several processes' compiles share the id: this log's own unit
+        name = f"{name} ({origin.rsplit('/', 1)[-1]})"
+    return writer.add_unit(name, "torch", attrs={"compile_id": compile_id, "origin": origin})
+
+
+def add_output_code(writer: Writer, unit: int, code: str | bytes, name: str, origin: str) -> bool:
+    """Give ``unit`` this output code unless it holds it already; True when added."""
+    key = output_code_key(code)
+    if unit in writer.run.units_with_key("torch", KEYS, key):
+        return False
+    writer.add_stage(unit, OUTPUT_CODE, code, name=name, origin=origin)
+    note_output_code(writer, unit, key, name)
+    return True
+
+
+def note_output_code(writer: Writer, unit: int, key: str, stage_name: str) -> None:
+    """Record that ``unit`` holds the output code ``key`` (in stage ``stage_name``)."""
+    found = writer.run.unit_by_id(unit)
+    writer.add_unit(found.name, found.framework,
+                    attrs={KEYS: {**found.attrs.get(KEYS, {}), key: stage_name}})

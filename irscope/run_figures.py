@@ -1,0 +1,42 @@
+"""Read a run's figures: the store's units, stages and events into irscope.analysis records."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from irscope.analysis.figures import RunFigures, UnitFigures, count_events, unit_figures
+from irscope.store import Run, Unit
+
+OUTPUT_CODE = "inductor_output_code"
+
+
+def read_run_figures(run: Run, units: Iterable[Unit] | None = None) -> RunFigures:
+    """Figures of every unit of ``run`` (or of ``units``), output codes parsed once each."""
+    chosen = list(run.units() if units is None else units)
+    wanted = {u.id for u in chosen}
+    codes: dict[int, list] = {}
+    for stage in run.stages():
+        if stage.kind == OUTPUT_CODE and stage.unit_id in wanted:
+            codes.setdefault(stage.unit_id, []).append(stage)
+    events = count_events(e for e in run.events() if e.unit_id in wanted)
+    links = Counter(r.src for r in run.relations("launches"))
+    return RunFigures(tuple(_unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
+                                  links.get(u.id, 0)) for u in chosen))
+
+
+def unit_figures_of(run: Run, unit: Unit) -> UnitFigures:
+    """One unit's figures."""
+    return read_run_figures(run, [unit]).units[0]
+
+
+def _unit(run: Run, unit: Unit, stages, events, links) -> UnitFigures:
+    keys = {name: key for key, name in (unit.attrs.get("output_codes") or {}).items()}
+    parsed = []
+    for stage in stages:
+        try:
+            figures = run.parsed(stage)
+        except Exception:  # noqa: BLE001  an unreadable stage counts as nothing, never crashes
+            continue
+        parsed.append((keys.get(stage.name, stage.blob), stage.name, figures))
+    return unit_figures(unit, parsed, events, links)
