@@ -472,6 +472,34 @@ class Run:
         have = ", ".join(s.name for s in stages) or "none"
         raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")
 
+    def units_holding(self, kind: str, blob: str, framework: str | None = None) -> list[int]:
+        """Ids of the units (of ``framework``) with a stage of ``kind`` whose content is ``blob``."""
+        sql = ("SELECT DISTINCT units.id FROM stages JOIN units ON units.id = stages.unit_id "
+               "WHERE stages.kind=? AND stages.blob=?")
+        args: tuple = (kind, blob)
+        if framework:
+            sql, args = sql + " AND units.framework=?", args + (framework,)
+        return [row[0] for row in self.db.execute(sql + " ORDER BY units.id", args)]
+
+    def units_where(self, framework: str, attr: str, value: Any) -> list[Unit]:
+        """The units of ``framework`` whose attribute ``attr`` equals ``value``."""
+        rows = self.db.execute(
+            "SELECT id, name, framework, source_file, source_line, attrs FROM units "
+            "WHERE framework=? AND json_extract(attrs, '$.' || ?) = ? ORDER BY id",
+            (framework, attr, value))
+        return [Unit(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+
+    def units_with_key(self, framework: str, attr: str, key: str) -> list[int]:
+        """Ids of the units of ``framework`` whose mapping attribute ``attr`` has ``key``."""
+        rows = self.db.execute(
+            "SELECT id FROM units WHERE framework=? AND json_type(attrs, ?) IS NOT NULL "
+            "ORDER BY id", (framework, f'$.{attr}."{key}"'))
+        return [row[0] for row in rows]
+
+    def units_from_file(self, framework: str, source_file: str) -> list[Unit]:
+        """The units of ``framework`` compiled from ``source_file`` (e.g. an Inductor kernel path)."""
+        return [u for u in self.units(framework) if u.source_file == source_file]
+
     def relations(self, kind: str | None = None) -> list[Relation]:
         sql = "SELECT src, kind, dst, attrs FROM relations"
         rows = self.db.execute(sql + (" WHERE kind=?" if kind else ""), (kind,) if kind else ())
@@ -561,11 +589,31 @@ class Writer:
                         (src, kind, dst, json.dumps(attrs or {}, default=str)))
 
     def add_event(self, kind: str, data: dict[str, Any], unit_id: int | None = None) -> None:
-        """Record an event once: the same event of the same unit is not repeated."""
+        """Record an event once per unit. Events with a reason are the same event when their
+        reasons are (spacing aside): a second source adds only what it knows more (a line)."""
+        if isinstance(data.get("reason"), str):
+            data = {**data, "reason": " ".join(data["reason"].split())}
+            for event_id, old_text in self.db.execute(
+                    "SELECT id, data FROM events WHERE unit_id IS ? AND kind=?", (unit_id, kind)):
+                old = _json_object(old_text)
+                if " ".join(str(old.get("reason", "")).split()) == data["reason"]:
+                    merged = json.dumps({**data, **old, "reason": data["reason"]}, default=str,
+                                        sort_keys=True)
+                    self.db.execute("UPDATE events SET data=? WHERE id=?", (merged, event_id))
+                    return
         text = json.dumps(data, default=str, sort_keys=True)
         self.db.execute("INSERT INTO events (unit_id, kind, data) SELECT ?, ?, ? WHERE NOT EXISTS "
                         "(SELECT 1 FROM events WHERE unit_id IS ? AND kind=? AND data=?)",
                         (unit_id, kind, text, unit_id, kind, text))
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """A stored JSON object, or {} when the index holds something else."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def _connect(path: Path, wal: bool = False) -> sqlite3.Connection:
