@@ -9,9 +9,10 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # allocation 2: size 8192, output shape is |f32[32,64]|, maybe-live-out:
+# allocation 0: size 32768, page 0, parameter 1, shape |f32[64,128]| at ShapeIndex {}:
 ALLOCATION_RE = re.compile(r"^allocation (\d+): size (\d+)(.*?):?\s*$")
 # " value: <15 ynn_fusion @0> (size=8192,offset=0): f32[32,64]{1,0}"
 VALUE_RE = re.compile(r"^\s+value: <\d+ ([^ >]+)")
@@ -21,19 +22,32 @@ TOTAL_RE = re.compile(r"^Total bytes(?: used)?:\s*(\d+)")
 PEAK_RE = re.compile(r"\bpeak\b[^:]*:\s*(\d+)", re.IGNORECASE)
 # "    16.0KiB( 98%);    16.0KiB;            0;                5; f32[32,2], 2×f32[32,128]"
 USAGE_ROW_RE = re.compile(r"^\s*[\d.]+\w*\(\s*\d+%\);\s*(\d+(?:\.\d+)?)(\w*);\s*(\d+);\s*(\d+);")
-# the role after "size N": ", parameter 1, shape |...|"  ", output shape is |...|"  ", thread-local"
-ROLE_RE = re.compile(r",\s*([a-z][a-z\- ]*?)(?= \d| shape|,|:|$)")
+# A shape or shape index in an allocation line, which may hold commas: "|f32[64,128]|",
+# "|(f32[2], s32[])|", "{0,1}"
+SHAPE_RE = re.compile(r"\|[^|]*\||\{[^}]*\}")
+# An attribute after "size N", shapes blanked, read as its words and number: "parameter 1",
+# "entry computation parameter 0", "output shape is _", "maybe-live-out", "page 0", "color 1"
+ATTRIBUTE_RE = re.compile(r"([a-z][a-z\-]*(?: [a-z][a-z\-]*)*)(?: (\d+))?")
+# The roles an allocation line can name, the one that names the allocation first
+ROLES = ("parameter", "output", "constant", "thread-local", "preallocated-temp", "maybe-live-out")
 UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "": 1}
 
 
 @dataclass(frozen=True)
 class Allocation:
-    """One buffer allocation: index, bytes, role (parameter, output, temp...) and its values."""
+    """One buffer allocation: index, bytes, role (parameter, output, temp...) and its values.
+
+    ``role`` is the first of ROLES the line names ("temp" for none); ``roles`` all it names,
+    in ROLES order (a parameter aliased to the output is also maybe-live-out); ``parameter``
+    the entry parameter's number.
+    """
 
     index: int
     size: int
     role: str
     values: tuple[str, ...] = ()
+    roles: tuple[str, ...] = ()
+    parameter: int | None = None
 
 
 @dataclass(frozen=True)
@@ -63,20 +77,35 @@ def detect_kind(text: str) -> str:
     return "buffer_assignment"
 
 
-def _role(attributes: str) -> str:
-    """`, parameter 1, shape |f32[64]| at ...` -> parameter; `, output shape is ...` -> output."""
-    match = ROLE_RE.match(attributes)
-    if not match:
-        return "temp"
-    role = match.group(1)
-    return "parameter" if role.endswith("parameter") else role
+def _roles(attributes: str) -> tuple[tuple[str, ...], int | None]:
+    """The roles in an allocation line's attributes and its parameter number.
+
+    `, page 0, parameter 1, shape |f32[64]| at ShapeIndex {}` -> (("parameter",), 1);
+    `, output shape is |f32[8]|, maybe-live-out` -> (("output", "maybe-live-out"), None).
+    Attributes that are no role (page, color, an unknown word) are passed over.
+    """
+    found: set[str] = set()
+    parameter = None
+    for attribute in SHAPE_RE.sub("_", attributes).split(","):
+        match = ATTRIBUTE_RE.match(attribute.strip())
+        if not match:
+            continue
+        words, number = match.groups()
+        if words.endswith("parameter"):  # "parameter 1", "entry computation parameter 1"
+            found.add("parameter")
+            parameter = int(number) if number is not None else parameter
+        elif words.startswith("output"):
+            found.add("output")
+        elif words in ROLES:
+            found.add(words)
+    return tuple(role for role in ROLES if role in found), parameter
 
 
 def parse_summary(text: str) -> MemorySummary:
     """Parse either report; usable from the HLO parser when a dump has both."""
     diagnostics: list[Diagnostic] = []
     allocations: list[Allocation] = []
-    current: tuple[int, int, str] | None = None
+    current: tuple | None = None
     values: list[str] = []
     usage_bytes = usage_rows = 0
     total = peak = None
@@ -87,9 +116,10 @@ def parse_summary(text: str) -> MemorySummary:
                 diagnostics.append(Diagnostic(number, "unreadable allocation line"))
                 continue
             if current:
-                allocations.append(Allocation(*current, tuple(values)))
+                allocations.append(_allocation(current, values))
+            roles, parameter = _roles(allocation.group(3))
             current = (int(allocation.group(1)), int(allocation.group(2)),
-                       _role(allocation.group(3)))
+                       roles[0] if roles else "temp", roles, parameter)
             values = []
         elif line.startswith(" value: <"):
             value = VALUE_RE.match(line)
@@ -107,7 +137,7 @@ def parse_summary(text: str) -> MemorySummary:
             match = PEAK_RE.search(line)
             peak = int(match.group(1)) if match else None
     if current:
-        allocations.append(Allocation(*current, tuple(values)))
+        allocations.append(_allocation(current, values))
     by_role: Counter = Counter()
     for item in allocations:
         by_role[item.role] += item.size
@@ -125,6 +155,11 @@ def parse_summary(text: str) -> MemorySummary:
         diagnostics=tuple(diagnostics), total_bytes=total_bytes,
         peak_bytes=peak, allocations=tuple(allocations),
         bytes_by_role=sorted_histogram(by_role))
+
+
+def _allocation(current: tuple, values: list[str]) -> Allocation:
+    index, size, role, roles, parameter = current
+    return Allocation(index, size, role, tuple(values), roles, parameter)
 
 
 parse = parse_summary

@@ -132,3 +132,51 @@ def test_lexer_is_lossless_and_error_free_on_every_hlo_file(dump):
         tokens = list(hlo.HloLexer(stripnl=False, ensurenl=False).get_tokens(text))
         assert "".join(value for _, value in tokens) == text
         assert not [v for t, v in tokens if t is Error], path.name
+
+
+def _gpu_buffer_assignments(run) -> dict[str, str]:
+    """jit function name -> text of its GPU buffer assignment in a committed jax_cuda run."""
+    found = {}
+    for unit in run.units():
+        for stage in run.stages(unit.id):
+            if stage.kind == "buffer_assignment":
+                found[unit.name] = run.read_text(stage)
+    return found
+
+
+def _line_role(line: str) -> tuple[str, int | None]:
+    """The test's own reading of an allocation line: the role XLA's flag words say."""
+    shapeless = re.sub(r"\|[^|]*\|", "", line)
+    parameter = re.search(r", parameter (\d+)", shapeless)
+    if parameter:
+        return "parameter", int(parameter.group(1))
+    for word, role in ((", output shape is", "output"), (", constant", "constant"),
+                       (", thread-local", "thread-local"),
+                       (", preallocated-temp", "preallocated-temp"),
+                       (", maybe-live-out", "maybe-live-out")):
+        if word in shapeless:
+            return role, None
+    return "temp", None
+
+
+def test_gpu_buffer_assignment_roles_are_read_past_the_page_attribute(gpu_run):
+    """jax 0.11 on the GPU writes `allocation 0: size 32768, page 0, parameter 1, ...`."""
+    texts = _gpu_buffer_assignments(gpu_run("jax_cuda"))
+    assert len(texts) == 5
+    for name, text in texts.items():
+        lines = [ln for ln in text.splitlines() if ln.startswith("allocation ")]
+        assert lines and all(", page 0," in ln for ln in lines)
+        report = xla_memory.parse(text)
+        assert not report.diagnostics and "page" not in report.bytes_by_role, name
+        assert [(a.role, a.parameter) for a in report.allocations] == [
+            _line_role(ln) for ln in lines], name
+    mlp = xla_memory.parse(texts["jit_mlp"])
+    assert [(a.role, a.parameter) for a in mlp.allocations] == [
+        ("parameter", 1), ("parameter", 2), ("output", None), ("parameter", 0),
+        ("preallocated-temp", None)]
+    assert mlp.allocations[2].roles == ("output", "maybe-live-out")
+    assert mlp.bytes_by_role == {"parameter": 73728, "preallocated-temp": 16384, "output": 8192}
+    block = xla_memory.parse(texts["jit_post_norm_block"])
+    assert block.histogram["thread-local"] == 6 and block.bytes_by_role["thread-local"] == 24
+    assert sorted(a.parameter for a in block.allocations if a.role == "parameter") == [
+        0, 1, 2, 3, 4]
