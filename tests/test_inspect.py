@@ -190,3 +190,21 @@ def test_triton_second_run_over_a_warm_cache_still_has_every_kernel(tmp_path):
             assert [f.data["name"] for f in failures] == ["broken_kernel"]
             assert "arange" in failures[0].data["error"]
             assert summary.summarize(run)["top_ptx_opcodes"]
+
+
+def test_jax_seed_functions_are_the_users_and_eager_ops_are_set_apart(jax_run, jax_cache,
+                                                                      tmp_path):
+    from inspect_helpers import jax_script
+
+    from irscope.units import is_hidden_by_default
+
+    run, _ = jax_run
+    assert not [u.name for u in run.units("jax") if is_hidden_by_default(u)]
+    script = write(tmp_path, "eager.py", jax_script("double", tail="print(jnp.ones(2) + 1)"))
+    result = inspect(script, run=tmp_path / "run", env=jax_cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Run.open(tmp_path / "run") as eager:
+        hidden = {u.name: u for u in eager.units("jax") if is_hidden_by_default(u)}
+        assert "jit_double" not in hidden and "jit_add" in hidden
+        line = script.read_text().splitlines().index("print(jnp.ones(2) + 1)") + 1
+        assert hidden["jit_add"].attrs["called_from"] == f"{script}:{line}"

@@ -1,4 +1,8 @@
-"""The navigator: units grouped by framework, each expanding into its stages in order."""
+"""The navigator: units grouped by framework, each expanding into its stages in order.
+
+Units hidden by default (JAX's eager ops, see irscope.units) are left out and counted beside
+their framework; with ``show_all`` they are shown, folded under a node of their group.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from textual.message import Message
 from textual.widgets import Input, Tree
 
 from irscope.store import Stage
+from irscope.units import group_of, shown_units
 from irscope.views import (RAW, Badges, FrameworkGroup, UnitRow, filter_groups, is_ir,
                            stage_title)
 
@@ -26,16 +31,30 @@ class StageTree(Tree):
         self.badges: dict[int, Badges] = {}
         self._unit_nodes: dict[int, object] = {}
 
-    def fill(self, groups: Sequence[FrameworkGroup]) -> None:
+    def fill(self, groups: Sequence[FrameworkGroup], hidden: dict[str, int] | None = None) -> None:
+        """One node per framework holding its units; units of a group (eager ops) are folded
+        under a node of that group. ``hidden``: units left out, per framework."""
         self.clear()
         self._unit_nodes.clear()
         for group in groups:
-            fw_node = self.root.add(Text.assemble((group.framework, "bold"),
-                                                  f" ({len(group.rows)})"),
-                                    data=group.framework, expand=True)
+            label = Text.assemble((group.framework, "bold"), f" ({len(group.rows)})")
+            if (hidden or {}).get(group.framework):
+                label.append(f"  +{hidden[group.framework]} hidden", style="dim")
+            fw_node = self.root.add(label, data=group.framework, expand=True)
+            folded: dict[str, list[UnitRow]] = {}
             for row in group.rows:
-                node = fw_node.add(self.unit_label(row), data=row, allow_expand=bool(row.stages))
-                self._unit_nodes[row.unit.id] = node
+                if group_of(row.unit):
+                    folded.setdefault(group_of(row.unit), []).append(row)
+                else:
+                    self._add_unit(fw_node, row)
+            for name, rows in folded.items():
+                group_node = fw_node.add(Text(f"{name} ({len(rows)})", style="dim"), data=name)
+                for row in rows:
+                    self._add_unit(group_node, row)
+
+    def _add_unit(self, parent, row: UnitRow) -> None:
+        node = parent.add(self.unit_label(row), data=row, allow_expand=bool(row.stages))
+        self._unit_nodes[row.unit.id] = node
 
     def unit_label(self, row: UnitRow) -> Text:
         badge = self.badges.get(row.unit.id)
@@ -70,8 +89,10 @@ class StageTree(Tree):
             return None
         self.expand_unit(unit_node)
         unit_node.expand()
-        if unit_node.parent:
-            unit_node.parent.expand()
+        parent = unit_node.parent
+        while parent is not None:  # its framework, and its group within it
+            parent.expand()
+            parent = parent.parent
         for node in unit_node.children:
             if node.data == RAW and stage.kind == RAW:
                 node.expand()
@@ -89,9 +110,14 @@ class Navigator(Vertical):
             super().__init__()
             self.stage = stage
 
-    def __init__(self, id: str | None = None) -> None:
+    show_all = False  # default for new navigators: `irscope open --all` sets it
+
+    def __init__(self, id: str | None = None, show_all: bool | None = None) -> None:
         super().__init__(id=id)
-        self.groups: list[FrameworkGroup] = []
+        if show_all is not None:
+            self.show_all = show_all
+        self.groups: list[FrameworkGroup] = []  # the units shown, by framework
+        self.hidden: dict[str, int] = {}  # units hidden by default, per framework
         self.filter = Input(placeholder="filter units…", id="filter")
         self.stage_tree = StageTree()
 
@@ -100,12 +126,23 @@ class Navigator(Vertical):
         yield self.stage_tree
 
     def set_groups(self, groups: list[FrameworkGroup]) -> None:
-        self.groups = groups
-        self.stage_tree.fill(groups)
+        """Show ``groups``, leaving out the units hidden by default unless ``show_all``."""
+        rows = [row for group in groups for row in group.rows]
+        shown, hidden = shown_units([row.unit for row in rows], self.show_all)
+        kept = {unit.id for unit in shown}
+        self.hidden = {}
+        for unit in hidden:
+            self.hidden[unit.framework] = self.hidden.get(unit.framework, 0) + 1
+        self.groups = [FrameworkGroup(g.framework, tuple(r for r in g.rows if r.unit.id in kept))
+                       for g in groups]
+        self.stage_tree.fill(self.groups, self.hidden)
 
     def first_stage(self) -> Stage | None:
-        """The stage to open first: the first IR of the first unit that has one."""
-        stages = [s for g in self.groups for row in g.rows for s in row.stages]
+        """The stage to open first: the first IR of the first unit that has one, the user's
+        units before grouped ones (eager ops)."""
+        rows = sorted((row for g in self.groups for row in g.rows),
+                      key=lambda row: group_of(row.unit) is not None)
+        stages = [s for row in rows for s in row.stages]
         return next((s for s in stages if is_ir(s) and s.kind != "python_source"),
                     stages[0] if stages else None)
 
@@ -116,7 +153,7 @@ class Navigator(Vertical):
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:
-        self.stage_tree.fill(filter_groups(self.groups, event.value))
+        self.stage_tree.fill(filter_groups(self.groups, event.value), self.hidden)
 
     @on(Input.Submitted, "#filter")
     def _to_tree(self) -> None:

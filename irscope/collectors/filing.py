@@ -13,6 +13,7 @@ import functools
 import itertools
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,11 @@ from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging, read_records
 from irscope.collectors.triton import SIDECAR
 from irscope.store import Run, Writer
+from irscope.units import eager_op_attrs
 
 EVENT_KINDS = ("compile_failure", "compile_time", "collector_error")
+# .../site-packages/jax/_src/numpy/ufuncs.py: where the functions JAX jits for itself live
+JAX_SOURCE = re.compile(r"[/\\]jax[/\\]_src[/\\]")
 
 
 def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
@@ -140,9 +144,11 @@ def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
         module = function.get("module") or "jit_unknown"
         seen[module] = seen.get(module, 0) + 1
         name = _jax_unit_name(run, module, seen[module])
-        timing = {k: v for k, v in function.items() if k.endswith("_seconds")}
+        attrs = {k: v for k, v in function.items() if k.endswith("_seconds")}
+        if _made_by_jax(function):
+            attrs.update(eager_op_attrs(function.get("called_from")))
         unit_id = writer.add_unit(name, "jax", function.get("source_file"),
-                                  function.get("source_line"), timing)
+                                  function.get("source_line"), attrs)
         for kind in ("jaxpr", "stablehlo"):
             if function.get(kind):
                 writer.add_stage(unit_id, kind, function[kind], origin=origin)
@@ -150,6 +156,14 @@ def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
         if analyses:
             text = json.dumps(analyses, indent=2, sort_keys=True)  # same analyses, same bytes
             writer.add_stage(unit_id, "cost_analysis", text, origin=origin)
+
+
+def _made_by_jax(function: dict[str, Any]) -> bool:
+    """Whether JAX jitted this function for itself, not the user: the collector saw its code
+    inside the jax package (a primitive or jax.numpy function run eagerly)."""
+    if "jax_internal" in function:
+        return bool(function["jax_internal"])
+    return bool(JAX_SOURCE.search(function.get("source_file") or ""))
 
 
 def _jax_unit_name(run: Run, module: str, compile_number: int) -> str:

@@ -6,13 +6,19 @@ closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp
 ``compiler.compile_or_get_cached`` (where the compile options are final: each compile gets
 an XLA dump folder of its own, or none when irscope's dump cache already holds its dump,
 see ``irscope.collectors.xla_dumps``). Phase timings come from ``jax.monitoring``.
+
+A lowering of a function that lies inside the jax package (a primitive run outside any
+jit, or ``jnp.sum`` called eagerly) is marked ``jax_internal`` with the user's line that
+called it, so filing can set these eager ops apart from the user's own functions.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import os
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +49,7 @@ def install(staging: Staging, dumps: bool = True,
     from jax._src.interpreters import pxla
 
     lower = pxla.lower_sharding_computation
+    internal = _package_folders()
     compile_method = pxla.MeshComputation.compile
     backend_compile = compiler.compile_or_get_cached
 
@@ -51,7 +58,8 @@ def install(staging: Staging, dumps: bool = True,
         start = time.perf_counter()
         computation = lower(closed_jaxpr, api_name, fun_name, *args, **kwargs)
         try:
-            _stage_lowering(staging, computation, closed_jaxpr, time.perf_counter() - start)
+            _stage_lowering(staging, computation, closed_jaxpr, time.perf_counter() - start,
+                            internal)
         except Exception as exc:
             staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
         return computation
@@ -152,7 +160,41 @@ def _record_id(computation) -> int:
     return number
 
 
-def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float) -> None:
+def _package_folders() -> tuple[str, ...]:
+    """Folders whose code is JAX's own (jax, jaxlib) or irscope's collectors, each ending in
+    a separator."""
+    import jax
+
+    folders = [os.path.dirname(jax.__file__), os.path.dirname(__file__)]
+    jaxlib = sys.modules.get("jaxlib")
+    if getattr(jaxlib, "__file__", None):
+        folders.append(os.path.dirname(jaxlib.__file__))
+    return tuple(os.path.join(os.path.realpath(f), "") for f in folders)
+
+
+def _inside(path: str, folders: tuple[str, ...]) -> bool:
+    return _real(path).startswith(folders)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real(path: str) -> str:
+    """The resolved path (cached: the same few files make every stack)."""
+    return os.path.realpath(path)
+
+
+def _caller_outside(folders: tuple[str, ...]) -> str | None:
+    """``file:line`` of the innermost frame on the stack whose code is not in ``folders``."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not path.startswith("<") and not _inside(path, folders):
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float,
+                    internal: tuple[str, ...] = ()) -> None:
     from jax._src.interpreters import mlir
 
     record: dict[str, Any] = {
@@ -163,6 +205,8 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float)
     match = SRC_INFO.search(getattr(debug, "func_src_info", "") or "")
     if match:
         record.update(source_file=match["file"], source_line=int(match["line"]))
+        if internal and _inside(match["file"], internal):  # JAX made this jit, not the user
+            record.update(jax_internal=True, called_from=_caller_outside(internal))
     append_record(staging.jax_functions, record)
 
 

@@ -1,11 +1,16 @@
-"""`irscope ls RUN`: the units of a run with their framework, stages and headline figures."""
+"""`irscope ls RUN`: the units of a run with their framework, stages and headline figures.
+
+JAX's eager ops (see irscope.units) are left out unless ``--all`` is given; then they are
+listed after the user's units, under their group.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 
-from irscope.console import out, print_json
+from irscope.console import note, out, print_json
 from irscope.store import Run, locate_run
+from irscope.units import group_of, shown_units
 
 RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "occupancy")
 
@@ -17,6 +22,9 @@ def add_parser(subparsers) -> None:
                                                "'latest') with their stages.")
     parser.add_argument("run", metavar="RUN", help="run folder, name, prefix or 'latest'")
     parser.add_argument("--json", action="store_true", help="print units and stages as JSON")
+    parser.add_argument("--all", action="store_true", dest="show_all",
+                        help="list JAX's eager ops too (jits JAX makes for itself, such as "
+                             "jit_add; hidden by default)")
     parser.set_defaults(func=run)
 
 
@@ -35,8 +43,9 @@ def headline(attrs: dict) -> dict:
     return figures
 
 
-def listing(run_: Run) -> list[dict]:
-    """Units with stages (kind, name, size), events counted, and relations by name."""
+def listing(run_: Run, show_all: bool = True) -> list[dict]:
+    """Units with stages (kind, name, size), events counted, and relations by name;
+    without ``show_all``, those hidden by default are left out."""
     stages = defaultdict(list)
     for s in run_.stages():
         stages[s.unit_id].append({"kind": s.kind, "name": s.name, "size": s.size})
@@ -48,21 +57,38 @@ def listing(run_: Run) -> list[dict]:
     for r in run_.relations("launches"):
         launches[r.src].append(names.get(r.dst))
     rows = []
-    for u in run_.units():
+    units, _ = shown_units(run_.units(), show_all)
+    for u in units:
         figures = headline(u.attrs)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
                      "source": f"{u.source_file}:{u.source_line}" if u.source_file else None,
-                     "stages": stages[u.id], "events": dict(events[u.id]),
+                     "group": group_of(u), "stages": stages[u.id], "events": dict(events[u.id]),
                      "launches": launches[u.id], "figures": figures})
+        if u.attrs.get("called_from"):  # the user's line that ran an eager op
+            rows[-1]["called_from"] = u.attrs["called_from"]
     return rows
 
 
 def run(args) -> int:
     with Run.open(locate_run(args.run)) as run_:
-        rows = listing(run_)
+        rows = listing(run_, args.show_all)
+        hidden = len(run_.units()) - len(rows)
     if args.json:
         print_json(rows)
         return 0
+    groups: dict[str | None, list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[row["group"]].append(row)
+    for group, members in sorted(groups.items(), key=lambda item: item[0] is not None):
+        if group is not None:
+            out(f"{group} ({len(members)}):")
+        _print_rows(members)
+    if hidden:
+        note(f"({hidden} eager ops hidden; `irscope ls {args.run} --all` lists them)")
+    return 0
+
+
+def _print_rows(rows: list[dict]) -> None:
     for row in rows:
         kinds = [s["name"] for s in row["stages"] if s["kind"] != "raw"]
         raw = sum(s["kind"] == "raw" for s in row["stages"])
@@ -74,7 +100,7 @@ def run(args) -> int:
         if row["launches"]:
             extra.append(f"launches {len(row['launches'])}")
         figures = "  ".join(f"{k}={v}" for k, v in row["figures"].items())
-        out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}" + (f"  ({figures})"
-                                                                       if figures else ""))
+        caller = f"  from {row['called_from']}" if row.get("called_from") else ""
+        out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}{caller}"
+            + (f"  ({figures})" if figures else ""))
         out(f"      {shown or '(no stages)'}" + (f"  [{', '.join(extra)}]" if extra else ""))
-    return 0

@@ -13,6 +13,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--theme", metavar="NAME",
                    help="colour theme, e.g. textual-light or solarized-light for light "
                         "terminals (ctrl+t switches dark/light inside; NO_COLOR is honoured)")
+    p.add_argument("--all", action="store_true", dest="show_all",
+                   help="show JAX's eager ops too (jits JAX makes for itself, such as jit_add; "
+                        "hidden by default), folded under 'eager ops'")
     p.set_defaults(func=run)
 
 
@@ -22,6 +25,8 @@ def run(args) -> int:
     path = locate_run(args.run)
     Run.open(path).close()  # a missing or damaged index is one clear line, before any UI
     from irscope.tui.app import run_app
+    from irscope.tui.navigator import Navigator
 
+    Navigator.show_all = args.show_all  # the navigator this process's app makes
     run_app(path, theme=args.theme)
     return 0
