@@ -11,7 +11,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # "    c:f32[4] d:f32[3,4] = scan["   "  let b = log a"   "e:f32[2] = add i l"
 EQUATION_RE = re.compile(r" = +([A-Za-z_][\w\-]*)")
@@ -99,12 +99,14 @@ def _aval(text: str, name: str, start: int, end: int) -> str:
 
 
 def parse(text: str) -> Jaxpr:
-    """Every equation at every nesting level; the signature of the main (last top-level) jaxpr."""
+    """Every equation at every nesting level; the signature of the main (last top-level) jaxpr.
+
+    Only the top-level `{ lambda ... }` blocks are read: text printed after the last one (the
+    StableHLO of `jit(f).lower(x).as_text()`, say) is no equation, and is noted as ignored.
+    """
     diagnostics: list[Diagnostic] = []
-    primitives = Counter(EQUATION_RE.findall(text))
-    if " <- " in text:
-        primitives.update("get" if "[" in source else "swap" for source in REF_RE.findall(text))
     lambdas = [m.start() for m in LAMBDA_RE.finditer(text)]
+    spans: list[tuple[int, int]] = []  # the top-level blocks
     inputs: tuple[Var, ...] = ()
     outputs: tuple[Var, ...] = ()
     constvars: tuple[Var, ...] = ()
@@ -114,18 +116,25 @@ def parse(text: str) -> Jaxpr:
             diagnostics.append(Diagnostic(0, "no `{ lambda` found: not a jaxpr"))
     else:
         # The main jaxpr is the last top-level block: helpers may be printed before it.
-        start, position = lambdas[0], lambdas[0]
+        position = lambdas[0]
         while True:
             end, depth, unclosed, own_in = _top_level(text, position)
+            spans.append((position, end))
             max_depth = max(max_depth, depth)
             following = [s for s in lambdas if s >= end]
             if unclosed or not following:
                 break
-            start, position = following[0], following[0]
+            position = following[0]
+        start = spans[-1][0]
         if unclosed:
             line = text.count("\n", 0, start) + 1
             message = f"jaxpr is truncated: {unclosed} unclosed brace(s)"
             diagnostics.append(Diagnostic(line, message))
+        elif text[end:].strip():
+            trailing = len(text) - len(text[end:].lstrip())  # where the text after it starts
+            line = text.count("\n", 0, trailing) + 1
+            lines = text[trailing:].rstrip().count("\n") + 1
+            diagnostics.append(Diagnostic(line, f"text after the jaxpr ignored ({lines} lines)"))
         binders = BINDERS_RE.match(text, start)
         if binders:
             sections = binders.group(1).split(";")
@@ -137,8 +146,14 @@ def parse(text: str) -> Jaxpr:
             result = text[own_in[-1]:end - 1].strip().strip("[]()").strip()
             outputs = tuple(Var(name, _aval(text, name, start, end)) for name in
                             (n.strip() for n in result.split(",")) if name)
+    primitives: Counter = Counter()
+    for first, last in spans:
+        primitives.update(EQUATION_RE.findall(text, first, last))
+        if text.find(" <- ", first, last) >= 0:
+            primitives.update("get" if "[" in source else "swap"
+                              for source in REF_RE.findall(text, first, last))
     equations = sum(primitives.values())
-    nested = max(len(lambdas) - 1, 0)
+    nested = max(sum(1 for s in lambdas if s < spans[-1][1]) - 1, 0) if spans else 0
     totals = {"equations": equations, "instructions": equations, "nested_jaxprs": nested,
               "primitives": len(primitives), "inputs": len(inputs), "outputs": len(outputs)}
     return Jaxpr(kind="jaxpr", histogram=sorted_histogram(primitives), totals=totals,

@@ -76,3 +76,64 @@ def test_lexer_is_lossless_and_error_free(dump):
         tokens = list(jaxpr.JaxprLexer(stripnl=False, ensurenl=False).get_tokens(text))
         assert "".join(v for _, v in tokens) == text
         assert not [v for t, v in tokens if t is Error], path.name
+
+
+# print(jax.make_jaxpr(mlp)(...)) then print(jax.jit(mlp).lower(...).as_text()), jax 0.10.2
+PRINTED = (SAMPLES / "jaxpr" / "mlp_printed_with_stablehlo.jaxpr").read_text()
+
+
+def test_stablehlo_printed_after_the_jaxpr_is_not_counted():
+    parsed = jaxpr.parse(PRINTED)
+    # JAX's own walk of this jaxpr (nested custom_jvp_call -> jit -> max included)
+    assert dict(parsed.histogram) == {"dot_general": 2, "custom_jvp_call": 1, "jit": 1, "max": 1}
+    assert parsed.totals["equations"] == 5 and parsed.nested_jaxprs == 2
+    assert [v.aval for v in parsed.outputs] == ["f32[32,64]"]
+    lines = PRINTED.splitlines()
+    first_module_line = next(i for i, ln in enumerate(lines, 1) if ln.startswith("module @jit_mlp"))
+    assert [(d.line, d.message) for d in parsed.diagnostics] == [
+        (first_module_line, "text after the jaxpr ignored (14 lines)")]
+    assert registry.detect(PRINTED) == "jaxpr"
+
+
+def _walk(closed_or_open, counts):
+    """Primitive counts of a jaxpr and every jaxpr inside its equations' parameters."""
+    inner_jaxpr = getattr(closed_or_open, "jaxpr", closed_or_open)
+    for eqn in inner_jaxpr.eqns:
+        counts[eqn.primitive.name] = counts.get(eqn.primitive.name, 0) + 1
+        for value in eqn.params.values():
+            for item in value if isinstance(value, (tuple, list)) else (value,):
+                if hasattr(getattr(item, "jaxpr", item), "eqns"):
+                    _walk(item, counts)
+    return counts
+
+
+@pytest.mark.parametrize("name", ["mlp", "post_norm_block"])
+def test_printed_jaxpr_and_lowering_count_as_jax_walks_the_jaxpr(name):
+    """Live: what a user copies from a notebook cell that prints both."""
+    import contextlib
+    import io
+    import sys
+
+    jax = pytest.importorskip("jax")
+    np = pytest.importorskip("numpy")
+    sys.path.insert(0, str(SAMPLES / "scripts"))
+    try:
+        import seed_jax
+    finally:
+        sys.path.remove(str(SAMPLES / "scripts"))
+    shapes = {"mlp": ((32, 64), (64, 128), (128, 64)),
+              "post_norm_block": ((32, 64), (64, 128), (128, 64), (64,), (64,))}[name]
+    args = [np.ones(shape, np.float32) for shape in shapes]
+    fn = getattr(seed_jax, name)
+    closed = jax.make_jaxpr(fn)(*args)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        print(closed)
+        print(jax.jit(fn).lower(*args).as_text())
+    text = printed.getvalue()
+    assert "stablehlo." in text and "func.func" in text
+    parsed = jaxpr.parse(text)
+    assert dict(parsed.histogram) == _walk(closed, {})
+    assert len(parsed.outputs) == len(closed.jaxpr.outvars)
+    assert [d.message.split(" (")[0] for d in parsed.diagnostics] == [
+        "text after the jaxpr ignored"]
