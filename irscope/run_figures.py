@@ -19,10 +19,10 @@ def read_run_figures(run: Run, units: Iterable[Unit] | None = None) -> RunFigure
     for stage in run.stages():
         if stage.kind == OUTPUT_CODE and stage.unit_id in wanted:
             codes.setdefault(stage.unit_id, []).append(stage)
-    events = count_events(e for e in run.events() if e.unit_id in wanted)
+    events = count_events(e for e in run.events() if e.unit_id in wanted or e.unit_id is None)
     links = Counter(r.src for r in run.relations("launches"))
     return RunFigures(tuple(_unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
-                                  links.get(u.id, 0)) for u in chosen))
+                                  links.get(u.id, 0)) for u in chosen), events.get(None, {}))
 
 
 def unit_figures_of(run: Run, unit: Unit) -> UnitFigures:

@@ -102,8 +102,10 @@ def stage_title(stage: Stage) -> str:
     return title if stage.name == stage.kind else f"{title} ({stage.name})"
 
 
-def badges(parsed_by_kind: Mapping[str, Mapping[str, Any]]) -> Badges:
-    """Badges from a unit's parsed stages: the lowest-level stage that knows a figure wins."""
+def badges(parsed_by_kind: Mapping[str, Mapping[str, Any]], figures=None) -> Badges:
+    """Badges of a unit: its roll-up figures (irscope.analysis.figures.UnitFigures) where it
+    has them (kernels over every output code, registers and ptxas's spills), else what the
+    lowest-level parsed stage knows."""
     def pick(key: str) -> int | None:
         for kind in ("sass", "ptx", "llir", "ttgir", "ttir", "inductor_output_code",
                      "hlo_after_opt", "stablehlo", "jaxpr", "fx_graph"):
@@ -112,9 +114,11 @@ def badges(parsed_by_kind: Mapping[str, Mapping[str, Any]]) -> Badges:
                 return int(value)
         return None
 
-    spills = (pick("spill_stores") or 0) + (pick("spill_loads") or 0)
-    return Badges(pick("kernels") or pick("kernels_launched"), pick("instructions"),
-                  pick("registers"), spills or None)
+    kernels = figures.kernels_generated if figures is not None else None
+    registers = figures.registers if figures is not None else None
+    spills = figures.spill_bytes if figures is not None else None
+    return Badges(kernels or pick("kernels") or pick("kernels_launched"), pick("instructions"),
+                  registers or pick("registers"), spills or None)
 
 
 def histogram(parsed: Mapping[str, Any], mode: str) -> dict[str, int]:

@@ -16,7 +16,7 @@ from ._mlir import user_frame
 from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram
 from .occupancy import Occupancy, occupancy
 
-VERSION = 3
+VERSION = 4
 
 # An instruction after its address, maybe with CuAssembler control codes or a guard:
 #   "        /*0160*/              @!P0 LDG.E R0, desc[UR4][R6.64] ;" -> "LDG.E"
@@ -241,8 +241,8 @@ def _with_occupancy(kernel: SassKernel, arch: int | None) -> SassKernel:
 
 
 def _totals(kernels: list[SassKernel], totals: dict) -> dict:
-    for key in ("registers", "stack_bytes", "shared_bytes", "const_bytes", "spill_stores",
-                "spill_loads"):
+    for key in ("registers", "stack_bytes", "shared_bytes", "const_bytes", "local_store_bytes",
+                "local_load_bytes"):
         values = [k.resources[key] for k in kernels if key in k.resources]
         if values:
             totals[key] = max(values) if key == "registers" else sum(values)
@@ -284,7 +284,8 @@ def launch_bounds(text: str) -> dict[str, int]:
 
 
 def local_traffic(histogram: Mapping[str, int]) -> dict[str, int]:
-    """Bytes per thread stored to / loaded from local memory (register spills and local arrays)."""
+    """Bytes per thread stored to (STL) / loaded from (LDL) local memory: register spills and
+    local arrays alike, so not a spill count (ptxas's is: irscope.analysis.resources)."""
     stores = loads = 0
     for opcode, count in histogram.items():
         op = base_op(opcode)
@@ -294,7 +295,7 @@ def local_traffic(histogram: Mapping[str, int]) -> dict[str, int]:
                 stores += count * width
             else:
                 loads += count * width
-    return {"spill_stores": stores, "spill_loads": loads}
+    return {"local_store_bytes": stores, "local_load_bytes": loads}
 
 
 def _access_bytes(opcode: str) -> int:

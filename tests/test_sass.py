@@ -43,8 +43,8 @@ def test_categories_and_spill_bytes():
     assert sass.category("HGMMA.64x128x16.F32") == "tensor_core"
     assert sass.category("UIADD3") == "integer" and sass.category("LDGSTS.E.128") == "async_copy"
     assert sass.category("FUTUREOP.X") == "other"
-    assert sass.local_traffic({"STL.64": 2, "STL": 1, "LDL.128": 1}) == {"spill_stores": 20,
-                                                                          "spill_loads": 16}
+    assert sass.local_traffic({"STL.64": 2, "STL": 1, "LDL.128": 1}) == {
+        "local_store_bytes": 20, "local_load_bytes": 16}
 
 
 @pytest.mark.parametrize("path", corpus_files("sass"), ids=lambda p: p.name)

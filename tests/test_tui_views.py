@@ -11,6 +11,7 @@ import pytest
 
 from conftest import SAMPLES
 from irscope.store import Stage
+from irscope.analysis.figures import UnitFigures, kernel_figures
 from irscope.views import (Badges, badges, histogram, histogram_diff, line_locations,
                            neighbour_stage, node_keys, normal_key, python_location)
 
@@ -184,12 +185,16 @@ def test_histogram_modes():
     assert histogram({**parsed, "ops": {"ld": 5}}, "op") == {"ld": 5}
 
 
-def test_badges_prefer_the_lowest_stage():
+def test_badges_prefer_the_lowest_stage_and_take_spills_from_ptxas():
     parsed = {"ptx": {"totals": {"instructions": 150, "kernels": 1}},
-              "sass": {"totals": {"instructions": 200, "registers": 40, "spill_stores": 2,
-                                  "spill_loads": 1}}}
-    assert badges(parsed) == Badges(kernels=1, instructions=200, registers=40, spills=3)
-    assert badges(parsed).text() == "200 ins 40 reg 3 spill"
+              "sass": {"totals": {"instructions": 200, "registers": 40, "local_store_bytes": 8,
+                                  "local_load_bytes": 8}}}
+    assert badges(parsed) == Badges(kernels=1, instructions=200, registers=40, spills=None)
+    assert badges(parsed).text() == "200 ins 40 reg"  # local traffic is no spill
+    kernel = kernel_figures("k", {"registers": 40, "spill_store_bytes": 2,
+                                  "spill_load_bytes": 1, "shared_static_bytes": 0}, {})
+    unit = UnitFigures(1, "k", "triton", kernels=(kernel,))
+    assert badges(parsed, unit).text() == "200 ins 40 reg 3 spill"
     assert badges({}).text() == ""
 
 

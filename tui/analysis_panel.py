@@ -14,11 +14,12 @@ from irscope.views import HISTOGRAM_MODES, compact, histogram
 
 TOP_OPS = 24
 # Totals shown first, in this order, when the parser reports them.
-HEADLINE = ("instructions", "kernels", "functions", "registers", "spill_stores", "spill_loads",
-            "shared_bytes", "local_bytes", "stack_bytes", "occupancy", "kernels_generated",
+HEADLINE = ("instructions", "kernels", "functions", "registers", "local_store_bytes",
+            "local_load_bytes", "shared_bytes", "local_bytes", "stack_bytes", "occupancy",
+            "kernels_generated",
             "kernels_launched", "fusions", "computations", "layout_conversions", "extern_calls")
 
-ALWAYS_SHOWN = ("instructions", "registers", "spill_stores", "spill_loads")  # even when 0
+ALWAYS_SHOWN = ("instructions", "registers")  # even when 0
 
 
 def bar_rows(hist: dict[str, int], width: int, limit: int = TOP_OPS) -> Table:

@@ -14,6 +14,7 @@ from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
+from irscope.run_figures import read_run_figures
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
@@ -96,6 +97,7 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="badges", exit_on_error=False)
     def load_badges(self) -> None:
         run, by_blob, out = self.store(), {}, {}
+        figures = {u.unit_id: u for u in read_run_figures(run).units}
         for unit_id, stages in self.stages_by_unit.items():
             per_kind = {}
             for stage in stages:
@@ -104,7 +106,7 @@ class IrscopeApp(App[None]):
                     if key not in by_blob:
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
-            out[unit_id] = badges(per_kind)
+            out[unit_id] = badges(per_kind, figures.get(unit_id))
         self.post_message(msg.BadgesReady(out))
 
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)

@@ -224,6 +224,7 @@ class RunFigures:
     """Run totals, each summed over distinct graphs and kernels."""
 
     units: tuple[UnitFigures, ...]
+    unplaced_events: Mapping[str, int] = field(default_factory=dict)  # of no unit
 
     @property
     def graphs(self) -> tuple[UnitFigures, ...]:
@@ -238,7 +239,8 @@ class RunFigures:
         return sum(u.kernels_launched or 0 for u in self.graphs)
 
     def event_total(self, figure: str) -> int:
-        return sum(u.events.get(figure, 0) for u in self.units)
+        return (sum(u.events.get(figure, 0) for u in self.units)
+                + self.unplaced_events.get(figure, 0))
 
     @property
     def recompiles(self) -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from irscope.analysis.figures import unit_figures
 from irscope.console import note, out, print_json
 from irscope.store import Run, locate_run
 from irscope.units import group_of, shown_units
 
-RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "occupancy")
 
 
 def add_parser(subparsers) -> None:
@@ -28,15 +28,22 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def headline(attrs: dict) -> dict:
-    """Figures known without parsing: compile time, and registers/spills from the cubin."""
+def headline(unit) -> dict:
+    """Figures known without parsing: compile time, and the kernel's resources (registers,
+    ptxas's spill bytes, shared memory per block: static + dynamic, occupancy)."""
+    attrs = unit.attrs
     figures = {}
     times = attrs.get("compile_times") or {}
     if "entire_frame_compile_time_s" in times:
         figures["compile_s"] = round(times["entire_frame_compile_time_s"], 3)
-    for kernel in (attrs.get("resources") or {}).values():
-        figures.update({k: kernel[k] for k in RESOURCE_KEYS if k in kernel})
-        break
+    rollup = unit_figures(unit, ())
+    if rollup.kernels:
+        for name, value in (("registers", rollup.registers), ("spill_B", rollup.spill_bytes),
+                            ("smem_B", rollup.shared_bytes), ("occupancy", rollup.occupancy)):
+            if value is not None:
+                figures[name] = value
+        if rollup.occupancy_limiter and rollup.occupancy is not None and rollup.occupancy < 1:
+            figures["limiter"] = rollup.occupancy_limiter
     for key in ("num_warps", "num_stages", "guard_count"):
         if key in attrs:
             figures[key] = attrs[key]
@@ -59,7 +66,7 @@ def listing(run_: Run, show_all: bool = True) -> list[dict]:
     rows = []
     units, _ = shown_units(run_.units(), show_all)
     for u in units:
-        figures = headline(u.attrs)
+        figures = headline(u)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
                      "source": f"{u.source_file}:{u.source_line}" if u.source_file else None,
                      "group": group_of(u), "stages": stages[u.id], "events": dict(events[u.id]),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from irscope.store import Run, Writer
 
 
@@ -46,13 +48,13 @@ class _TritonUnits:
         self.by_file: dict[str, list[int]] = {}
         self.by_name: dict[str, list] = {}
         for unit in run.units("triton"):
-            if unit.source_file:
-                self.by_file.setdefault(unit.source_file, []).append(unit.id)
+            if unit.source_file:  # Inductor names a kernel's module by its content's hash
+                self.by_file.setdefault(Path(unit.source_file).name, []).append(unit.id)
             self.by_name.setdefault(unit.name.split("-")[0], []).append(unit)
 
     def compiled_from(self, kernel) -> list[int]:
-        if kernel.path and kernel.path in self.by_file:
-            return self.by_file[kernel.path]
+        if kernel.path and Path(kernel.path).name in self.by_file:
+            return self.by_file[Path(kernel.path).name]
         body = kernel.source.strip()
         found = []
         for unit in self.by_name.get(kernel.name, ()):

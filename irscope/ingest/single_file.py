@@ -6,6 +6,8 @@ Files are named by their stem, so ``k.ttir`` and ``k.ptx`` side by side become o
 
 from __future__ import annotations
 
+import base64
+import json
 import struct
 from pathlib import Path
 
@@ -103,8 +105,18 @@ def _join_known_unit(writer: Writer, path: Path, kind: str, text: str, data: byt
         if graphs.unit_holding_output_code(writer, data) is not None:
             return "output code of a graph already filed"
         return None
+    if path.suffix == ".best_config":
+        unit = _autotuned_kernel(writer.run, text)
+        if unit is not None:
+            writer.add_stage(unit, "metadata", data, name="best_config", origin=str(path))
+            found = writer.run.unit_by_id(unit)
+            writer.add_unit(found.name, "triton", attrs={"autotune_best": True})
+            return "autotuning result of a Triton kernel"
+        return None
     if kind == "python_source":
-        kernels = writer.run.units_from_file("triton", str(path))
+        kernels = writer.run.units_from_file("triton", str(path)) or [
+            u for u in writer.run.units("triton")
+            if u.source_file and Path(u.source_file).name == path.name]
         for unit in kernels:
             writer.add_stage(unit.id, "python_source", data, origin=str(path))
         return "Triton kernel module" if kernels else None
@@ -114,6 +126,30 @@ def _join_known_unit(writer: Writer, path: Path, kind: str, text: str, data: byt
             writer.add_stage(unit, "cpp_kernel", data, name="cache source", origin=str(path))
             return "C++ kernel source"
     return None
+
+
+def _autotuned_kernel(run, text: str) -> int | None:
+    """The Triton unit an Inductor ``.best_config`` names: its ``triton_cache_hash`` is the
+    kernel's cache folder, the base32 form of the compile hash."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return None
+    folder = config.get("triton_cache_hash") if isinstance(config, dict) else None
+    if not isinstance(folder, str):
+        return None
+    for unit in run.units("triton"):
+        if cache_folder_name(str(unit.attrs.get("hash", ""))) == folder:
+            return unit.id
+    return None
+
+
+def cache_folder_name(compile_hash: str) -> str | None:
+    """Triton's cache folder for a compile hash (hex): its base32 form, unpadded."""
+    try:
+        return base64.b32encode(bytes.fromhex(compile_hash)).decode("ascii").rstrip("=")
+    except ValueError:
+        return compile_hash or None
 
 
 def _cpp_kernel_in(run, text: str) -> int | None:

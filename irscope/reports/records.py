@@ -9,8 +9,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from irscope.analysis.figures import UnitFigures
 from irscope.parsers import registry
-from irscope.store import Run, Stage, Unit
+from irscope.run_figures import read_run_figures
+from irscope.store import Run, Stage
 
 SCHEMA = "irscope.report/1"
 
@@ -20,7 +22,6 @@ PEAK_KEYS = frozenset({"registers", "occupancy", "shared_bytes", "stack_bytes", 
 # Headline figures lifted from the most-lowered stage that reports them to the unit level.
 HEADLINE_KEYS = ("kernels_generated", "kernels_launched", "extern_calls", "fusions",
                  "layout_conversions", "registers", "spills", "shared_bytes", "occupancy")
-EVENT_FIGURES = {"graph_break": "graph_breaks", "recompile": "recompiles"}
 # Stages without a parser that still hold the compiled code: reported (size, digest) so a
 # diff can tell that they changed. Logs, metadata and raw records are left out.
 CODE_KINDS = frozenset({"cpp_kernel", "cubin", "guards", "python_source"})
@@ -168,48 +169,25 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-_RESOURCE_KEYS = ("registers", "spill_stores", "spill_loads", "shared_bytes", "stack_bytes",
-                  "local_bytes", "occupancy")
+# Figures the roll-up layer owns: never taken from a single stage's totals.
+ROLLUP_KEYS = frozenset({"kernels_generated", "kernels_launched", "extern_calls", "registers",
+                         "spills", "shared_bytes", "occupancy"})
 
 
-def resource_figures(resources: Any) -> dict[str, float]:
-    """Registers, spills, memory and occupancy from a unit's ``resources`` attribute
-    (kernel name -> cuobjdump figures, as irscope.nvtools files it), peaks over kernels.
-    ``shared_bytes`` is the shared memory a block takes: static, plus the dynamic shared
-    memory a Triton kernel asks for at launch."""
-    if not isinstance(resources, Mapping):
-        return {}
-    entries = [v for v in resources.values() if isinstance(v, Mapping)]
-    out: dict[str, float] = {}
-    for entry in entries:
-        if _is_number(entry.get("dynamic_shared_bytes")):  # what a launch takes: both kinds
-            entry = {**entry, "shared_bytes": entry.get("shared_bytes", 0)
-                     + entry["dynamic_shared_bytes"]}
-        for key in _RESOURCE_KEYS:
-            if _is_number(entry.get(key)):
-                out[key] = _combine(key, out.get(key), entry[key])
-    if "spill_stores" in out or "spill_loads" in out:
-        out["spills"] = out.get("spill_stores", 0) + out.get("spill_loads", 0)
-    return out
-
-
-def unit_headline(unit: Unit, stages: Iterable[StageRecord], launches: int | None,
-                  events: Mapping[str, int]) -> dict[str, float]:
-    """Unit-level figures: the most-lowered stage's headline totals, cuobjdump's resources,
-    launch relations and event counts."""
+def unit_headline(stages: Iterable[StageRecord], figures: UnitFigures) -> dict[str, float]:
+    """Unit-level figures: the roll-up layer's (kernels over every distinct output code,
+    ptxas's spills, shared memory static + dynamic, occupancy), then what only the
+    most-lowered stage reports (fusions, layout conversions; registers of a loose file)."""
     out: dict[str, float] = {}
     for stage in sorted(stages, key=lambda s: registry.get(s.kind).order):
-        figures = stage.figures()
+        figures_of_stage = stage.figures()
         for key in HEADLINE_KEYS:
-            value = figures.get(f"{stage.kind}.{key}")  # includes the derived .spills
-            if value is not None:
+            value = figures_of_stage.get(f"{stage.kind}.{key}")
+            if value is not None and key not in ROLLUP_KEYS:
                 out[key] = value
-    out.update(resource_figures(unit.attrs.get("resources")))
-    for key in ("spill_stores", "spill_loads", "stack_bytes", "local_bytes"):
-        out.pop(key, None)
-    if launches and "kernels_launched" not in out:
-        out["kernels_launched"] = launches
-    out.update(events)
+            elif key == "registers" and value is not None and not figures.kernels:
+                out[key] = value
+    out.update(figures.headline())
     return out
 
 
@@ -220,34 +198,23 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
     by_unit: dict[int, list[Stage]] = {}
     for stage in run.stages():
         by_unit.setdefault(stage.unit_id, []).append(stage)
-    launches: dict[int, int] = {}
-    for rel in run.relations("launches"):
-        launches[rel.src] = launches.get(rel.src, 0) + 1
-    unit_events: dict[int, dict[str, int]] = {}
-    run_events = {figure: 0 for figure in EVENT_FIGURES.values()}
-    for event in run.events():
-        figure = EVENT_FIGURES.get(event.kind)
-        if figure:
-            run_events[figure] += 1
-            if event.unit_id is not None:
-                counts = unit_events.setdefault(event.unit_id, {})
-                counts[figure] = counts.get(figure, 0) + 1
-
+    chosen = [u for u in run.units() if unit_selected(u.name, unit_pattern)]
+    rollup = read_run_figures(run, chosen)
     units = []
-    for unit in run.units():
-        if not unit_selected(unit.name, unit_pattern):
-            continue
+    for unit, figures in zip(chosen, rollup.units):
         records = tuple(
             stage_record(s.kind, s.name, run.parsed(s) if registry.get(s.kind).module else {},
                          s.blob, s.size)
             for s in by_unit.get(unit.id, ())
             if (registry.get(s.kind).module or s.kind in CODE_KINDS)
             and stage_selected(s.kind, wanted))
-        headline = unit_headline(unit, records, launches.get(unit.id),
-                                 unit_events.get(unit.id, {}))
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
-                                records, headline))
-    totals = {"units": len(units), **run_events}
+                                records, unit_headline(records, figures)))
+    totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
+              "recompiles": rollup.recompiles}
+    if rollup.graphs:  # sums over distinct graphs, each of its output codes once
+        totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
+                      kernels_launched=rollup.kernels_launched)
     return Report(run=run.name, path=str(run.path), units=tuple(units), totals=totals,
                   stages=wanted, meta=_plain_meta(run.meta))
 
@@ -257,7 +224,7 @@ def report_from_parsed(name: str, kind: str, parsed: Mapping[str, Any],
     """A one-unit report for a single artifact file (used by `irscope diff FILE FILE`)."""
     stage = stage_record(kind, kind, parsed)
     unit = UnitRecord(name, "file", path, None, (stage,),
-                      unit_headline(Unit(0, name, "file"), (stage,), None, {}))
+                      unit_headline((stage,), UnitFigures(0, name, "file")))
     return Report(run=name, path=path, units=(unit,), totals={"units": 1})
 
 
