@@ -13,7 +13,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 from .base import Diagnostic, ParseResult, sorted_histogram
 from .xla_memory import MemorySummary, parse_summary
 
-VERSION = 2
+VERSION = 3
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
