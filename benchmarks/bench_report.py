@@ -26,7 +26,7 @@ def build_run(path: Path):
     """1,000 units; nvdisasm/cuobjdump run once per kernel, their SASS and resources reused."""
     from kernels import compile_aot
 
-    from irscope.nvtools import add_cubin
+    from irscope.ingest.triton_cache import file_cubin
     from irscope.store import Run
 
     compiled = [compile_aot(k) for k in KERNELS]
@@ -40,7 +40,7 @@ def build_run(path: Path):
             for kind, comment in COMMENT.items():
                 w.add_stage(unit, kind, asm[kind] + "\n" + comment.format(i) + "\n")
             if i < len(compiled):
-                add_cubin(w, unit, asm["cubin"])
+                file_cubin(w, unit, asm["cubin"])
                 sass = [s for s in run.stages(unit) if s.kind == "sass"]
                 derived[i] = (run.read_text(sass[0]) if sass else None,
                               run.unit(name).attrs.get("resources", {}))

@@ -45,7 +45,8 @@ SHARED_LIMITS = {50: 49152, 52: 49152, 53: 49152, 60: 49152, 61: 49152, 62: 4915
                  90: 232448, 100: 232448, 103: 232448, 110: 232448, 120: 101376, 121: 101376}
 # Imported once in the forkserver so each worker starts with them loaded (no CUDA is touched).
 PRELOAD = ["triton", "triton.compiler", "triton.backends.nvidia.compiler", "irscope.store",
-           "irscope.nvtools", "irscope.parsers.sass", "irscope.collectors.triton_aot"]
+           "irscope.nvtools", "irscope.parsers.sass", "irscope.analysis.resources",
+           "irscope.ingest.triton_cache", "irscope.collectors.triton_aot"]
 REGISTERS_PER_BLOCK = 65536
 REGISTER_ALLOCATION_UNIT = 256  # registers are granted per warp in chunks of this many
 MAX_THREADS_PER_BLOCK = 1024

@@ -11,7 +11,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from irscope import nvtools
 from irscope.store import Run, Unit
 from irscope.sweep import Config, check_limits
 
@@ -53,12 +52,10 @@ def file_outcome(run: Run, info, config: Config, job, outcome) -> int:
                          origin="triton.compile")
         if outcome.ptxas_log:
             writer.add_stage(unit_id, "text", outcome.ptxas_log, name="ptxas -v", origin="ptxas")
-        if outcome.cubin_stages:  # nvtools.add_cubin already ran in the worker
-            for kind, stage_name, data, origin in outcome.cubin_stages:
-                writer.add_stage(unit_id, kind, data, name=stage_name, origin=origin)
+        for kind, stage_name, data, origin in outcome.cubin_stages:  # derived in the worker
+            writer.add_stage(unit_id, kind, data, name=stage_name, origin=origin)
+        if outcome.cubin_attrs:
             writer.add_unit(name, "triton", attrs=outcome.cubin_attrs)
-        else:
-            nvtools.add_cubin(writer, unit_id, outcome.cubin, origin="triton.compile")
         resources = _unit_attrs(writer, unit_id).get("resources") or outcome.ptxas
         figures = {**outcome.ptxas, **_flat_resources(resources)}
         figures["static_shared_bytes"] = _static_shared(figures)
@@ -182,7 +179,11 @@ def _parsed(run: Run, unit: Unit, kind: str) -> dict[str, Any] | None:
 
 
 def _static_shared(resources: dict[str, int]) -> int:
-    """Static shared bytes: cuobjdump's SHARED when known (it includes what ptxas reserves)."""
+    """Static shared bytes: the cubin's when known (it includes what ptxas reserves), else
+    ptxas's; a kernel's "shared_bytes" counts the dynamic shared memory too."""
+    if "shared_static_bytes" in resources:
+        return int(resources["shared_static_bytes"] or 0)
+    # older runs: shared_bytes was the cubin's static figure alone
     return int(resources.get("shared_bytes", resources.get("static_shared_bytes", 0)) or 0)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kernels import compile_aot
 
-from irscope.nvtools import add_cubin
+from irscope.ingest.triton_cache import file_cubin
 from irscope.store import Run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ def file_triton(run: Run, kernel: str, name: str | None = None, located: bool = 
                           {"num_warps": options.get("num_warps", 4)})
         for kind in TRITON_STAGES:
             w.add_stage(unit, kind, asm[kind], origin="triton AOT")
-        add_cubin(w, unit, asm["cubin"], origin="triton AOT")
+        file_cubin(w, unit, asm["cubin"], origin="triton AOT")
     return unit
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from irscope.parsers.occupancy import LIMITS, limits_for, occupancy
+from irscope.analysis.occupancy import LIMITS, limits_for, occupancy
 
 
 @pytest.mark.parametrize("arch, threads, regs, smem, blocks, warps, limiter", [

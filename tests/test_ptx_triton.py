@@ -13,7 +13,8 @@ from kernels import compile_aot  # noqa: E402
 
 from irscope import nvtools  # noqa: E402
 from irscope.parsers import ptx, sass  # noqa: E402
-from irscope.parsers.occupancy import occupancy  # noqa: E402
+from irscope.analysis.occupancy import occupancy  # noqa: E402
+from irscope.ingest.triton_cache import file_cubin  # noqa: E402
 
 KERNELS = ("add_kernel", "softmax_kernel", "matmul_kernel", "layernorm_gelu_kernel")
 # An instruction line as nvdisasm prints it: "        /*0160*/   @!P0 LDG.E R0, desc[UR4][R6.64] ;"
@@ -22,6 +23,12 @@ NVDISASM_LINE = re.compile(r"^\s*/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?[A-Z]", r
 
 def _grep_count(text: str, pattern: str) -> int:
     return len(re.findall(pattern, text, re.M))
+
+
+def _analyze(cubin: bytes):
+    """The cubin's SASS text and its parsed module with cuobjdump's resources."""
+    text = nvtools.disassemble(cubin)
+    return text, sass.with_resources(sass.parse(text), nvtools.resource_usage(cubin))
 
 
 @pytest.mark.parametrize("arch", (80, 90))
@@ -63,7 +70,7 @@ def test_sass_counts_match_nvdisasm_lines(arch):
     if not nvtools.find_tool("nvdisasm"):
         pytest.skip("nvdisasm not found")
     compiled = compile_aot("layernorm_gelu_kernel", arch=arch)
-    text, module = nvtools.analyze(compiled["cubin"])
+    text, module = _analyze(compiled["cubin"])
     (kernel,) = module.kernels
     assert module.arch == arch and kernel.name == compiled["name"]
     assert kernel.instructions == len(NVDISASM_LINE.findall(text))
@@ -75,7 +82,7 @@ def test_resource_usage_matches_cuobjdump():
     if not tool:
         pytest.skip("cuobjdump not found")
     compiled = compile_aot("matmul_kernel", arch=90)
-    _, module = nvtools.analyze(compiled["cubin"])
+    _, module = _analyze(compiled["cubin"])
     resources = module.kernels[0].resources
     import tempfile
     from pathlib import Path
@@ -88,7 +95,7 @@ def test_resource_usage_matches_cuobjdump():
     registers = int(re.search(r"REG:(\d+)", listing).group(1))
     assert resources["registers"] == registers
     assert resources["shared_bytes"] == int(re.search(r"SHARED:(\d+)", listing).group(1))
-    assert resources["spill_stores"] == 0 and resources["stack_bytes"] == 0
+    assert resources["local_store_bytes"] == 0 and resources["stack_bytes"] == 0
     card = occupancy(90, 128, registers, resources["shared_bytes"])
     assert card.limiter == "registers" if registers > 128 else card.active_blocks > 0
 
@@ -102,7 +109,7 @@ def test_add_cubin_stores_sass_and_resources(tmp_path):
     run = Run.create(tmp_path / "run")
     with run.transaction() as writer:
         unit = writer.add_unit("add_kernel", "triton", attrs={"num_warps": 4})
-        nvtools.add_cubin(writer, unit, compiled["cubin"], origin="test")
+        file_cubin(writer, unit, compiled["cubin"], origin="test")
     unit = run.unit("add_kernel")
     assert {s.kind for s in run.stages(unit.id)} == {"cubin", "sass"}
     resources = unit.attrs["resources"]["add_kernel"]

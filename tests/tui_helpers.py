@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kernels import PORTABLE_DIR, SCRIPTS, compile_aot
 
-from irscope.nvtools import add_cubin
+from irscope.ingest.triton_cache import file_cubin
 from irscope.store import Run
 
 KERNELS = ("softmax_kernel", "add_kernel", "matmul_kernel")
@@ -29,7 +29,7 @@ def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None,
         if portable:
             text = text.replace(f"{PORTABLE_DIR}/", "samples/scripts/")
         writer.add_stage(unit, kind, text, origin="triton.compile")
-    add_cubin(writer, unit, compiled["cubin"], origin="triton.compile")
+    file_cubin(writer, unit, compiled["cubin"], origin="triton.compile")
     return unit
 
 

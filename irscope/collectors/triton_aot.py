@@ -221,40 +221,34 @@ def compile_job(job: Job) -> Outcome:
     log = captured.getvalue().strip()
     seconds = time.perf_counter() - start
     cubin = kernel.asm.get("cubin", b"")
-    stages, attrs = derive_from_cubin(cubin)
+    metadata = _plain(kernel.metadata._asdict())
+    stages, attrs = derive_from_cubin(cubin, kernel.asm.get("ptx"), metadata, log)
     return Outcome(
         ok=True, seconds=seconds, asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
-        cubin=cubin, metadata=_plain(kernel.metadata._asdict()), ptxas=parse_ptxas_log(log),
+        cubin=cubin, metadata=metadata, ptxas=parse_ptxas_log(log),
         ptxas_log=log, cubin_stages=stages, cubin_attrs=attrs)
 
 
-def derive_from_cubin(cubin: bytes) -> tuple[tuple[tuple[str, str, bytes, str | None], ...],
-                                               dict[str, Any]]:
-    """What ``nvtools.add_cubin`` files for a cubin (SASS, resources), computed here in the worker.
+def derive_from_cubin(cubin: bytes, ptx: str | None, metadata: dict[str, Any], ptxas_log: str
+                      ) -> tuple[tuple[tuple[str, str, bytes, str | None], ...], dict[str, Any]]:
+    """The cubin and SASS stages and the resources attribute filing stores for a cubin,
+    computed here in the worker so disassembly runs in parallel; the parent copies them.
 
-    It runs against a scratch run private to this process, so disassembly happens in parallel
-    and the parent only copies the results into the real run.
+    Spill figures come from this compile's own `ptxas -v` log; when Triton took the kernel
+    from its cache (no log), ptxas is asked again about the PTX.
     """
-    from irscope import nvtools
-    from irscope.store import Run
+    from irscope.analysis.resources import parse_ptxas_log as parse_log
+    from irscope.ingest.triton_cache import analyse_cubin, launch_metadata, tools_found
 
-    global _scratch
-    if _scratch is None:
-        import tempfile
-
-        # Inside the worker's private Triton cache folder, which the pool removes at the end.
-        folder = tempfile.mkdtemp(prefix="scratch-", dir=os.environ.get("TRITON_CACHE_DIR"))
-        _scratch = Run.create(Path(folder) / "run")
-    with _scratch.transaction() as writer:
-        writer.db.execute("DELETE FROM units")
-        unit_id = writer.add_unit("kernel", "triton")
-        nvtools.add_cubin(writer, unit_id, cubin, origin="triton.compile")
-    stages = tuple((st.kind, st.name, _scratch.read_blob(st.blob), st.origin)
-                   for st in _scratch.stages(unit_id))
-    return stages, _scratch.unit(unit_id).attrs
-
-
-_scratch = None  # this worker's scratch run for derive_from_cubin
+    stages = (("cubin", "cubin", cubin, "triton.compile"),)
+    if not cubin or not tools_found():
+        return stages if cubin else (), {}
+    analysis = analyse_cubin(cubin, ptx, launch_metadata(metadata),
+                             ptxas=parse_log(ptxas_log) or None)
+    if analysis.sass is None:
+        return stages, {}
+    return (stages + (("sass", "sass", analysis.sass.encode("utf-8"), "triton.compile"),),
+            {"resources": analysis.resources} if analysis.resources else {})
 
 
 def parse_ptxas_log(log: str) -> dict[str, int]:

@@ -46,9 +46,10 @@ def run(args: argparse.Namespace) -> int:
         if not any(nvtools.find_tool(t) for t in nvtools.TOOLS):
             nvtools.warn_missing_once("cannot disassemble the cubin")
             return 1
-        text, module = nvtools.analyze(data)
-        if module is None:
+        text = nvtools.disassemble(data)
+        if text is None:
             raise InputError(f"{args.file}: nvdisasm/cuobjdump could not read this cubin")
+        module = sass.with_resources(sass.parse(text), nvtools.resource_usage(data))
     elif b"\x00" in data[:4096]:
         raise InputError(f"{args.file}: binary file that is neither a cubin (ELF) nor SASS text")
     else:
@@ -69,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _card(args, module, kernel) -> dict | None:
     """Occupancy of one kernel, or None when its register count is unknown."""
-    from irscope.parsers.occupancy import occupancy
+    from irscope.analysis.occupancy import occupancy
 
     res = kernel.resources
     arch = args.arch or module.arch

@@ -7,7 +7,11 @@ beside ``add_kernel.ttir``, ``.ttgir``, ``.llir``, ``.ptx``, ``.cubin`` (and ``.
 from __future__ import annotations
 
 import json
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from irscope import nvtools
 from irscope.store import BlobRef, Writer, digest
@@ -31,8 +35,10 @@ def is_entry(folder: Path, files: list[str]) -> bool:
         and len(stems) == 1
 
 
-def ingest_entry(writer: Writer, folder: Path, report) -> int:
-    """File one entry as a triton unit; returns the number of artifacts stored."""
+def ingest_entry(writer: Writer, folder: Path, report,
+                 analysis: CubinAnalysis | None = None) -> int:
+    """File one entry as a triton unit; returns the number of artifacts stored.
+    ``analysis``: its cubin's, when computed ahead (``analysed_entries``)."""
     found = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in EXTENSIONS)
     stem = next(p.stem for p in found if p.suffix in IR_EXTENSIONS)
     # Triton's metadata is <kernel>.json; other JSON beside it (group indexes, a collector's
@@ -60,7 +66,7 @@ def ingest_entry(writer: Writer, folder: Path, report) -> int:
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
             continue
         if kind == "cubin":
-            file_cubin(writer, unit, data, str(path))
+            file_cubin(writer, unit, data, str(path), analysis=analysis)
         else:
             writer.add_stage(unit, kind, data, origin=str(path))
         stored += 1
@@ -77,20 +83,153 @@ def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict) -> int:
     return writer.add_unit(name, "triton", attrs=attrs)
 
 
-def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str) -> None:
-    """Store a cubin with its SASS; a cubin already analysed in the run reuses that analysis."""
+def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = None,
+               ptx: str | None = None, analysis: CubinAnalysis | None = None) -> None:
+    """Store a unit's cubin with its SASS, and each kernel's resources in the unit's attrs.
+
+    A cubin already analysed in the run reuses that analysis; otherwise ``analysis`` is
+    used when given, else computed here from the cubin, ``ptx`` (default: the unit's PTX
+    stage, for ptxas's spill figures) and the launch metadata in the unit's attrs.
+    """
     key = digest(cubin)
     row = writer.db.execute(
         "SELECT sass.blob, sass.size, units.attrs FROM stages AS bin "
         "JOIN stages AS sass ON sass.unit_id = bin.unit_id AND sass.kind = 'sass' "
         "JOIN units ON units.id = bin.unit_id WHERE bin.kind = 'cubin' AND bin.blob = ? LIMIT 1",
         (key,)).fetchone()
-    if row is None:
-        nvtools.add_cubin(writer, unit_id, cubin, origin=origin)
+    if row is not None:
+        writer.add_stage(unit_id, "cubin", BlobRef(key, len(cubin)), origin=origin)
+        writer.add_stage(unit_id, "sass", BlobRef(row[0], row[1]), origin=origin)
+        _set_resources(writer, unit_id, json.loads(row[2]).get("resources"))
         return
-    writer.add_stage(unit_id, "cubin", BlobRef(key, len(cubin)), origin=origin)
-    writer.add_stage(unit_id, "sass", BlobRef(row[0], row[1]), origin=origin)
-    resources = json.loads(row[2]).get("resources")
+    writer.add_stage(unit_id, "cubin", cubin, origin=origin)
+    if not tools_found():
+        return
+    if analysis is None:
+        analysis = analyse_cubin(cubin, ptx if ptx is not None else _ptx_stage(writer, unit_id),
+                                 launch_metadata(_attrs(writer, unit_id)))
+    if analysis.sass is None:
+        return
+    writer.add_stage(unit_id, "sass", analysis.sass, origin=origin)
+    _set_resources(writer, unit_id, analysis.resources)
+
+
+@dataclass(frozen=True)
+class CubinAnalysis:
+    """What the tools make of a cubin: its SASS text (None when it cannot be disassembled)
+    and each kernel's resources (irscope.analysis.resources.kernel_resources)."""
+
+    sass: str | None
+    resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, Any] | None = None,
+                  ptxas: Mapping[str, Mapping[str, int]] | None = None) -> CubinAnalysis:
+    """Disassemble a cubin and gather its kernels' resources; each tool's output comes from
+    irscope's cache when this content was seen before.
+
+    ``ptxas``: `ptxas -v` figures already in hand (a compile's own log), else ptxas is
+    asked about ``ptx``; with neither, the entries carry no spill figures.
+    """
+    from irscope.analysis.resources import kernel_resources
+    from irscope.parsers import sass
+
+    text = nvtools.disassemble(cubin)
+    if text is None:
+        return CubinAnalysis(None)
+    if ptxas is None:
+        ptxas = nvtools.ptxas_usage(ptx) if ptx else {}
+    return CubinAnalysis(text, kernel_resources(sass.parse(text), nvtools.resource_usage(cubin),
+                                                ptxas, metadata or {}))
+
+
+def analysed_entries(folders: Iterable[Path], workers: int | None = None
+                     ) -> Iterator[tuple[Path, CubinAnalysis | None]]:
+    """Each entry folder, in order, with its cubin's analysis computed ahead on ``workers``
+    threads (default: one per core; the tools are subprocesses, so threads run in parallel).
+
+    None where the entry has no readable cubin, no tool is found, or an earlier entry holds
+    the same cubin (filing reuses that one's). With one worker, each is computed in turn.
+    """
+    workers = workers or nvtools.default_workers()
+    seen: set[str] = set()
+
+    def job(folder: Path):
+        cubin, ptx, metadata = _entry_inputs(folder)
+        if cubin is None or not tools_found() or digest(cubin) in seen:
+            return None
+        seen.add(digest(cubin))
+        return lambda: analyse_cubin(cubin, ptx, metadata)
+
+    if workers == 1:
+        for folder in folders:
+            work = job(folder)
+            yield folder, work() if work else None
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(workers, thread_name_prefix="irscope-nvtools") as pool:
+        ahead: deque = deque()  # at most two per worker: the analyses held stay few
+        remaining = iter(folders)
+        while True:
+            while len(ahead) < 2 * workers and (folder := next(remaining, None)) is not None:
+                work = job(folder)
+                ahead.append((folder, pool.submit(work) if work else None))
+            if not ahead:
+                return
+            folder, future = ahead.popleft()
+            yield folder, future.result() if future else None
+
+
+def tools_found() -> bool:
+    """Whether a tool that reads cubins is found; says so once when none is."""
+    if any(nvtools.find_tool(t) for t in nvtools.TOOLS):
+        return True
+    nvtools.warn_missing_once("cubins are kept, SASS and resource usage are skipped")
+    return False
+
+
+def launch_metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """A unit's num_warps and dynamic shared bytes ("shared"), from its attrs or the Triton
+    metadata they keep."""
+    metadata = dict(attrs.get("metadata") if isinstance(attrs.get("metadata"), dict) else {})
+    metadata.update({k: attrs[k] for k in ("num_warps", "shared") if attrs.get(k) is not None})
+    return metadata
+
+
+def _entry_inputs(folder: Path) -> tuple[bytes | None, str | None, dict[str, Any]]:
+    """An entry's cubin, its PTX text and metadata (<kernel>.ptx, .json), as far as readable."""
+    cubins = sorted(folder.glob("*.cubin"))
+    if not cubins:
+        return None, None, {}
+    stem = cubins[0].with_suffix("")
+    try:
+        cubin = cubins[0].read_bytes()
+    except OSError:
+        return None, None, {}
+    try:
+        ptx = stem.with_suffix(".ptx").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        ptx = None
+    try:
+        metadata = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        metadata = {}
+    return cubin, ptx, launch_metadata(metadata if isinstance(metadata, dict) else {})
+
+
+def _attrs(writer: Writer, unit_id: int) -> dict[str, Any]:
+    row = writer.db.execute("SELECT attrs FROM units WHERE id=?", (unit_id,)).fetchone()
+    return json.loads(row[0]) if row else {}
+
+
+def _ptx_stage(writer: Writer, unit_id: int) -> str | None:
+    row = writer.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind='ptx' LIMIT 1",
+                            (unit_id,)).fetchone()
+    return writer.run.read_blob(row[0]).decode("utf-8", errors="replace") if row else None
+
+
+def _set_resources(writer: Writer, unit_id: int, resources: dict | None) -> None:
     if resources:
         name, framework = writer.db.execute("SELECT name, framework FROM units WHERE id=?",
                                             (unit_id,)).fetchone()

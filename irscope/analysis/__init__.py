@@ -1,0 +1,1 @@
+"""Figures derived from parsed artifacts and tool reports: resources per kernel, occupancy."""
