@@ -89,3 +89,31 @@ def test_unknown_kind_exits_2_and_lists_kinds(cli):
     result = cli("stats", OUTPUT_CODE, "--kind", "nonsense")
     assert result.returncode == 2
     assert all(word in result.stderr for word in ("nonsense", "jaxpr", "hlo_after_opt"))
+
+
+def test_stats_summarizes_a_torch_trace_and_torch_logs(cli, tmp_path):
+    """A compile log is no single IR: stats files it and reads the run's roll-ups."""
+    import tarfile
+
+    from conftest import GPU_SAMPLES
+
+    with tarfile.open(GPU_SAMPLES / "dumps" / "trust_torch.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    trace = next((tmp_path / "w" / "trace").glob("*.log"))
+    for path, kind in ((trace, "torch_trace"), (tmp_path / "w" / "logs.txt", "torch_logs")):
+        done = cli("stats", path, "--json")
+        assert done.returncode == 0, done.stderr
+        figures = json.loads(done.stdout)
+        text = path.read_text()
+        # [0/1] [__output_code] Output code:   /   {"inductor_output_code": ..., "frame_id": 0,
+        if kind == "torch_logs":
+            compiles = set(re.findall(r"\[(\d+/\d+)\] \[__output_code\] Output code:", text))
+        else:
+            compiles = set(re.findall(r'\{"inductor_output_code".*?"frame_id": (\d+), '
+                                      r'"frame_compile_id": (\d+)', text))
+        assert figures["kind"] == kind and figures["graphs"] == len(compiles) == 4
+        assert figures["recompiles"] == 2
+        roles = sorted(row["role"] for row in figures["kernels_launched_per_call"])
+        assert roles == ["backward", "backward", "forward", "forward", "inference", "inference"]
+        table = cli("stats", path)
+        assert table.returncode == 0 and "kernels_generated" in table.stdout

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 from irscope.console import note, print_json, rich_console
 from irscope.errors import InputError, UsageError
 from irscope.files import read_artifact
@@ -57,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown kind {args.kind!r}; valid kinds: {parsed}")
     path = Path(args.file)
     text = read_artifact(path)
+    if not args.kind:
+        log_kind = torch_log_kind(text, path.name)
+        if log_kind:
+            return _print_torch_log(path, log_kind, args.json)
     kind = args.kind or registry.detect(text, path.name)
     try:
         module = registry.parser_module(kind)
@@ -78,6 +84,64 @@ def run(args: argparse.Namespace) -> int:
     if len(result.diagnostics) > 20:
         note(f"{path}: ... {len(result.diagnostics) - 20} more diagnostics")
     return 1 if args.strict and result.diagnostics else 0
+
+
+def torch_log_kind(text: str, name: str) -> str | None:
+    """"torch_trace" or "torch_logs" when ``text`` is one of PyTorch's compile logs."""
+    from irscope.ingest import torch_logs, torch_trace
+
+    head = text[:65536].encode("utf-8", "replace")
+    if torch_trace.is_torch_trace(head):
+        return "torch_trace"
+    return "torch_logs" if torch_logs.is_torch_log(head, name) else None
+
+
+def _print_torch_log(path: Path, kind: str, as_json: bool) -> int:
+    """Summarize a TORCH_TRACE log or TORCH_LOGS text: file it into a scratch run, then read
+    the run's figures (graphs, breaks, recompilations, kernels) as `inspect` would."""
+    import tempfile
+
+    from irscope import summary
+    from irscope.ingest import ingest
+    from irscope.store import Run
+
+    with tempfile.TemporaryDirectory(prefix="irscope-stats-") as scratch:
+        with Run.create(Path(scratch) / "run", {"name": path.name}) as run:
+            report = ingest(run, [path])
+            data = summary.summarize(run)
+    figures = {"kind": kind, "graphs": data["graphs"], "units": data["units"],
+               "graph_breaks": data["graph_breaks"], "recompiles": data["recompiles"],
+               "compile_failures": data["compile_failures"],
+               "kernels_generated": data["kernels_generated"],
+               "kernels_launched": data["kernels_launched"],
+               "kernels_launched_per_call": data["kernels_launched_per_call"],
+               "warnings": report.warnings}
+    if as_json:
+        print_json(figures)
+        return 0
+    from rich.table import Table
+
+    console = rich_console()
+    title = "TORCH_TRACE log" if kind == "torch_trace" else "TORCH_LOGS text"
+    console.print(f"[bold]{escape(path.name)}[/bold]: {title} ({kind})")
+    table = Table(show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    for key in ("graphs", "graph_breaks", "recompiles", "compile_failures",
+                "kernels_generated", "kernels_launched"):
+        table.add_row(key, f"{figures[key]:,}")
+    console.print(table)
+    if figures["kernels_launched_per_call"]:
+        calls = Table(title="kernels launched per call")
+        for column in ("graph", "output code", "launches"):
+            calls.add_column(column, justify="right" if column == "launches" else "left")
+        for row in figures["kernels_launched_per_call"]:
+            calls.add_row(escape(row["graph"]), row["role"] or row["output_code"],
+                          f"{row['kernels_launched']:,}")
+        console.print(calls)
+    for warning in report.warnings[:5]:
+        note(f"{path}: {warning}")
+    return 0
 
 
 def _print_table(path: Path, kind: str, result) -> None:
