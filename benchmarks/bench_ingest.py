@@ -115,6 +115,9 @@ def main() -> int:
         return 0
     work = args.keep or Path(tempfile.mkdtemp(prefix="irscope-bench-ingest-"))
     work.mkdir(parents=True, exist_ok=True)
+    # irscope's cache (tool outputs, XLA dumps): the benchmark's own, cold, never the user's
+    os.environ["IRSCOPE_CACHE_DIR"] = str(work / "irscope-cache")
+    shutil.rmtree(work / "irscope-cache", ignore_errors=True)
     tlparse = shutil.which("tlparse") or str(Path(sys.executable).with_name("tlparse"))
     failures = 0
     print(f"{'case':<34} {'irscope':>8} {'baseline':>8} {'speed':>7}  {'figures':<28} target")
