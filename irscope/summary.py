@@ -8,6 +8,7 @@ from typing import Any
 
 from irscope.run_figures import read_run_figures
 from irscope.store import Run
+from irscope.units import shown_units
 
 FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel"}
 TOP_OPCODES = 5
@@ -18,7 +19,8 @@ def summarize(run: Run) -> dict[str, Any]:
     """Headline figures of a run as plain JSON-able data (also what ``--json`` prints)."""
     units = run.units()
     figures = read_run_figures(run, units)
-    frameworks = Counter(u.framework for u in units if not u.name.startswith("("))
+    shown, hidden = shown_units(units)
+    frameworks = Counter(u.framework for u in shown if not u.name.startswith("("))
     ptx, sass = Counter(), Counter()
     for stage in run.stages():
         if stage.kind in ("ptx", "sass"):
@@ -37,6 +39,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "ended": meta.get("ended"),
         "error": meta.get("error"),
         "units": dict(frameworks),
+        "hidden_units": dict(Counter(u.framework for u in hidden)),
         "graphs": len(figures.graphs),
         "kernels_generated": generated,
         "kernels_launched": figures.kernels_launched,
@@ -75,10 +78,14 @@ def lines(data: dict[str, Any]):
         used = data["frameworks_imported"]
         out.append(Text(f"  empty run: {', '.join(used)} imported but nothing compiled" if used else
                         "  empty run: the program imported none of torch, jax, triton", "dim"))
+    hidden = data.get("hidden_units") or {}
     for framework, count in sorted(data["units"].items()):
         noun = FRAMEWORK_NOUNS.get(framework, "unit")
-        out.append(Text.assemble(f"  {framework:<7}", (str(count), "bold"),
-                                 f" {noun}{'s' if count != 1 else ''}"))
+        line = Text.assemble(f"  {framework:<7}", (str(count), "bold"),
+                             f" {noun}{'s' if count != 1 else ''}")
+        if hidden.get(framework):
+            line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")
+        out.append(line)
     problems = [(data["graph_breaks"], "graph break"), (data["recompiles"], "recompilation"),
                 (data["compile_failures"], "failed compile")]
     if any(n for n, _ in problems):

@@ -14,9 +14,8 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 
 from ._mlir import user_frame
 from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram
-from .occupancy import Occupancy, occupancy
 
-VERSION = 4
+VERSION = 5
 
 # An instruction after its address, maybe with CuAssembler control codes or a guard:
 #   "        /*0160*/              @!P0 LDG.E R0, desc[UR4][R6.64] ;" -> "LDG.E"
@@ -104,7 +103,6 @@ class SassKernel:
     ops: dict[str, int] = field(default_factory=dict)
     categories: dict[str, int] = field(default_factory=dict)
     resources: dict[str, int] = field(default_factory=dict)
-    occupancy: Occupancy | None = None
 
 
 @dataclass(frozen=True)
@@ -183,7 +181,6 @@ def parse(text: str) -> SassModule:
         total.update(counts)
     arch_match = ARCH_RE.search(text)
     arch = int(arch_match.group(1)) if arch_match else None
-    kernels = [_with_occupancy(k, arch) for k in kernels]
     diagnostics = () if instructions else (Diagnostic(0, "no SASS instructions found"),)
     totals = _totals(kernels, {"instructions": sum(total.values()), "kernels": len(kernels)})
     return SassModule(kind="sass", histogram=sorted_histogram(total), totals=totals,
@@ -223,21 +220,12 @@ def _locations(text: str) -> dict[int, str]:
 
 
 def with_resources(module: SassModule, usage: Mapping[str, Mapping[str, int]]) -> SassModule:
-    """The module with each kernel's resources merged from ``parse_res_usage`` output."""
-    kernels = [_with_occupancy(dataclasses.replace(
-        k, resources={**k.resources, **usage.get(k.name, {})}), module.arch)
-        for k in module.kernels]
+    """The module with each kernel's resources merged from ``parse_res_usage`` output
+    (occupancy is irscope.analysis's, from these figures)."""
+    kernels = [dataclasses.replace(k, resources={**k.resources, **usage.get(k.name, {})})
+               for k in module.kernels]
     return dataclasses.replace(module, kernels=tuple(kernels),
                                totals=_totals(kernels, dict(module.totals)))
-
-
-def _with_occupancy(kernel: SassKernel, arch: int | None) -> SassKernel:
-    """The kernel with its theoretical occupancy, when registers and block size are known."""
-    res = kernel.resources
-    if not arch or "registers" not in res or "threads_per_block" not in res:
-        return kernel
-    card = occupancy(arch, res["threads_per_block"], res["registers"], res.get("shared_bytes", 0))
-    return dataclasses.replace(kernel, occupancy=card)
 
 
 def _totals(kernels: list[SassKernel], totals: dict) -> dict:
@@ -246,9 +234,6 @@ def _totals(kernels: list[SassKernel], totals: dict) -> dict:
         values = [k.resources[key] for k in kernels if key in k.resources]
         if values:
             totals[key] = max(values) if key == "registers" else sum(values)
-    cards = [k.occupancy for k in kernels if k.occupancy]
-    if cards:
-        totals["occupancy"] = min(card.ratio for card in cards)
     return totals
 
 

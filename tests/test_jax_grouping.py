@@ -120,16 +120,13 @@ def eager_run_for_tui(path) -> Run:
 
 
 @pytest.mark.parametrize("show_all", [False, True])
-def test_the_navigator_hides_eager_ops_or_folds_them_under_their_group(tmp_path, show_all,
-                                                                         monkeypatch):
+def test_the_navigator_hides_eager_ops_or_folds_them_under_their_group(tmp_path, show_all):
     pytest.importorskip("textual")
     from tui_helpers import synchronous
 
     from irscope.tui.app import IrscopeApp
-    from irscope.tui.navigator import Navigator
 
-    monkeypatch.setattr(Navigator, "show_all", show_all)  # as `irscope open --all` sets it
-    app = IrscopeApp(eager_run_for_tui(tmp_path / "run"))
+    app = IrscopeApp(eager_run_for_tui(tmp_path / "run"), show_all=show_all)  # open [--all]
 
     @synchronous
     async def check():

@@ -45,7 +45,7 @@ class IrscopeApp(App[None]):
     TITLE = "irscope"
     BINDINGS = bindings("app")
 
-    def __init__(self, run_path: str | Path) -> None:
+    def __init__(self, run_path: str | Path, show_all: bool = False) -> None:
         super().__init__()
         self.run_path = Path(run_path)
         self.sub_title = self.run_path.name
@@ -60,7 +60,7 @@ class IrscopeApp(App[None]):
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
 
-        self.navigator = Navigator(id="navigator")
+        self.navigator = Navigator(id="navigator", show_all=show_all)
         self.viewer = IrViewer(id="viewer")
         self.status = Static("", id="status")
         self.panel = AnalysisPanel(id="panel")
@@ -432,9 +432,10 @@ def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     return [i.text for i in items], [(i.first_line - 1, i.last_line - 1) for i in items]
 
 
-def run_app(run_path: str | Path, theme: str | None = None) -> None:
-    """Open the TUI on a run directory (already checked to open), in ``theme`` if given."""
-    app = IrscopeApp(run_path)
+def run_app(run_path: str | Path, theme: str | None = None, show_all: bool = False) -> None:
+    """Open the TUI on a run directory (already checked to open), in ``theme`` if given;
+    ``show_all`` lists the units hidden by default (JAX's eager ops) too."""
+    app = IrscopeApp(run_path, show_all)
     if theme:
         if theme not in app.available_themes:
             raise UsageError(f"unknown theme {theme!r}; choose one of "

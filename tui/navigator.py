@@ -110,7 +110,7 @@ class Navigator(Vertical):
             super().__init__()
             self.stage = stage
 
-    show_all = False  # default for new navigators: `irscope open --all` sets it
+    show_all = False
 
     def __init__(self, id: str | None = None, show_all: bool | None = None) -> None:
         super().__init__(id=id)

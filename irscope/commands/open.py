@@ -25,8 +25,6 @@ def run(args) -> int:
     path = locate_run(args.run)
     Run.open(path).close()  # a missing or damaged index is one clear line, before any UI
     from irscope.tui.app import run_app
-    from irscope.tui.navigator import Navigator
 
-    Navigator.show_all = args.show_all  # the navigator this process's app makes
-    run_app(path, theme=args.theme)
+    run_app(path, theme=args.theme, show_all=args.show_all)
     return 0

@@ -14,6 +14,9 @@ def add_format_options(parser: argparse.ArgumentParser) -> None:
                         help="output format (default: table on a terminal, json with --json; "
                              "for -o, taken from the file extension)")
     parser.add_argument("--json", action="store_true", help="same as --format json")
+    parser.add_argument("--all", action="store_true", dest="show_all",
+                        help="report JAX's eager ops too (jits JAX makes for itself, such as "
+                             "jit_add; hidden by default)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.add_argument("--stage", metavar="KINDS",
                         help="comma-separated stage kinds or families to include "
@@ -83,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
 
     fmt = chosen_format(args)
     with Run.open(locate_run(args.run)) as opened:
-        report = build_report(opened, stage_filter(args), args.unit)
+        report = build_report(opened, stage_filter(args), args.unit, args.show_all)
+    if report.totals.get("hidden_units"):
+        note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     module = renderer(fmt)

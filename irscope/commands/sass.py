@@ -101,10 +101,13 @@ def _print(args, module, cards) -> None:
         console.print()
         console.print(f"[bold cyan]{kernel.name}[/]", soft_wrap=True)
         if "registers" in res:
-            console.print(f"  registers {res['registers']}  spills: stores "
-                          f"{res.get('spill_stores', 0)} B, loads {res.get('spill_loads', 0)} B  "
-                          f"stack {res.get('stack_bytes', 0)} B  shared "
-                          f"{res.get('shared_bytes', 0):,} B  const {res.get('const_bytes', 0):,} B", soft_wrap=True)
+            console.print(f"  registers {res['registers']}  stack {res.get('stack_bytes', 0)} B  "
+                          f"shared {res.get('shared_bytes', 0):,} B (static)  "
+                          f"const {res.get('const_bytes', 0):,} B", soft_wrap=True)
+            console.print(f"  local memory: stores {res.get('local_store_bytes', 0)} B, loads "
+                          f"{res.get('local_load_bytes', 0)} B per thread (spills and local "
+                          f"arrays; `ptxas -v` on the kernel's PTX tells spills apart)",
+                          soft_wrap=True)
         else:
             console.print("  resource usage unknown (no -res-usage data in this listing)", soft_wrap=True)
         if card:

@@ -13,6 +13,7 @@ from irscope.analysis.figures import UnitFigures
 from irscope.parsers import registry
 from irscope.run_figures import read_run_figures
 from irscope.store import Run, Stage
+from irscope.units import shown_units
 
 SCHEMA = "irscope.report/1"
 
@@ -192,13 +193,15 @@ def unit_headline(stages: Iterable[StageRecord], figures: UnitFigures) -> dict[s
 
 
 def build_report(run: Run, stages: Iterable[str] | None = None,
-                 unit_pattern: str | None = None) -> Report:
-    """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit."""
+                 unit_pattern: str | None = None, show_all: bool = False) -> Report:
+    """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit;
+    units hidden by default (JAX's eager ops) only with ``show_all``, counted either way."""
     wanted = tuple(stages) if stages else None
     by_unit: dict[int, list[Stage]] = {}
     for stage in run.stages():
         by_unit.setdefault(stage.unit_id, []).append(stage)
-    chosen = [u for u in run.units() if unit_selected(u.name, unit_pattern)]
+    shown, hidden = shown_units(run.units(), show_all)
+    chosen = [u for u in shown if unit_selected(u.name, unit_pattern)]
     rollup = read_run_figures(run, chosen)
     units = []
     for unit, figures in zip(chosen, rollup.units):
@@ -212,6 +215,8 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
                                 records, unit_headline(records, figures)))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
+    if hidden:
+        totals["hidden_units"] = len(hidden)
     if rollup.graphs:  # sums over distinct graphs, each of its output codes once
         totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
                       kernels_launched=rollup.kernels_launched)
