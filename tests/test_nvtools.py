@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -299,3 +300,25 @@ def test_parallel_filing_equals_serial_filing(sincos, spilling, tmp_path, monkey
         assert "sass" in {kind for kind, _ in stages}, name
         (entry,) = attrs["resources"].values()
         assert "spill_store_bytes" in entry and "occupancy" in entry, name
+
+
+def test_cache_command_counts_and_clears_tool_results(tmp_path, cli):
+    """`irscope cache` shows the NVIDIA tool results beside the XLA dumps and clears both."""
+    from irscope.store import Run
+
+    run = Run.open(Path(__file__).resolve().parent.parent / "samples" / "gpu" / "triton_kernels")
+    unit = run.unit("add_kernel")
+    cubin = run.read_blob(next(s for s in run.stages(unit.id) if s.kind == "cubin").blob)
+    env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "cache")}
+    program = ("import sys; from irscope import nvtools; "
+               "print(nvtools.disassemble(open(sys.argv[1], 'rb').read()) is not None)")
+    (tmp_path / "k.cubin").write_bytes(cubin)
+    done = subprocess.run([sys.executable, "-c", program, str(tmp_path / "k.cubin")],
+                          env={**os.environ, **env}, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.strip() == "True"
+    shown = json.loads(cli("cache", "--json", env=env).stdout)
+    assert shown["tool_results"] >= 1 and shown["tool_bytes"] > 0
+    cleared = cli("cache", "--clear", env=env)
+    assert cleared.returncode == 0 and "cleared" in cleared.stdout
+    assert json.loads(cli("cache", "--json", env=env).stdout)["tool_results"] == 0
