@@ -1,4 +1,7 @@
-"""`irscope compile`: real ahead-of-time Triton compiles on the CPU, checked against cuobjdump."""
+"""`irscope compile`: real ahead-of-time Triton compiles on the CPU, checked against cuobjdump.
+
+Hardware limits of a configuration are checked without a compiler in test_compile_sweep.py.
+"""
 
 from __future__ import annotations
 
@@ -55,6 +58,7 @@ def matmul_sweep(tmp_path_factory):
     return tmp_path / "run", data["rows"]
 
 
+@pytest.mark.slow
 def test_matmul_sweep_files_every_config_with_all_stages(matmul_sweep):
     path, rows = matmul_sweep
     assert len(rows) == 8 and all(r["status"] == "ok" and r["valid"] for r in rows)
@@ -69,6 +73,7 @@ def test_matmul_sweep_files_every_config_with_all_stages(matmul_sweep):
         assert unit.attrs["metadata"]["num_warps"] == 4 and unit.attrs["arch"] == "sm_80"
 
 
+@pytest.mark.slow
 def test_mma_on_sm80_and_wgmma_on_sm90a(matmul_sweep):
     path, rows = matmul_sweep
     with Run.open(path) as run:
@@ -82,6 +87,7 @@ def test_mma_on_sm80_and_wgmma_on_sm90a(matmul_sweep):
                 assert set(ops) == {"wgmma.mma_async"}
 
 
+@pytest.mark.slow
 def test_registers_and_shared_memory_match_cuobjdump(matmul_sweep, tmp_path):
     path, rows = matmul_sweep
     with Run.open(path) as run:
@@ -93,6 +99,7 @@ def test_registers_and_shared_memory_match_cuobjdump(matmul_sweep, tmp_path):
             assert row["shared_bytes"] == unit.attrs["metadata"]["shared"] + static_shared
 
 
+@pytest.mark.slow
 def test_main_loop_global_bytes_are_the_tiles_it_loads(matmul_sweep):
     _, rows = matmul_sweep
     for row in rows:
@@ -102,6 +109,7 @@ def test_main_loop_global_bytes_are_the_tiles_it_loads(matmul_sweep):
         assert row["loop_store_bytes"] == 0
 
 
+@pytest.mark.slow
 def test_sort_and_report_work_on_the_run(matmul_sweep, cli):
     path, rows = matmul_sweep
     regs = sorted(r["registers"] for r in rows)
@@ -113,6 +121,7 @@ def test_sort_and_report_work_on_the_run(matmul_sweep, cli):
     assert cli("report", path).returncode == 0
 
 
+@pytest.mark.slow
 def test_vector_add_and_softmax_compile(cli, tmp_path):
     done, data = compile_json(cli, tmp_path, f"{KERNELS}::add_kernel", "--signature",
                               "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n=i32",
@@ -129,28 +138,28 @@ def test_vector_add_and_softmax_compile(cli, tmp_path):
     assert "ex2.approx" in ptx and ".target sm_90a" in ptx
 
 
-def test_invalid_and_failing_configs_are_reported_not_crashed_on(cli, tmp_path):
+@pytest.mark.slow
+def test_failing_configs_are_reported_not_crashed_on(cli, tmp_path):
+    """A config Triton refuses fails alone, named at its source line. (A config that compiles
+    but exceeds the GPU's limits is test_compile_sweep's, without compiling a tile that big.)"""
     done, data = compile_json(cli, tmp_path, f"{KERNELS}::matmul_kernel",
                               "--signature", MATMUL_SIGNATURE, *UNIT_STRIDES,
                               "--constexpr", "BLOCK_M=64", "--constexpr", "BLOCK_N=64",
-                              "--sweep", "BLOCK_K=32,48,1024", "--num-stages", "4",
+                              "--sweep", "BLOCK_K=32,48", "--num-stages", "4",
                               "--arch", "sm_80")
-    assert done.returncode == 1  # one configuration failed to compile; the others were filed
+    assert done.returncode == 1  # one configuration failed to compile; the other was filed
     by_k = {r["config"]["BLOCK_K"]: r for r in data["rows"]}
-    assert by_k[32]["status"] == "ok"
+    assert by_k[32]["status"] == "ok" and by_k[32]["valid"]
     failed = by_k[48]
     assert failed["status"] == "error" and "power of 2" in failed["error"]
     line = [l.strip() for l in KERNELS.read_text().splitlines()].index(failed["error_source"]) + 1
     assert failed["error_source"] == "rk = tl.arange(0, BLOCK_K)" and failed["error_line"] == line
-    invalid = by_k[1024]
-    assert invalid["status"] == "invalid" and not invalid["valid"]
-    assert invalid["problems"] == [f"out of resource: shared memory, Required: "
-                                   f"{invalid['shared_bytes']}, Hardware limit: 166912"]
     with Run.open(tmp_path / "run") as run:
         events = run.events("compile_failure")
     assert len(events) == 1 and events[0].data["line"] == line
 
 
+@pytest.mark.slow
 def test_unsupported_arch_fails_its_own_config_even_when_the_compiler_aborts(cli, tmp_path):
     """Triton's LLVM aborts the whole process on sm_101 tcgen05 code: only that config fails."""
     done, data = compile_json(cli, tmp_path, f"{KERNELS}::matmul_kernel",
@@ -165,6 +174,7 @@ def test_unsupported_arch_fails_its_own_config_even_when_the_compiler_aborts(cli
     assert "LLVM ERROR" in failed["error"] or "sm_101a" in failed["error"], failed["error"]
 
 
+@pytest.mark.slow
 def test_signature_inferred_from_example_arguments(cli, tmp_path):
     pytest.importorskip("torch")
     example = tmp_path / "example.py"
@@ -180,6 +190,7 @@ def test_signature_inferred_from_example_arguments(cli, tmp_path):
     assert unit.attrs["constexprs"] == {"BLOCK": 512}
 
 
+@pytest.mark.slow
 def test_divisibility_hints_enable_pipelined_async_copies(cli, tmp_path):
     """``:16`` marks aligned pointers/ints as a launch does; Triton then pipelines with cp.async."""
     hinted = MATMUL_SIGNATURE.replace("*fp16", "*fp16:16").replace("stride_am=i32", "stride_am=i32:16")

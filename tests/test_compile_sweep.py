@@ -86,3 +86,31 @@ def test_register_file_and_spills():
                                             {"registers": 255, "spill_stores": 8, "spill_loads": 4})
     assert problems == []
     assert warnings == ["register spills: 8 bytes stored, 4 bytes loaded"]
+
+
+def test_a_config_over_the_shared_memory_limit_is_filed_invalid(tmp_path):
+    """What `irscope compile` files for a configuration that compiled but could never launch
+    (BLOCK_K=1024 over 4 stages on sm_80 asks for 256 KiB of shared memory): an invalid row
+    whose problem is Triton's own wording, with the row's shared memory figure."""
+    from conftest import SAMPLES
+    from irscope.collectors.triton_aot import Job, KernelInfo, Outcome
+    from irscope.store import Run
+    from irscope.sweep_rows import comparison_rows, file_outcome
+
+    (config,) = sweep.expand(["BLOCK_M=64", "BLOCK_N=64", "BLOCK_K=1024"], [], ["sm_80"],
+                             {"num_stages": 4})
+    info = KernelInfo("matmul_kernel", ("a_ptr", "BLOCK_M", "BLOCK_N", "BLOCK_K"),
+                      ("BLOCK_M", "BLOCK_N", "BLOCK_K"), {}, "triton_kernels.py", 30,
+                      "def matmul_kernel(a_ptr, BLOCK_M, BLOCK_N, BLOCK_K): ...")
+    job = Job("triton_kernels.py", "matmul_kernel", {"a_ptr": "*fp16"}, dict(config.constexprs),
+              config.capability, dict(config.options))
+    cubin = (SAMPLES / "ptx" / "add_kernel.sm90.cubin").read_bytes()  # any cubin will do
+    outcome = Outcome(True, 9.3, metadata={"shared": 262144, "num_warps": 4, "num_stages": 4},
+                      ptxas={"registers": 40, "static_shared_bytes": 0},
+                      cubin_stages=(("cubin", "cubin", cubin, "triton.compile"),))
+    with Run.create(tmp_path / "run") as run:
+        file_outcome(run, info, config, job, outcome)
+        (row,) = comparison_rows(run)
+    assert row["status"] == "invalid" and not row["valid"] and row["shared_bytes"] == 262144
+    assert row["problems"] == [f"out of resource: shared memory, Required: "
+                               f"{row['shared_bytes']}, Hardware limit: 166912"]
