@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest.importorskip("triton")
 pytest.importorskip("pytest_textual_snapshot")
 
 from tui_helpers import build_run, remove_blob  # noqa: E402

@@ -11,7 +11,6 @@ import uuid
 
 import pytest
 
-pytest.importorskip("triton")
 if shutil.which("tmux") is None:
     pytest.skip("tmux is not installed", allow_module_level=True)
 

@@ -1,4 +1,4 @@
-"""Runs for TUI tests and benchmarks: real Triton compiles filed with the store's Writer."""
+"""Runs for TUI tests and benchmarks, filed from the committed GPU capture of the sample kernels."""
 
 from __future__ import annotations
 
@@ -6,50 +6,73 @@ import asyncio
 import functools
 from pathlib import Path
 
-from kernels import PORTABLE_DIR, SCRIPTS, compile_aot
+from kernels import SCRIPTS
 
 from irscope.ingest.triton_cache import file_cubin
-from irscope.store import Run
+from irscope.store import BlobRef, Run
 
 KERNELS = ("softmax_kernel", "add_kernel", "matmul_kernel")
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx")
+# samples/scripts/triton_kernels.py as Triton compiled it on an H100 (samples/README.md)
+SAMPLE_RUN = SCRIPTS.parent / "gpu" / "triton_kernels"
+SAMPLE_STAGES = (*TEXT_STAGES, "cubin", "sass")
 
 
-def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None,
-                portable: bool = False) -> int:
-    """File one compiled kernel as a triton unit with its IR stages and cubin.
-
-    ``portable`` compiles from a fixed copy of the kernels file, named relative, so pictures of
-    the screen are the same wherever the repository lives.
-    """
+def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None) -> int:
+    """File one compiled kernel (``compile_aot``'s result) as a triton unit with its cubin."""
     unit = writer.add_unit(unit_name or name, "triton", str(SCRIPTS / "triton_kernels.py"),
                            None, {"num_warps": 4})
     for kind in TEXT_STAGES:
-        text = compiled[kind]
-        if portable:
-            text = text.replace(f"{PORTABLE_DIR}/", "samples/scripts/")
-        writer.add_stage(unit, kind, text, origin="triton.compile")
+        writer.add_stage(unit, kind, compiled[kind], origin="triton.compile")
     file_cubin(writer, unit, compiled["cubin"], origin="triton.compile")
     return unit
 
 
+def sample_stages(kernels: tuple[str, ...], portable: bool = False) -> dict[str, tuple]:
+    """{kernel: (unit attrs, [(kind, data, origin), ...])} read from the committed sample run.
+
+    Its IR names the kernels file where it was captured: here that becomes this checkout's
+    file, so following a line to its Python source works, or ``samples/scripts/`` when
+    ``portable``, for pictures of the screen that are the same wherever the checkout lives.
+    """
+    found = {}
+    with Run.open(SAMPLE_RUN) as sample:
+        for name in kernels:
+            unit = sample.unit(name)
+            captured = f"{Path(unit.source_file).parent}/"
+            here = "samples/scripts/" if portable else f"{SCRIPTS}/"
+            stages = []
+            for stage in sample.stages(unit.id):
+                if stage.kind in SAMPLE_STAGES:
+                    data = sample.read_blob(stage.blob)
+                    if stage.kind != "cubin":
+                        data = data.decode("utf-8").replace(captured, here)
+                    stages.append((stage.kind, data, stage.origin))
+            found[name] = (unit.attrs, stages)
+    return found
+
+
 def build_run(path: Path, kernels: tuple[str, ...] = KERNELS, copies: int = 1,
               portable: bool = False) -> Path:
-    """A run at ``path`` holding ``kernels`` (each ``copies`` times, as distinct units)."""
+    """A run at ``path`` holding ``kernels`` (each ``copies`` times, as distinct units), filed
+    from the committed sample run: no compiler, and the same IR on every machine."""
     run = Run.create(path, {"name": path.name, "command": "tests/tui_helpers.py"})
-    compiled = {k: compile_aot(k, portable=portable) for k in kernels}
+    found = sample_stages(kernels, portable)
     with run.transaction() as writer:
-        first = {name: file_kernel(writer, name, compiled[name],
-                                   name if copies == 1 else f"{name}_0000", portable)
-                 for name in kernels}
-        originals = {u.id: u for u in run.units()}
-        for copy in range(1, copies):  # copies reuse the first's stages: no re-disassembly
+        first = {}
+        for name in kernels:
+            attrs, stages = found[name]
+            unit = writer.add_unit(name if copies == 1 else f"{name}_0000", "triton",
+                                   str(SCRIPTS / "triton_kernels.py"), None, attrs)
+            for kind, data, origin in stages:
+                writer.add_stage(unit, kind, data, origin=origin)
+            first[name] = unit
+        for copy in range(1, copies):  # copies point at the first's blobs
             for name, unit_id in first.items():
-                unit = originals[unit_id]
-                clone = writer.add_unit(f"{name}_{copy:04d}", "triton", unit.source_file,
-                                        None, unit.attrs)
+                clone = writer.add_unit(f"{name}_{copy:04d}", "triton",
+                                        str(SCRIPTS / "triton_kernels.py"), None, found[name][0])
                 for stage in run.stages(unit_id):
-                    writer.add_stage(clone, stage.kind, run.read_blob(stage.blob),
+                    writer.add_stage(clone, stage.kind, BlobRef(stage.blob, stage.size),
                                      origin=stage.origin)
     run.close()
     return path
