@@ -20,20 +20,17 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "samples" / "scripts"
 # V1122 13:00:00.000000 123 torch/_logging/structured.py:28] {"inductor_output_code": {...}, ...}
 ENVELOPE_RE = re.compile(r"^[VIWE]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
 
-TORCH_PROGRAM = """
-import sys
-sys.path.insert(0, {scripts!r})
-import torch, seed_torch
-torch.manual_seed(0)
-d, h = 64, 128
-x, w1, w2 = torch.randn(32, d), torch.randn(d, h), torch.randn(h, d)
-gamma, beta, gating = torch.ones(d), torch.zeros(d), torch.randn(d, h)
-torch.compile(seed_torch.mlp)(x, w1, w2)
-torch.compile(seed_torch.activation_chain)(x)
-torch.compile(seed_torch.complex_activation)(x)
-torch.compile(seed_torch.post_norm_block)(x, w1, w2, gamma, beta)
-torch.compile(seed_torch.mlp_dead_gate)(x, w1, w2, gating)
+GRAPH_BREAK_PROGRAM = """
+import torch
+
+def f(x):
+    y = x.sin()
+    print("graph break here")
+    return y.cos() + 1
+
+torch.compile(f)(torch.randn(8))
 """
+SEED_COMMAND = f"{SCRIPTS / 'seed_torch.py'} --device cpu --recompile"
 
 JAX_PROGRAM = """
 import json, os, sys
@@ -149,19 +146,32 @@ def _cached(program: str, package: str):
         done.touch()
 
 
-def compile_torch_seeds() -> dict[str, list[str]]:
-    """torch.compile every seed example on CPU; TORCH_TRACE payloads grouped by record kind."""
-    program = TORCH_PROGRAM.format(scripts=str(SCRIPTS))
-    with _cached(program, "torch") as (folder, fresh):
-        trace = folder / "trace"
+def torch_dumps() -> Path:
+    """torch.compile of the seed examples on CPU (seed_torch.py --recompile), made once: a folder
+    with trace/ (TORCH_TRACE), logs.txt (TORCH_LOGS), inductor_cache/, and trace_gb/ (a graph
+    break)."""
+    with _cached(SEED_COMMAND + GRAPH_BREAK_PROGRAM, "torch") as (folder, fresh):
         if fresh:
-            env = {**os.environ, "TORCH_TRACE": str(trace),
+            env = {**os.environ, "TORCH_TRACE": str(folder / "trace"),
+                   "TORCH_LOGS": "output_code,graph_code,guards,recompiles",
                    "TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor_cache")}
-            subprocess.run([sys.executable, "-c", program], env=env, check=True,
-                           capture_output=True, timeout=900)
+            with open(folder / "logs.txt", "w") as log:
+                subprocess.run([sys.executable, *SEED_COMMAND.split()], env=env, check=True,
+                               stdout=log, stderr=subprocess.STDOUT, timeout=900)
+            env = {**env, "TORCH_TRACE": str(folder / "trace_gb")}
+            env.pop("TORCH_LOGS")
+            subprocess.run([sys.executable, "-c", GRAPH_BREAK_PROGRAM], env=env, check=True,
+                           capture_output=True, timeout=600)
+    return folder
+
+
+def compile_torch_seeds() -> dict[str, list[str]]:
+    """TORCH_TRACE payloads of every seed example's first compile, grouped by record kind
+    (torch_dumps' compile, less the recompiles of --recompile)."""
     grouped: dict[str, list[str]] = {}
-    for kind, _, payload in read_trace_payloads(trace):
-        grouped.setdefault(kind, []).append(payload)
+    for kind, envelope, payload in read_trace_payloads(torch_dumps() / "trace"):
+        if envelope.get("frame_compile_id", 0) == 0:
+            grouped.setdefault(kind, []).append(payload)
     return grouped
 
 
