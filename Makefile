@@ -6,7 +6,7 @@ PIP := $(PY) -m pip --disable-pip-version-check --quiet
 STAMP := $(VENV)/.irscope-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo bench clean
+.PHONY: setup layers test test-fast demo bench clean
 
 setup: $(STAMP)
 
@@ -16,8 +16,21 @@ $(STAMP): pyproject.toml requirements/test.txt
 	$(PIP) install --no-deps -e .
 	@touch $(STAMP)
 
-test: setup
+# import-linter reads packages from disk, and parsers/ and tui/ install inside irscope: it reads
+# the installed layout, built here from links (pyproject.toml holds the contracts).
+LAYOUT := build/layers
+
+layers: setup
+	@rm -rf $(LAYOUT) && mkdir -p $(LAYOUT)/irscope
+	@ln -s $(CURDIR)/irscope/* $(CURDIR)/parsers $(CURDIR)/tui $(LAYOUT)/irscope/
+	cd $(LAYOUT) && $(CURDIR)/$(VENV)/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+
+test: layers
 	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
+
+# The edit loop: everything but the tests marked slow (real compiles of models and sweeps).
+test-fast: layers
+	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow and not gpu" $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m irscope inspect --replace -o .irscope/runs/demo-seed --name seed samples/scripts/seed_torch.py

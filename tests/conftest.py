@@ -23,6 +23,17 @@ os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests
 os.environ.setdefault("IRSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-cache-"))
 
 
+# Fixtures that torch.compile the seed models, in test modules that do not mark their users
+# slow themselves: `make test-fast` leaves out every test that waits on one.
+SLOW_FIXTURES = {"test_ingest.py": {"dumps"}}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if SLOW_FIXTURES.get(item.path.name, set()) & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 def corpus_files(kind: str) -> list[Path]:
     """Files of one corpus folder (ptx, sass, ttir, ...); empty when the corpus is absent."""
     folder = CORPUS / kind
