@@ -9,6 +9,7 @@ user's caches as they were.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -68,13 +69,20 @@ def find_entries(name: str, kernel_path: str, environ: dict[str, str]) -> list[P
 
 
 def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) -> list[Path]:
-    """Copy the cache entries of Inductor kernels no compile hook saw; returns the new folders."""
-    staged = {_sidecar(p).get("source_file") for p in staging.triton.glob(f"*/{SIDECAR}")}
+    """Copy the cache entries of Inductor kernels no compile hook saw; returns the new folders.
+
+    Every cached compile of a kernel is taken, not only those compiled this time: on a warm
+    run Inductor compiles just the configuration its autotuning picked before, and the run
+    must hold what a cold run holds (each candidate a unit).
+    """
+    known = {_cache_folder(_sidecar(p).get("hash")) for p in staging.triton.glob(f"*/{SIDECAR}")}
+    known |= {_cache_folder(u.attrs.get("hash")) for u in run.units("triton")}
     added = []
     for name, kernel_path in inductor_triton_kernels(run):
-        if kernel_path in staged or run.units_from_file("triton", kernel_path):
-            continue
         for entry in find_entries(name, kernel_path, environ):
+            if entry.name in known:
+                continue
+            known.add(entry.name)
             target = staging.triton / entry.name  # the cache key names the compile
             shutil.copytree(entry, target, dirs_exist_ok=True)
             sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path,
@@ -94,3 +102,11 @@ def _sidecar(path: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _cache_folder(compile_hash) -> str | None:
+    """Triton's cache folder name for a compile hash (hex): its base32 form, unpadded."""
+    try:
+        return base64.b32encode(bytes.fromhex(str(compile_hash))).decode("ascii").rstrip("=")
+    except ValueError:
+        return None
