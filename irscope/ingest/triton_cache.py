@@ -7,6 +7,7 @@ beside ``add_kernel.ttir``, ``.ttgir``, ``.llir``, ``.ptx``, ``.cubin`` (and ``.
 from __future__ import annotations
 
 import json
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -20,6 +21,8 @@ from irscope.store import BlobRef, Writer, digest
 EXTENSIONS = {".source": "python_source", ".ttir": "ttir", ".ttgir": "ttgir", ".llir": "llir",
               ".ptx": "ptx", ".cubin": "cubin", ".json": "metadata"}
 IR_EXTENSIONS = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin"}
+# #loc = loc("/tmp/torchinductor_u/ab/cabc.py":18:0)
+LOC_FILE_RE = re.compile(r'loc\("([^"]+)":\d+')
 ATTRS = ("num_warps", "num_stages", "num_ctas", "shared", "target", "hash", "arch")
 
 
@@ -52,19 +55,26 @@ def ingest_entry(writer: Writer, folder: Path, report,
                 meta = json.loads(path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 report.warnings.append(f"{path}: unreadable kernel metadata ({exc})")
-    name = str(meta.get("name") or stem)
-    entry_hash = str(meta.get("hash") or folder.name)
-    attrs = {k: meta[k] for k in ATTRS if k in meta}
-    attrs["hash"] = entry_hash
-    unit = _unit(writer, name, entry_hash, attrs)
-    stored = 0
+    if not isinstance(meta, dict):
+        report.warnings.append(f"{folder}: kernel metadata is not a JSON object; kept as a stage")
+        meta = {}
+    contents: list[tuple[Path, bytes]] = []
     for path in files:
-        kind = EXTENSIONS[path.suffix]
         try:
-            data = path.read_bytes()
+            contents.append((path, path.read_bytes()))
         except OSError as exc:
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
-            continue
+    name = str(meta.get("name") or stem)
+    attrs = {k: meta[k] for k in ATTRS if k in meta}
+    unit = _same_compile(writer, contents)
+    if unit is None:
+        attrs["hash"] = str(meta.get("hash") or folder.name)
+        unit = _unit(writer, name, attrs["hash"], attrs, _kernel_file(contents))
+    elif attrs:  # a kernel dump and the cache entry of one compile: one unit, every fact
+        writer.add_unit(writer.run.unit(unit).name, "triton", attrs=attrs)
+    stored = 0
+    for path, data in contents:
+        kind = EXTENSIONS[path.suffix]
         if kind == "cubin":
             file_cubin(writer, unit, data, str(path), analysis=analysis)
         else:
@@ -74,13 +84,36 @@ def ingest_entry(writer: Writer, folder: Path, report,
     return stored
 
 
-def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict) -> int:
+def _same_compile(writer: Writer, contents: list[tuple[Path, bytes]]) -> int | None:
+    """The kernel unit already holding this compile's PTX (else TTGIR): a TRITON_KERNEL_DUMP
+    folder and the cache entry of one compile are named differently but hold the same code."""
+    for suffix, kind in ((".ptx", "ptx"), (".ttgir", "ttgir")):
+        for path, data in contents:
+            if path.suffix == suffix:
+                held = writer.run.units_holding(kind, digest(data), "triton")
+                if held:
+                    return held[0]
+    return None
+
+
+def _kernel_file(contents: list[tuple[Path, bytes]]) -> str | None:
+    """The Python file the kernel was compiled from, as its TTIR locations name it."""
+    for path, data in contents:
+        if path.suffix == ".ttir":
+            found = LOC_FILE_RE.search(data[:1 << 20].decode("utf-8", "replace"))
+            if found and not found.group(1).startswith("<"):
+                return found.group(1)
+    return None
+
+
+def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
+          source_file: str | None = None) -> int:
     """The kernel's unit; a different compile of a name already in the run gets name-<hash8>."""
     row = writer.db.execute("SELECT attrs FROM units WHERE framework='triton' AND name=?",
                             (name,)).fetchone()
     if row and json.loads(row[0]).get("hash") not in (None, entry_hash):
         name = f"{name}-{entry_hash[:8]}"
-    return writer.add_unit(name, "triton", attrs=attrs)
+    return writer.add_unit(name, "triton", source_file, attrs=attrs)
 
 
 def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = None,
