@@ -445,6 +445,19 @@ class Run:
         names = ", ".join(u.name for u in matches[:5])
         raise RunError(f"{self.path}: {key!r} matches {len(matches)} units ({names}, ...)")
 
+    def counts(self) -> tuple[int, int]:
+        """How many units and stages the run holds."""
+        units = self.db.execute("SELECT count(*) FROM units").fetchone()[0]
+        stages = self.db.execute("SELECT count(*) FROM stages").fetchone()[0]
+        return units, stages
+
+    def unit_named(self, framework: str, name: str) -> Unit | None:
+        """The unit of ``framework`` called exactly ``name``, if any."""
+        row = self.db.execute("SELECT id, name, framework, source_file, source_line, attrs "
+                              "FROM units WHERE framework=? AND name=?", (framework, name)
+                              ).fetchone()
+        return Unit(row[0], row[1], row[2], row[3], row[4], json.loads(row[5])) if row else None
+
     def unit_by_id(self, unit_id: int) -> Unit:
         row = self.db.execute("SELECT id, name, framework, source_file, source_line, attrs "
                               "FROM units WHERE id=?", (unit_id,)).fetchone()
@@ -561,6 +574,11 @@ class Writer:
             "VALUES (?, ?, ?, ?, ?)",
             (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
         return cur.lastrowid
+
+    def update_attrs(self, unit_id: int, attrs: dict[str, Any]) -> None:
+        """Merge ``attrs`` into the unit's attributes."""
+        unit = self.run.unit_by_id(unit_id)
+        self.add_unit(unit.name, unit.framework, attrs=attrs)
 
     def add_stage(self, unit_id: int, kind: str, data: bytes | str | BlobRef,
                   name: str | None = None, origin: str | None = None) -> int:

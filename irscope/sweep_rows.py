@@ -205,5 +205,4 @@ def _flat_resources(resources: Any) -> dict[str, int]:
 
 
 def _unit_attrs(writer, unit_id: int) -> dict[str, Any]:
-    row = writer.db.execute("SELECT attrs FROM units WHERE id=?", (unit_id,)).fetchone()
-    return json.loads(row[0]) if row else {}
+    return writer.run.unit_by_id(unit_id).attrs

@@ -20,12 +20,6 @@ SQL_CALLS = {"execute", "executemany", "executescript"}
 # The list may only shrink (test_no_other_module_runs_sql).
 KNOWN_OFFENDERS = {
     "irscope/collectors/filing.py",
-    "irscope/commands/runs.py",
-    "irscope/ingest/__init__.py",
-    "irscope/ingest/linking.py",
-    "irscope/ingest/torch_trace.py",
-    "irscope/ingest/triton_cache.py",
-    "irscope/sweep_rows.py",
 }
 
 

@@ -21,7 +21,7 @@ def describe(path: Path) -> dict:
     """One row of the listing; a damaged or newer run is listed with its problem."""
     try:
         with Run.open(path) as run_:
-            units = run_.db.execute("SELECT count(*) FROM units").fetchone()[0]
+            units = run_.counts()[0]
             meta = run_.meta
     except RunError as exc:
         return {"name": path.name, "path": str(path), "problem": str(exc)}

@@ -69,7 +69,7 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
     NVIDIA tool processes analyse cubins at once (default: one per core).
     """
     report = IngestReport()
-    report.units_before, report.stages_before = _counts(run)
+    report.units_before, report.stages_before = run.counts()
     plan = _Plan()
     for path in map(Path, paths):
         _classify(path, plan, report)
@@ -110,7 +110,7 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
         for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report)
             step(path.name)
-    report.units_after, report.stages_after = _counts(run)
+    report.units_after, report.stages_after = run.counts()
     return report
 
 
@@ -121,10 +121,6 @@ def _share_reporter(progress, name: str):
     return lambda fraction: progress.advance(0, description=f"{name[-32:]} {fraction:4.0%}")
 
 
-def _counts(run: Run) -> tuple[int, int]:
-    units = run.db.execute("SELECT count(*) FROM units").fetchone()[0]
-    stages = run.db.execute("SELECT count(*) FROM stages").fetchone()[0]
-    return units, stages
 
 
 def _classify(path: Path, plan: _Plan, report: IngestReport) -> None:

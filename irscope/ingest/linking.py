@@ -68,11 +68,9 @@ class _TritonUnits:
 def _cpp_unit(writer: Writer, name: str, source: str, source_file, stage_name: str) -> int:
     """The C++ kernel's unit; different code under a name already filed gets name-<hash8>."""
     blob = writer.run.put_blob(source.encode("utf-8"))
-    row = writer.db.execute(
-        "SELECT stages.blob FROM units JOIN stages ON stages.unit_id = units.id "
-        "WHERE units.framework='cpp' AND units.name=? AND stages.kind='cpp_kernel'",
-        (name,)).fetchone()
-    if row and row[0] != blob:
+    same_name = writer.run.unit_named("cpp", name)
+    if same_name and blob not in {s.blob for s in writer.run.stages(same_name.id)
+                                  if s.kind == "cpp_kernel"}:
         name = f"{name}-{blob[:8]}"
     unit = writer.add_unit(name, "cpp", source_file, attrs={"hash": blob[:16]})
     writer.add_stage(unit, "cpp_kernel", source, origin=f"output code {stage_name}")

@@ -340,9 +340,8 @@ class _TraceReader:
     def write(self, writer: Writer) -> None:
         for comp in self.compiles.values():
             name = TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name
-            row = writer.db.execute("SELECT attrs FROM units WHERE framework='torch' AND name=?",
-                                    (name,)).fetchone()
-            if row and json.loads(row[0]).get("origin") != self.origin:
+            same_name = writer.run.unit_named("torch", name)
+            if same_name and same_name.attrs.get("origin") != self.origin:
                 name = f"{name} ({Path(self.origin).name})"  # same ids from another log
             attrs = {"origin": self.origin, **comp.attrs}
             if comp.key != (None, None, None):

@@ -109,9 +109,8 @@ def _kernel_file(contents: list[tuple[Path, bytes]]) -> str | None:
 def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
           source_file: str | None = None) -> int:
     """The kernel's unit; a different compile of a name already in the run gets name-<hash8>."""
-    row = writer.db.execute("SELECT attrs FROM units WHERE framework='triton' AND name=?",
-                            (name,)).fetchone()
-    if row and json.loads(row[0]).get("hash") not in (None, entry_hash):
+    same_name = writer.run.unit_named("triton", name)
+    if same_name and same_name.attrs.get("hash") not in (None, entry_hash):
         name = f"{name}-{entry_hash[:8]}"
     return writer.add_unit(name, "triton", source_file, attrs=attrs)
 
@@ -125,15 +124,11 @@ def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = 
     stage, for ptxas's spill figures) and the launch metadata in the unit's attrs.
     """
     key = digest(cubin)
-    row = writer.db.execute(
-        "SELECT sass.blob, sass.size, units.attrs FROM stages AS bin "
-        "JOIN stages AS sass ON sass.unit_id = bin.unit_id AND sass.kind = 'sass' "
-        "JOIN units ON units.id = bin.unit_id WHERE bin.kind = 'cubin' AND bin.blob = ? LIMIT 1",
-        (key,)).fetchone()
+    row = _analysed(writer, key)
     if row is not None:
         writer.add_stage(unit_id, "cubin", BlobRef(key, len(cubin)), origin=origin)
         writer.add_stage(unit_id, "sass", BlobRef(row[0], row[1]), origin=origin)
-        _set_resources(writer, unit_id, json.loads(row[2]).get("resources"))
+        _set_resources(writer, unit_id, row[2].get("resources"))
         return
     writer.add_stage(unit_id, "cubin", cubin, origin=origin)
     if not tools_found():
@@ -251,19 +246,24 @@ def _entry_inputs(folder: Path) -> tuple[bytes | None, str | None, dict[str, Any
     return cubin, ptx, launch_metadata(metadata if isinstance(metadata, dict) else {})
 
 
+def _analysed(writer: Writer, cubin_blob: str) -> tuple[str, int, dict] | None:
+    """(SASS blob, its size, attrs) of a unit that already holds this cubin with its SASS."""
+    for unit_id in writer.run.units_holding("cubin", cubin_blob):
+        sass = next((s for s in writer.run.stages(unit_id) if s.kind == "sass"), None)
+        if sass is not None:
+            return sass.blob, sass.size, writer.run.unit_by_id(unit_id).attrs
+    return None
+
+
 def _attrs(writer: Writer, unit_id: int) -> dict[str, Any]:
-    row = writer.db.execute("SELECT attrs FROM units WHERE id=?", (unit_id,)).fetchone()
-    return json.loads(row[0]) if row else {}
+    return writer.run.unit_by_id(unit_id).attrs
 
 
 def _ptx_stage(writer: Writer, unit_id: int) -> str | None:
-    row = writer.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind='ptx' LIMIT 1",
-                            (unit_id,)).fetchone()
-    return writer.run.read_blob(row[0]).decode("utf-8", errors="replace") if row else None
+    ptx = next((s for s in writer.run.stages(unit_id) if s.kind == "ptx"), None)
+    return writer.run.read_text(ptx) if ptx else None
 
 
 def _set_resources(writer: Writer, unit_id: int, resources: dict | None) -> None:
     if resources:
-        name, framework = writer.db.execute("SELECT name, framework FROM units WHERE id=?",
-                                            (unit_id,)).fetchone()
-        writer.add_unit(name, framework, attrs={"resources": resources})
+        writer.update_attrs(unit_id, {"resources": resources})
