@@ -15,7 +15,7 @@ from irscope.errors import IrscopeError
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "stats", "ptx", "sass",
             "report", "diff", "compile", "cache")
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 # Commands after which the interpreter's teardown is skipped (see entry()).
 QUICK_EXIT = ("inspect",)
 

@@ -157,7 +157,7 @@ def loop_estimates(loop: dict[str, Any]) -> dict[str, int]:
     """Per-thread global bytes and tensor-core ops of one iteration of a parsed PTX loop."""
     from irscope.parsers import ptx_ops
 
-    return loop.get("estimates") or ptx_ops.estimates(loop.get("histogram") or {})
+    return ptx_ops.estimates(loop.get("histogram") or {})
 
 
 def tensor_core_ops(parsed: dict[str, Any] | None) -> int | None:

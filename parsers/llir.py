@@ -20,7 +20,6 @@ _NAME = r'(?:"(?:[^"\\]|\\.)*"|[\w$.-]+)'
 # `define ptx_kernel void @add_kernel(ptr addrspace(1) %0, ...) local_unnamed_addr #0 !dbg !4 {`
 DEFINE_RE = re.compile(r'define\s+([^@]*)@(' + _NAME + r')\s*\(')
 # `declare float @llvm.nvvm.ex2.approx.f32(float) #5`
-DECLARE_RE = re.compile(r'declare\s[^@]*@(' + _NAME + r')')
 # `  %7 = tail call i32 @llvm.nvvm.read.ptx.sreg.tid.x(), !dbg !12`, `  store float %5, ptr %3`
 INSTR_RE = re.compile(r'\s+(%[\w$.-]+\s*=\s*|%"[^"]*"\s*=\s*)?(?:(?:tail|musttail|notail)\s+)?'
                       r'([a-z][a-z0-9_]*)\b')

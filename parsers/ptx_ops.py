@@ -27,10 +27,6 @@ _COMPOUND = {
     "clusterlaunchcontrol": None, "elect": None,
 }
 
-CATEGORIES = ("global_memory", "shared_memory", "local_memory", "const_memory", "param_memory",
-              "generic_memory", "async_copy", "tensor_core", "fp32", "fp16", "bf16", "fp64",
-              "integer", "special_function", "conversion", "data_movement", "warp",
-              "synchronization", "control_flow", "other")
 
 _MEMORY_OPS = frozenset({"ld", "st", "ldu", "atom", "red", "prefetch", "prefetchu", "suld",
                          "sust", "sured", "tex", "tld4", "ld.global", "applypriority",
@@ -126,14 +122,6 @@ def access_bytes(text: str) -> int:
     opcode = split_opcode(text)
     bits = TYPE_BITS.get(opcode.types[-1], 0) if opcode.types else 0
     return opcode.vector * bits // 8
-
-
-def by_op(histogram: Mapping[str, int]) -> Counter:
-    """Fold a full-opcode histogram to base operations (`ld.global.v4.b32` -> `ld`)."""
-    folded: Counter = Counter()
-    for text, count in histogram.items():
-        folded[split_opcode(text).op] += count
-    return folded
 
 
 def by_category(histogram: Mapping[str, int]) -> Counter:

@@ -141,7 +141,7 @@ def _preload() -> None:
 
 def _report(run, args) -> None:
     from irscope import summary
-    from irscope.console import note, print_json
+    from irscope.console import print_json
 
     path = run.path
     data = summary.summarize(run)
@@ -150,12 +150,8 @@ def _report(run, args) -> None:
     else:
         summary.render(data, stderr=True)
     if args.open:
-        try:
-            from irscope.tui.app import run_app
-        except ImportError as exc:
-            note(f"irscope: the TUI is not available here ({exc}); open the run later with "
-                 f"`irscope open {path}`")
-            return
+        from irscope.tui.app import run_app
+
         run_app(path)
 
 

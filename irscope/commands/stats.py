@@ -64,10 +64,7 @@ def run(args: argparse.Namespace) -> int:
         if log_kind:
             return _print_torch_log(path, log_kind, args.json)
     kind = args.kind or registry.detect(text, path.name)
-    try:
-        module = registry.parser_module(kind)
-    except ImportError:
-        module = None
+    module = registry.parser_module(kind)
     if module is None:
         raise InputError(f"{path}: no parser for kind {kind!r} (use --kind to choose one)")
     report = buffer_assignment_beside(path) if module.__name__.endswith(".hlo") else None
