@@ -230,3 +230,34 @@ def test_dump_and_cache_of_one_compile_are_one_unit(trust_run):
     assert len(dumped) == len(cache_entries) == len(run.units("triton"))
     for unit in run.units("triton"):  # the dump has no metadata: the cache entry's is kept
         assert unit.attrs.get("num_warps") and "shared" in unit.attrs, unit.name
+
+
+def test_kernel_modules_are_python_source_not_output_code(trust_run):
+    """Inductor's cache holds each generated Triton kernel's module (it imports from
+    torch._inductor too): it joins its kernel as Python source, never a graph of 0 kernels."""
+    run, _, dumps = trust_run
+    modules = [p for p in (dumps / "inductor_cache").rglob("*.py")
+               if "@triton.jit" in p.read_text() and "def call(" not in p.read_text()]
+    assert modules
+    for stage in run.stages():
+        if stage.kind == "inductor_output_code":
+            assert "def call(" in run.read_text(stage), stage.origin
+    joined = {Path(s.origin).name for u in run.units("triton") for s in run.stages(u.id)
+              if s.kind == "python_source" and s.origin}
+    assert {p.name for p in modules} <= joined
+
+
+def test_ls_and_report_show_one_shared_memory_figure(cli):
+    """Shared memory per block is static + dynamic in `ls`, `report` and the figures alike."""
+    import json
+
+    run = GPU_SAMPLES / "triton_kernels"
+    listed = json.loads(cli("ls", run, "--json").stdout)
+    reported = json.loads(cli("report", run, "--format", "json").stdout)
+    unit = Run.open(run).unit("matmul_kernel")
+    (kernel,) = read_run_figures(Run.open(run), [unit]).units[0].kernels
+    assert kernel.shared_dynamic_bytes > 0
+    row = next(u for u in (listed["units"] if isinstance(listed, dict) else listed)
+               if u["name"] == "matmul_kernel")
+    figures = next(u["figures"] for u in reported["units"] if u["name"] == "matmul_kernel")
+    assert row["figures"]["smem_B"] == figures["shared_bytes"] == kernel.shared_bytes

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Make the GPU sample runs under samples/gpu/ on a CUDA machine:
 #   bash samples/scripts/capture_gpu.sh OUTDIR
-# Each run is `irscope inspect` of one script. Stages over 1 MB (XLA's Triton pass-pipeline
-# logs) are dropped from the copies kept as samples, and each index is compacted.
+# Each run is `irscope inspect` of one script; blobs are stored compressed, so every stage is
+# kept. Each index is compacted. gpu/dumps/trust_torch.tar.gz holds the raw dumps of one
+# process (every dump PyTorch and Triton can write), for the tests that file them.
 set -u
 out=${1:?usage: capture_gpu.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,6 @@ shrink() {  # run folder
 import json, os, sqlite3, sys
 run = sys.argv[1]
 db = sqlite3.connect(f"{run}/index.sqlite")
-db.execute("DELETE FROM stages WHERE size > 1000000")
 db.execute("DELETE FROM stats")
 db.execute("DELETE FROM blob_data WHERE blob NOT IN (SELECT blob FROM stages)")
 db.commit()
@@ -41,6 +41,15 @@ inspect torch_cuda_bf16 seed_torch.py --device cuda --dtype bfloat16
 inspect triton_kernels triton_kernels.py
 inspect jax_cuda seed_jax.py
 for run in "$out"/torch_cuda "$out"/torch_cuda_bf16 "$out"/triton_kernels "$out"/jax_cuda; do shrink "$run"; done
+dumps() {  # the raw dumps of trust_torch.py, every source at once, without shared objects
+  local w=/tmp/irscope-trust/w
+  rm -rf /tmp/irscope-trust && mkdir -p $w $out/dumps
+  (cd $w && TORCH_TRACE=$w/trace TORCH_LOGS=output_code,recompiles,graph_breaks \
+    TORCH_COMPILE_DEBUG=1 TORCHINDUCTOR_CACHE_DIR=$w/inductor_cache TRITON_CACHE_DIR=$w/triton_cache \
+    TRITON_KERNEL_DUMP=1 TRITON_DUMP_DIR=$w/triton_dump python3 "$here/trust_torch.py" > $w/logs.txt 2>&1)
+  tar czf "$out/dumps/trust_torch.tar.gz" --exclude='*.so' -C /tmp/irscope-trust w
+}
+dumps
 python3 - "$out" <<'PY'
 import sqlite3, sys
 for name in ("torch_cuda", "torch_cuda_warm"):
