@@ -213,6 +213,10 @@ class UnitFigures:
             frames = [k.stack_frame_bytes for k in self.kernels if k.stack_frame_bytes is not None]
             if frames:
                 out["stack_frame_bytes"] = max(frames)
+        for code in self.output_codes:  # each output code's own, labelled by its role
+            if code.role and len(self.output_codes) > 1:
+                out[f"{code.role}.kernels_generated"] = code.kernels_generated
+                out[f"{code.role}.kernels_launched"] = code.kernels_launched
         if self.launch_links and "kernels_launched" not in out:
             out["kernels_launched"] = self.launch_links
         out.update(self.events)
