@@ -52,7 +52,8 @@ FORMATS: tuple[Format, ...] = (
     Format("ttgir", "TTGIR", 90, (".ttgir",), "ttgir", "_mlir:MlirLexer"),
     Format("cpp_kernel", "C++ kernel", 98, (".cpp",), None, "cpp", sniffed=False),
     Format("llir", "LLVM IR", 100, (".llir", ".ll"), "llir", "llir:LlvmIrLexer"),
-    Format("llvm_ir", "LLVM IR (XLA)", 101, (), "llir", "llir:LlvmIrLexer", sniffed=False),
+    # runs filed before XLA's LLVM IR became plain llir name it so: read, never written
+    Format("llvm_ir", "LLVM IR", 101, (), "llir", "llir:LlvmIrLexer", sniffed=False),
     Format("ptx", "PTX", 110, (".ptx",), "ptx", "ptx:PtxLexer"),
     Format("cubin", "cubin", 120, (".cubin",), None, None, binary=True, sniffed=False),
     Format("sass", "SASS", 130, (".sass",), "sass", "sass:SassLexer"),

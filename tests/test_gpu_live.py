@@ -62,6 +62,6 @@ def test_jax_on_the_gpu_dumps_each_compile_then_files_it_from_the_cache(tmp_path
     assert {"jit_mlp", "jit_post_norm_block"} <= units
     for unit in units:  # XLA's PTX and LLVM IR per emitter, and the HLO, both times
         kinds = {kind for u, kind in stages["cold"] if u == unit}
-        assert {"hlo_after_opt", "llvm_ir", "ptx", "jaxpr"} <= kinds, unit
+        assert {"hlo_after_opt", "llir", "ptx", "jaxpr"} <= kinds, unit
     assert stages["warm"] == stages["cold"]
     assert list((tmp_path / "dumps" / "xla-dumps").glob("jit_mlp-*.zip"))

@@ -159,7 +159,7 @@ def test_xla_dump_modules_become_jax_units(tmp_path):
         assert kind in kinds
     assert kinds.index("hlo_before_opt") < kinds.index("hlo_after_opt")
     ll = sorted(p for p in dump.glob("module_*.jit_mlp.*.ll"))
-    assert sum(k == "llvm_ir" for k in kinds) == len(ll)
+    assert sum(k == "llir" for k in kinds) == len(ll)
     assert "HloModule" in run.read_text(run.stage(mlp, "hlo_after_opt"))
 
 
@@ -291,5 +291,5 @@ def test_xla_gpu_dump_names_group_by_module(tmp_path):
     ingest(run, [tmp_path])
     assert sorted(u.name for u in run.units()) == sorted(names.values())
     kinds = [s.kind for s in run.stages(run.unit("SyncTensorsGraph.147").id)]
-    assert kinds == ["hlo_before_opt", "hlo_after_opt", "buffer_assignment", "llvm_ir", "ptx",
+    assert kinds == ["hlo_before_opt", "hlo_after_opt", "buffer_assignment", "llir", "ptx",
                      "text"]

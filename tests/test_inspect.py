@@ -16,7 +16,7 @@ from irscope.store import Run
 SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "mlp_dead_gate")
 TRITON_STAGES = {"python_source", "ttir", "ttgir", "llir", "ptx", "cubin", "metadata"}
 JAX_STAGES = {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "buffer_assignment",
-              "memory_usage", "llvm_ir", "cost_analysis"}
+              "memory_usage", "llir", "cost_analysis"}
 # module_0012.jit__normal.before_optimizations.txt
 MODULE_FILE = re.compile(r"^module_\d+\.(.+)\.before_optimizations\.txt$")
 # [0/1] mlp

@@ -112,7 +112,7 @@ def sample_dump(unit_name: str, folder: Path) -> Path:
 
 def emitter_stages(run: Run, unit: str) -> list[tuple[str, str]]:
     return [(s.kind, s.name) for s in run.stages(run.unit(unit).id)
-            if s.kind in ("ttir", "llvm_ir", "ptx")]
+            if s.kind in ("ttir", "llir", "ptx")]
 
 
 def test_gpu_emitter_stages_are_named_after_their_fusion(tmp_path):
@@ -123,8 +123,8 @@ def test_gpu_emitter_stages_are_named_after_their_fusion(tmp_path):
     stages = emitter_stages(run, "jit_post_norm_block")
     assert ("ptx", "ptx · fusion.12") in stages  # .entry fusion_12 -> ROOT %fusion.12
     assert ("ptx", "ptx · loop_multiply_fusion") in stages
-    assert ("llvm_ir", "ir-no-opt · gemm_fusion_dot_general.3") in stages
-    assert ("llvm_ir", "ir-with-opt · gemm_fusion_dot_general.3") in stages
+    assert ("llir", "ir-no-opt · gemm_fusion_dot_general.3") in stages
+    assert ("llir", "ir-with-opt · gemm_fusion_dot_general.3") in stages
     assert ("ttir", "ttir before validation · gemm_fusion_dot_general.2") in stages
     assert ("ttir", "ttir · gemm_fusion_dot_general.2") in stages
     assert len(stages) == len(set(stages)) == 18
@@ -151,8 +151,8 @@ def test_emitter_files_without_a_known_kernel_keep_their_dump_names(tmp_path):
     run = Run.create(tmp_path / "run")
     ingest(run, [dump])
     assert emitter_stages(run, "jit_f") == [
-        ("llvm_ir", "ir-with-opt · fusion.3"),
-        ("llvm_ir", "ir-with-opt · fusion.3 (11.ir-with-opt.ll)"),  # the same kernel twice
+        ("llir", "ir-with-opt · fusion.3"),
+        ("llir", "ir-with-opt · fusion.3 (11.ir-with-opt.ll)"),  # the same kernel twice
         ("ptx", "4.ptx"), ("ptx", "ptx · fusion_9"), ("ptx", "ptx · fusion.3 (+1)"),
         ("ptx", "ptx")]
 
@@ -170,5 +170,5 @@ def test_cpu_kernel_modules_are_named_after_their_fusion(tmp_path):
         "define ptr @call_kernel(ptr %0) #0 {\n}\n")
     run = Run.create(tmp_path / "run")
     ingest(run, [dump])
-    assert emitter_stages(run, "jit_add") == [("llvm_ir", "ir-no-opt · broadcast_add_fusion"),
-                                              ("llvm_ir", "ir-with-opt · call_computation")]
+    assert emitter_stages(run, "jit_add") == [("llir", "ir-no-opt · broadcast_add_fusion"),
+                                              ("llir", "ir-with-opt · call_computation")]

@@ -2,8 +2,8 @@
 
     module_0001.jit_mlp.before_optimizations.txt          -> hlo_before_opt
     module_0001.jit_mlp.cpu_after_optimizations.txt       -> hlo_after_opt (GPU: sm_8.0_gpu_...)
-    module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llvm_ir
-    module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llvm_ir
+    module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llir
+    module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llir
 
 Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile,
 ``ptx · fusion.12``: the kernel the file defines, mapped back to the HLO instruction of
@@ -34,7 +34,7 @@ SUFFIX_KINDS = (
     (HLO_AFTER_OPT, "hlo_after_opt"),
     (re.compile(r"after_optimizations-buffer-assignment\.txt$"), "buffer_assignment"),
     (re.compile(r"memory-usage-report\.txt$"), "memory_usage"),
-    (re.compile(r"\.ir-(no|with)-opt(\.noinline)?\.ll$|^ir-(no|with)-opt\.ll$"), "llvm_ir"),
+    (re.compile(r"\.ir-(no|with)-opt(\.noinline)?\.ll$|^ir-(no|with)-opt\.ll$"), "llir"),
     (re.compile(r"\.ptx$|^ptx$"), "ptx"),
     (re.compile(r"\.mlir$"), "stablehlo"),
     (re.compile(r"\.ttir\.txt$"), "ttir"),
@@ -151,7 +151,7 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
             if kind == "text" and b"\0" in data[:4096]:
                 kind = "raw"  # object files and other binaries: kept, shown as binary
             stage_name = kind if kind in ("hlo_before_opt", "hlo_after_opt") else suffix
-            if kind in ("ptx", "llvm_ir", "ttir"):
+            if kind in ("ptx", "llir", "ttir"):
                 stage_name = namer.name(suffix, data)
             writer.add_stage(unit, kind, data, name=stage_name, origin=file.origin)
             stored += 1
