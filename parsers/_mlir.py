@@ -11,7 +11,7 @@ from pygments.lexer import RegexLexer
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String,
                             Text, Whitespace)
 
-from .base import Diagnostic, ParseResult, sorted_histogram
+from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
 
 # `%0:2 = "tt.reduce"(%x) ...`, `tt.store %p, %v`, `return %1`, `module attributes {...}`
 OP_RE = re.compile(
@@ -272,19 +272,6 @@ def _split_top(s: str, sep: str) -> list[str]:
 
 
 # ---- locations -------------------------------------------------------------------------
-
-# frames in library code (`triton/language/standard.py` inside `tl.max`, `jax/_src/...`)
-LIBRARY_PATH_RE = re.compile(
-    r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)[/\\]')
-
-
-def user_frame(frames: tuple[str, ...]) -> str | None:
-    """The innermost "file:line" of a call stack (innermost first) outside library code."""
-    for frame in frames:
-        if not LIBRARY_PATH_RE.search(frame):
-            return frame
-    return frames[0] if frames else None
-
 
 def _resolve_locations(raw_locs: Mapping[int, str], aliases: Mapping[str, str]
                        ) -> tuple[dict[int, str], set[str]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -92,3 +93,17 @@ def gc_paused(parse: _Parse) -> _Parse:
                     gc.enable()
 
     return paused  # type: ignore[return-value]
+
+
+# frames in library code (`triton/language/standard.py` inside `tl.max`, `jax/_src/...`)
+LIBRARY_PATH_RE = re.compile(
+    r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)[/\\]')
+
+
+def user_frame(frames: tuple[str, ...]) -> str | None:
+    """The innermost "file:line" of a call stack (innermost first) outside library code; the
+    PTX, LLVM IR, SASS and MLIR parsers all name a line's location so."""
+    for frame in frames:
+        if not LIBRARY_PATH_RE.search(frame):
+            return frame
+    return frames[0] if frames else None

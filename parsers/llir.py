@@ -11,8 +11,7 @@ from pygments.lexer import inherit
 from pygments.lexers import LlvmLexer
 from pygments.token import Name, Text
 
-from ._mlir import user_frame
-from .base import Diagnostic, ParseResult, sorted_histogram
+from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
 
 VERSION = 1
 

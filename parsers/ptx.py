@@ -12,8 +12,7 @@ from pygments.lexer import inherit
 from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
 from pygments.token import Comment, Operator, Punctuation, Text
 
-from ._mlir import user_frame
-from .base import Diagnostic, ParseResult, gc_paused, to_jsonable
+from .base import Diagnostic, ParseResult, gc_paused, to_jsonable, user_frame
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_listing import CollapsedLine, collapse, expand
 from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,

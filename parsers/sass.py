@@ -12,8 +12,7 @@ from pygments.lexer import RegexLexer, bygroups
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String, Text,
                             Whitespace)
 
-from ._mlir import user_frame
-from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram
+from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram, user_frame
 
 VERSION = 5
 
