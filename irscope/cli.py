@@ -12,8 +12,8 @@ from irscope.console import error
 from irscope.errors import IrscopeError
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
-COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "stats", "ptx", "sass",
-            "report", "diff", "compile", "cache")
+COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats", "ptx", "sass",
+            "report", "diff", "ranks", "compile", "cache", "completion")
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 # Commands after which the interpreter's teardown is skipped (see entry()).
