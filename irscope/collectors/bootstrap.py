@@ -4,10 +4,15 @@ Usage: ``python -m irscope.collectors.bootstrap CONFIG.json -- script.py [args]`
 ``... CONFIG.json -m package.module [args]``. The script sees its own ``sys.argv``,
 ``sys.path[0]``, working directory and standard streams, and the process exits with the
 status the script would have exited with; ``status.json`` in staging says how it ended.
+In a multi-process run each process that a launcher gave a rank writes into its own
+``rank_<N>/`` staging folder; under a launcher command (``irscope inspect -- torchrun ...``)
+a ``sitecustomize`` calls ``install_in_rank()`` in every Python process it starts.
 """
 
 from __future__ import annotations
 
+import atexit
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -17,9 +22,11 @@ import sys
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import FRAMEWORKS, Staging, close_records, xla_dump_flags
+from irscope.collectors.staging import (FRAMEWORKS, Staging, close_records, rank_from_env,
+                                        xla_dump_flags)
 
 EXIT_INTERRUPTED = 130
+CONFIG_VARIABLE = "IRSCOPE_CONFIG"  # the collection's config.json, for processes a launcher starts
 
 
 class Collectors:
@@ -118,13 +125,54 @@ def _is_launcher_frame(filename: str) -> bool:
     return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
 
 
+def rank_staging(staging: Staging, config: dict) -> Staging:
+    """This process's own staging folder: ``rank_<N>/`` in a multi-process run, with
+    TORCH_TRACE moved into it when irscope set it (torch reads it when imported)."""
+    rank = rank_from_env(os.environ) if config.get("per_rank") else None
+    if rank is None:
+        return staging
+    own = staging.for_rank(rank).create()
+    if os.environ.get("TORCH_TRACE") == str(staging.torch_trace):
+        os.environ["TORCH_TRACE"] = str(own.torch_trace)
+    return own
+
+
+def install_in_rank() -> None:
+    """Collect in a process a launcher started with a rank; other processes (the launcher
+    itself, its helpers) run untouched. Then the user's own sitecustomize, if any, runs."""
+    path = os.environ.get(CONFIG_VARIABLE)
+    _chain_sitecustomize()
+    if not path or rank_from_env(os.environ) is None:
+        return
+    config = json.loads(Path(path).read_text(encoding="utf-8"))
+    staging = rank_staging(Staging(Path(config["staging"])), config)
+    only = tuple(config.get("only", ()))
+    cache = config.get("dump_cache")
+    collectors = Collectors(staging, only, config.get("xla_dumps", True),
+                            Path(cache) if cache else None)
+    # The launcher reports how the program ended; each rank records that it got to the end.
+    atexit.register(lambda: (write_status(staging, {"ended": "exit"}, only),
+                             collectors.remove()))
+
+
+def _chain_sitecustomize() -> None:
+    """Run the sitecustomize that irscope's shadows (later on sys.path), as Python would have."""
+    here = os.path.dirname(sys.modules["sitecustomize"].__file__ or "") \
+        if "sitecustomize" in sys.modules else None
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != os.path.abspath(here or "")]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest) if here else None
+    if spec is not None and spec.loader is not None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         sys.stderr.write("usage: python -m irscope.collectors.bootstrap CONFIG -- script [args]\n")
         return 2
     config = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     target = argv[2:] if argv[1] == "--" else argv[1:]
-    staging = Staging(Path(config["staging"]))
+    staging = rank_staging(Staging(Path(config["staging"])), config)
     only = tuple(config.get("only", ()))
     if config.get("interruptible", True):
         signal.signal(signal.SIGINT, signal.default_int_handler)

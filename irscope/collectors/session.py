@@ -66,9 +66,14 @@ class Session:
         from irscope.collectors.filing import file_staging  # after the script: not on its path
 
         filing_started = time.time()
-        notes, complete = file_staging(self.run, self.staging,
-                                       user_dump_files(self.user_env, self.started - 1), progress,
-                                       {**self.user_env, **self.env()})
+        ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
+        notes, complete = [], True
+        extra = user_dump_files(self.user_env, self.started - 1)
+        for rank, staging in ranks or [(None, self.staging)]:
+            filed, whole = file_staging(self.run, staging, extra, progress,
+                                        {**self.user_env, **self.env()})
+            notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
+            complete, extra = complete and whole, []
         code = int(status.get("exit_status", 0) or 0)
         self.run.update_meta({
             "exit_status": code,
@@ -82,6 +87,7 @@ class Session:
             "filing_s": round(time.time() - filing_started, 3),
             "finished": environment.now(),
             "notes": notes,
+            **({"ranks": [rank for rank, _ in ranks]} if ranks else {}),
         })
         if complete and not keep_staging:
             import shutil

@@ -8,7 +8,8 @@ with the kernel's Python source), ``xla_compiles/NNNN/`` (the XLA dump of compil
 ``jax/functions.jsonl`` (one line per jit lowering or compile: jaxpr, StableHLO, analyses),
 ``jax/xla_dumps.jsonl`` (one line per XLA compile: key, dump folder or cached dump),
 ``events.jsonl`` (failures, timings) and ``status.json`` (how the script ended, written by
-the child).
+the child). Each process of a multi-process run (``--nproc``, a launcher) has that whole
+layout to itself under ``rank_<N>/``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ _appending_lock = threading.Lock()
 
 # --xla_dump_to=/tmp/dump  or  --xla_dump_to /tmp/dump
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
+# Where launchers put a process's rank: torchrun and --nproc, Open MPI, MPICH, Slurm.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
 class Staging(namedtuple("Staging", "root")):
@@ -75,6 +78,16 @@ class Staging(namedtuple("Staging", "root")):
     @property
     def config(self) -> Path:
         return self.root / CONFIG
+
+    def for_rank(self, rank: int) -> "Staging":
+        """The staging folder of one process of a multi-process run."""
+        return Staging(self.root / f"rank_{rank}")
+
+    def ranks(self) -> list[tuple[int, "Staging"]]:
+        """The per-rank staging folders that processes created, by rank."""
+        found = [(int(p.name[5:]), Staging(p)) for p in self.root.glob("rank_*")
+                 if p.is_dir() and p.name[5:].isdigit()]
+        return sorted(found)
 
     def create(self) -> "Staging":
         for folder in (self.torch_trace, self.triton, self.xla, self.jax):
@@ -131,6 +144,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             continue
     return records
+
+
+def rank_from_env(environ) -> int | None:
+    """This process's rank as its launcher set it, or None outside a multi-process launch."""
+    for name in RANK_VARIABLES:
+        value = environ.get(name, "")
+        if value.isdigit():
+            return int(value)
+    return None
 
 
 def collection_env(staging: Staging, only: tuple[str, ...],

@@ -1,4 +1,9 @@
-"""`irscope inspect script.py [args]`: run a script unmodified, collect all it compiles."""
+"""`irscope inspect script.py [args]`: run a script unmodified, collect all it compiles.
+
+``--nproc N`` runs N ranks of the script (torchrun's environment, one process each), and
+``irscope inspect -- torchrun ... script.py`` runs any launcher command; either way each
+rank collects into its own staging folder and the run holds every rank's units.
+"""
 
 from __future__ import annotations
 
@@ -34,10 +39,14 @@ def add_parser(subparsers) -> None:
                         "$IRSCOPE_CACHE_DIR, default ~/.cache/irscope): XLA dumps every compile")
     p.add_argument("--keep-staging", action="store_true",
                    help="keep the raw collection folder <run>/staging after filing it")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="run N processes of the script, each with torchrun's RANK, WORLD_SIZE, "
+                        "MASTER_ADDR and MASTER_PORT; one run holds every rank")
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a module as a script, like python -m")
     p.add_argument("target", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS]",
-                   help="the script and its arguments")
+                   help="the script and its arguments, or after -- a launcher command "
+                        "(torchrun --nproc-per-node 2 train.py): every rank is collected")
     p.set_defaults(func=run)
 
 
@@ -51,21 +60,29 @@ def _target(args) -> list[str]:
         return ["-m", *args.module, *target]
     if not target:
         raise UsageError("inspect: give a script to run, or -m MODULE")
-    if not Path(target[0]).is_file():
+    from irscope.collectors.launch import is_launcher
+
+    if not Path(target[0]).is_file() and not is_launcher(target):
         raise InputError(f"{target[0]}: no such script")
     return target
 
 
 def run(args) -> int:
     from irscope import environment
-    from irscope.collectors import xla_dumps
+    from irscope.collectors import launch, xla_dumps
     from irscope.collectors.session import Session
     from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
     from irscope.console import progress
 
     target = _target(args)
     only = frameworks_arg(args.only)
-    name = args.name or (target[1] if target[0] == "-m" else Path(target[0]).stem)
+    launcher = target[0] != "-m" and launch.is_launcher(target)
+    if args.nproc < 1 or (launcher and args.nproc > 1):
+        from irscope.errors import UsageError
+
+        raise UsageError("inspect: --nproc takes a count of 1 or more, and a script (a "
+                         "launcher command starts its own processes)")
+    name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
     python = args.python or sys.executable
     if args.replace and args.output:
         _remove_run(Path(args.output))
@@ -76,13 +93,22 @@ def run(args) -> int:
         "staging": str(session.staging.root), "only": list(only),
         "xla_dumps": owns_xla_dumps(dict(os.environ)), "dump_cache": cache and str(cache),
         # The child inherits this process's ignored SIGINT; it restores what the user had.
-        "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN})
-    env = {**os.environ, **session.env(), **_import_path(python, session.staging.root)}
-    command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
+        "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
+        "per_rank": launcher or args.nproc > 1})
+    env = {**os.environ, **session.env()}
+    if launcher:
+        children = [(target, {**env, **launch.launcher_env(session.staging, config, env)})]
+    else:
+        env.update(_import_path(python, session.staging.root))
+        command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
+        ranks = launch.rank_envs(args.nproc) if args.nproc > 1 else [{}]
+        children = [(command, {**env, **rank}) for rank in ranks]
     # The script starts first; the run's index and the machine's description (nvidia-smi,
     # package versions) are made while it runs, off its critical path.
-    status = _run_child(command, env, session.staging, lambda: session.open_run(
+    status = _run_child(children, session.staging, lambda: session.open_run(
         environment.describe(["irscope", *sys.argv[1:]], versions=False)))
+    if launcher or args.nproc > 1:
+        status = launch.merged_status(session.staging, status)
     with progress("filing the run") as bar:
         session.finish(status, keep_staging=args.keep_staging, progress=bar)
     try:
@@ -92,24 +118,33 @@ def run(args) -> int:
     return int(status["exit_status"])
 
 
-def _run_child(command: list[str], env: dict[str, str], staging, while_running) -> dict:
-    """Run the child with the terminal's signals going to it, calling ``while_running()``
-    meanwhile; how it ended, as status.json says."""
+def _script_name(target: list[str]) -> str:
+    """The run's default name: the script's, also when a launcher command runs it."""
+    scripts = [arg for arg in target if arg.endswith(".py")]
+    return Path(scripts[0] if scripts else target[0]).stem
+
+
+def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_running) -> dict:
+    """Run the children (commands with their environments) with the terminal's signals going
+    to them, calling ``while_running()`` meanwhile; how they ended, as status.json says (the
+    first child to fail decides the exit status)."""
     import json
 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to handle
     previous_term = signal.getsignal(signal.SIGTERM)
     failure = None
     try:
-        child = subprocess.Popen(command, env=env)
+        started = [subprocess.Popen(command, env=env) for command, env in children]
         threading.Thread(target=_preload, daemon=True).start()
         # A polite kill of irscope ends the script, then the run is still filed.
-        signal.signal(signal.SIGTERM, lambda signum, _frame: child.send_signal(signum))
+        signal.signal(signal.SIGTERM, lambda signum, _frame: [
+            child.send_signal(signum) for child in started])
         try:
             while_running()
         except Exception as exc:  # the script runs on; the error is raised once it ends
             failure = exc
-        returncode = child.wait()
+        codes = [child.wait() for child in started]
+        returncode = next((code for code in codes if code), 0)
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)

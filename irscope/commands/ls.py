@@ -25,6 +25,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--all", action="store_true", dest="show_all",
                         help="list JAX's eager ops too (jits JAX makes for itself, such as "
                              "jit_add; hidden by default)")
+    parser.add_argument("--rank", type=int, metavar="N",
+                        help="in a multi-process run, list only the units rank N compiled")
     parser.set_defaults(func=run)
 
 
@@ -50,9 +52,10 @@ def headline(unit) -> dict:
     return figures
 
 
-def listing(run_: Run, show_all: bool = True) -> list[dict]:
+def listing(run_: Run, show_all: bool = True, rank: int | None = None) -> list[dict]:
     """Units with stages (kind, name, size), events counted, and relations by name;
-    without ``show_all``, those hidden by default are left out."""
+    without ``show_all``, those hidden by default are left out; with ``rank``, only the
+    units that rank compiled."""
     stages = defaultdict(list)
     for s in run_.stages():
         stages[s.unit_id].append({"kind": s.kind, "name": s.name, "size": s.size})
@@ -66,11 +69,15 @@ def listing(run_: Run, show_all: bool = True) -> list[dict]:
     rows = []
     units, _ = shown_units(run_.units(), show_all)
     for u in units:
+        if rank is not None and u.attrs.get("rank") != rank:
+            continue
         figures = headline(u)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
                      "source": f"{u.source_file}:{u.source_line}" if u.source_file else None,
                      "group": group_of(u), "stages": stages[u.id], "events": dict(events[u.id]),
                      "launches": launches[u.id], "figures": figures})
+        if u.attrs.get("rank") is not None:
+            rows[-1]["rank"] = u.attrs["rank"]
         if u.attrs.get("called_from"):  # the user's line that ran an eager op
             rows[-1]["called_from"] = u.attrs["called_from"]
     return rows
@@ -78,8 +85,8 @@ def listing(run_: Run, show_all: bool = True) -> list[dict]:
 
 def run(args) -> int:
     with Run.open(locate_run(args.run)) as run_:
-        rows = listing(run_, args.show_all)
-        hidden = len(run_.units()) - len(rows)
+        rows = listing(run_, args.show_all, args.rank)
+        hidden = len(listing(run_, True, args.rank)) - len(rows)
     if args.json:
         print_json(rows)
         return 0

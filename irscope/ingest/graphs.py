@@ -6,10 +6,13 @@ Sources that say which compile they describe (the trace's records, each log line
 are filed by Dynamo's compile id. The others are matched by their output code, the same in
 every source but for blank space at its end. Output code alone is no identity: a graph
 loaded from Inductor's FX graph cache repeats the code of the graph that filled it.
+In a multi-process run both identities hold within one rank only: every rank compiles
+its own ``[0/0]``, often to the same output code.
 """
 
 from __future__ import annotations
 
+from irscope.analysis.ranks import ranked_name
 from irscope.store import Writer, digest
 
 OUTPUT_CODE = "inductor_output_code"
@@ -22,22 +25,31 @@ def output_code_key(code: str | bytes) -> str:
     return digest(text.rstrip().encode("utf-8"))
 
 
-def unit_holding_output_code(writer: Writer, code: str | bytes) -> int | None:
-    """The torch unit that already holds this output code, if any."""
+def unit_holding_output_code(writer: Writer, code: str | bytes,
+                              rank: int | None = None) -> int | None:
+    """The torch unit that already holds this output code, if any (of ``rank``, if given)."""
     held = writer.run.units_with_key("torch", KEYS, output_code_key(code))
+    if rank is not None:
+        held = [u for u in held if writer.run.unit_by_id(u).attrs.get("rank") == rank]
     return held[0] if held else None
 
 
-def unit_for_compile(writer: Writer, compile_id: str, function: str | None, origin: str) -> int:
-    """The graph unit of Dynamo compile ``compile_id``: the one a trace filed when there is
-    exactly one, else a unit for it named as a trace would name it."""
+def unit_for_compile(writer: Writer, compile_id: str, function: str | None, origin: str,
+                     rank: int | None = None) -> int:
+    """The graph unit of Dynamo compile ``compile_id`` (on ``rank``, if given): the one a
+    trace filed when there is exactly one, else a unit for it named as a trace would name it."""
     found = writer.run.units_where("torch", "compile_id", compile_id)
+    if rank is not None:
+        found = [u for u in found if u.attrs.get("rank") == rank]
     if len(found) == 1:
         return found[0].id
-    name = f"[{compile_id}] {function}" if function else f"[{compile_id}]"
+    name = ranked_name(f"[{compile_id}] {function}" if function else f"[{compile_id}]", rank)
     if found:  # several processes' compiles share the id: this log's own unit
         name = f"{name} ({origin.rsplit('/', 1)[-1]})"
-    return writer.add_unit(name, "torch", attrs={"compile_id": compile_id, "origin": origin})
+    attrs = {"compile_id": compile_id, "origin": origin}
+    if rank is not None:
+        attrs["rank"] = rank
+    return writer.add_unit(name, "torch", attrs=attrs)
 
 
 def add_output_code(writer: Writer, unit: int, code: str | bytes, name: str, origin: str) -> bool:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from irscope.analysis.ranks import rank_of_path, ranked_name
 from irscope.store import BlobRef, Run, Writer
 
 from . import graphs
@@ -133,6 +134,7 @@ class _TraceReader:
 
     def __init__(self, run: Run, origin: str, warn):
         self.run, self.origin, self.warn = run, origin, warn
+        self.rank = rank_of_path(origin)  # records without "rank": the log's own, if named
         self.compiles: dict[tuple, Compile] = {}
         self.strings: dict[int, str] = {}
         self.records = 0
@@ -339,11 +341,15 @@ class _TraceReader:
     # -- into the index --------------------------------------------------------------
     def write(self, writer: Writer) -> None:
         for comp in self.compiles.values():
-            name = TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name
+            rank = comp.attrs.get("rank", self.rank)
+            name = ranked_name(TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name,
+                               rank)
             same_name = writer.run.unit_named("torch", name)
             if same_name and same_name.attrs.get("origin") != self.origin:
                 name = f"{name} ({Path(self.origin).name})"  # same ids from another log
             attrs = {"origin": self.origin, **comp.attrs}
+            if rank is not None:
+                attrs["rank"] = rank
             if comp.key != (None, None, None):
                 attrs["compile_id"] = comp.compile_id
             unit = writer.add_unit(name, "torch", comp.source_file, comp.source_line, attrs)

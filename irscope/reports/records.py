@@ -12,6 +12,7 @@ from typing import Any
 from irscope.analysis.figures import UnitFigures
 from irscope.parsers import registry
 from irscope.run_figures import read_run_figures
+from irscope.run_ranks import rank_totals
 from irscope.store import Run, Stage
 from irscope.units import shown_units
 
@@ -220,6 +221,7 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
     if rollup.graphs:  # sums over distinct graphs, each of its output codes once
         totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
                       kernels_launched=rollup.kernels_launched)
+    totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
     return Report(run=run.name, path=str(run.path), units=tuple(units), totals=totals,
                   stages=wanted, meta=_plain_meta(run.meta))
 

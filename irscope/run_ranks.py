@@ -1,0 +1,78 @@
+"""Read a multi-process run's per-rank unit summaries and compare its ranks
+(``irscope.analysis.ranks``): what `irscope ranks`, reports and the TUI show."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from irscope.analysis.ranks import RankComparison, RankUnit, compare_ranks, split_rank
+from irscope.store import Run
+
+GRAPH_STAGES = ("dynamo_output_graph",)  # what Dynamo traced (AOT graphs go with cache state)
+GUARD_KINDS = ("guards",)
+OUTPUT_CODE = "inductor_output_code"
+
+
+def unit_rank(unit) -> int | None:
+    """The rank that compiled ``unit``, None for units of no one rank (a shared kernel)."""
+    rank = unit.attrs.get("rank")
+    return rank if isinstance(rank, int) else None
+
+
+def run_ranks(run: Run) -> list[int]:
+    """The ranks that compiled units in ``run``, in order."""
+    return sorted({r for r in map(unit_rank, run.units()) if r is not None})
+
+
+def rank_units(run: Run) -> list[RankUnit]:
+    """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels."""
+    from irscope.analysis.ranks import process_neutral_digest
+
+    ranked = [u for u in run.units() if unit_rank(u) is not None]
+    wanted = {u.id for u in ranked}
+    stages: dict[int, list] = {}
+    for stage in run.stages():
+        if stage.unit_id in wanted:
+            stages.setdefault(stage.unit_id, []).append(stage)
+    recompiles = Counter(e.unit_id for e in run.events("recompile"))
+    out = []
+    for unit in ranked:
+        held = stages.get(unit.id, [])
+        graphs = [s for s in held if s.name in GRAPH_STAGES]
+        guards = [s for s in held if s.kind in GUARD_KINDS]
+        kernels: list[str] = []
+        launched = None
+        for stage in (s for s in held if s.kind == OUTPUT_CODE):
+            try:
+                parsed = run.parsed(stage)
+            except Exception:  # noqa: BLE001  unreadable output code: compared as unknown
+                continue
+            kernels += [str(k.get("name")) for k in parsed.get("kernels") or ()]
+            if isinstance(parsed.get("kernels_launched"), int):
+                launched = (launched or 0) + parsed["kernels_launched"]
+        out.append(RankUnit(
+            rank=unit_rank(unit), framework=unit.framework, name=split_rank(unit.name)[0],
+            graph=process_neutral_digest(run.read_text(s) for s in graphs) if graphs else None,
+            guards=process_neutral_digest(run.read_text(s) for s in guards) if guards else None,
+            recompiles=recompiles.get(unit.id, 0), kernels=tuple(sorted(kernels)),
+            kernels_launched=launched))
+    return out
+
+
+def read_rank_comparison(run: Run) -> RankComparison:
+    """How the ranks of ``run`` compiled differently (no ranks, or one: nothing differs)."""
+    return compare_ranks(rank_units(run))
+
+
+def rank_totals(run: Run) -> dict[str, float]:
+    """Report totals of a multi-process run: ``ranks``, ``ranks.diverge`` (the divergences
+    found, for ``--fail-on 'ranks.diverge > 0'``) and per rank ``rank<N>.graphs``,
+    ``rank<N>.recompiles``, ``rank<N>.kernels_launched``; nothing for a one-process run."""
+    comparison = read_rank_comparison(run)
+    if len(comparison.ranks) < 2:
+        return {}
+    totals: dict[str, float] = {"ranks": len(comparison.ranks),
+                                "ranks.diverge": len(comparison.divergences)}
+    for rank, figures in comparison.per_rank.items():
+        totals.update((f"rank{rank}.{name}", value) for name, value in figures.items())
+    return totals

@@ -1,0 +1,46 @@
+"""DDP over a small compiled model on the CPU (gloo): every rank compiles the same graphs.
+
+Run under a launcher: ``irscope inspect --nproc 2 samples/scripts/ddp_small.py`` or
+``irscope inspect -- torchrun --nproc-per-node 2 samples/scripts/ddp_small.py``.
+``--branch`` makes the last rank take another branch in forward, so its graph differs.
+"""
+
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+
+class Small(nn.Module):
+    def __init__(self, other_branch: bool):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+        self.other_branch = other_branch
+
+    def forward(self, x):
+        h = self.fc1(x)
+        h = torch.tanh(h) if self.other_branch else torch.relu(h)
+        return self.fc2(h)
+
+
+def main() -> None:
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(0)
+    other = "--branch" in sys.argv and rank == world - 1
+    model = nn.parallel.DistributedDataParallel(Small(other))
+    step = torch.compile(model, backend=os.environ.get("DDP_BACKEND", "inductor"))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(2):
+        loss = step(torch.randn(4, 8)).sum()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    dist.destroy_process_group()
+    print(f"rank {rank}/{world}: done")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+"""Multi-process runs: per-rank units, the comparison of ranks, and `inspect --nproc` / a launcher
+command on the CPU (gloo, 2 processes) end to end."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import run_cli
+from inspect_helpers import SCRIPTS
+
+from irscope.analysis.ranks import (RankUnit, compare_ranks, process_neutral_digest,
+                                    rank_of_path, ranked_name, split_rank)
+from irscope.ingest import graphs, ingest
+from irscope.store import Run
+
+DDP = SCRIPTS / "ddp_small.py"
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+# -- names and digests -----------------------------------------------------------------------
+def test_rank_names_round_trip():
+    assert ranked_name("[0/0] forward", 0) == "[0/0] forward"
+    assert ranked_name("[0/0] forward", None) == "[0/0] forward"
+    assert ranked_name("[0/0] forward", 3) == "[0/0] forward (rank 3)"
+    assert split_rank("[0/0] forward (rank 3)") == ("[0/0] forward", 3)
+    assert split_rank("[0/0] forward") == ("[0/0] forward", None)
+
+
+def test_rank_of_path_reads_folder_and_log_names():
+    assert rank_of_path("/r/staging/rank_2/torch_trace/x.log") == 2
+    assert rank_of_path("/t/dedicated_log_torch_trace_rank_1_3gdv6b3d.log") == 1
+    assert rank_of_path("/t/dedicated_log_torch_trace_3gdv6b3d.log") is None
+
+
+def test_digest_ignores_addresses_object_ids_and_times():
+    a = "TYPE_MATCH: ___check_type_id(L['x'], 139778586960768)\nGuard latency = 65.99 us\n0x7f00"
+    b = "TYPE_MATCH: ___check_type_id(L['x'], 139724805497728)\nGuard latency = 81.78 us\n0x7e11"
+    assert process_neutral_digest([a]) == process_neutral_digest([b])
+    assert process_neutral_digest([a]) != process_neutral_digest([a.replace("'x'", "'y'")])
+
+
+# -- the comparison --------------------------------------------------------------------------
+def _unit(rank, name="[0/0] forward", **kw):
+    return RankUnit(rank=rank, framework="torch", name=name, **{
+        "graph": "g1", "guards": "q1", "kernels": ("k0", "k1"), "kernels_launched": 2, **kw})
+
+
+def test_identical_ranks_do_not_diverge():
+    result = compare_ranks([_unit(0), _unit(1), _unit(2)])
+    assert result.ranks == (0, 1, 2) and result.units == 1
+    assert not result.diverged
+
+
+def test_one_rank_compares_to_nothing():
+    assert not compare_ranks([_unit(0, graph="a")]).diverged
+
+
+def test_divergences_name_the_ranks_that_differ():
+    result = compare_ranks([_unit(0), _unit(1, graph="g2", kernels=("k0", "k2")), _unit(2),
+                            _unit(1, name="[0/1] forward", recompiles=1)])
+    found = {(d.unit, d.aspect): d for d in result.divergences}
+    assert found["[0/0] forward", "graph"].ranks == (1,)
+    assert found["[0/0] forward", "graph"].groups == (("g1", (0, 2)), ("g2", (1,)))
+    assert found["[0/0] forward", "kernels"].ranks == (1,)
+    assert found["[0/1] forward", "presence"].groups == (("missing", (0, 2)), ("compiled", (1,)))
+    assert found["(run)", "recompiles"].ranks == (1,)
+    assert ("[0/0] forward", "guards") not in found
+    assert result.count("graph") == 1
+
+
+def test_kernel_count_divergence():
+    result = compare_ranks([_unit(0), _unit(1, kernels_launched=3)])
+    assert {(d.aspect, d.ranks) for d in result.divergences} >= {("kernel_count", (1,))}
+
+
+# -- ingest: rank in names and in graph identity ---------------------------------------------
+ENVELOPE = "V1124 12:51:54.792000 21830 torch/_dynamo/convert_frame.py:961] "
+
+
+def _trace(rank: int | None, path: Path) -> Path:
+    extra = {} if rank is None else {"rank": rank}
+    start = {"dynamo_start": {"stack": [{"line": 3, "name": "forward", "filename": "m.py"}]},
+             "frame_id": 0, "frame_compile_id": 0, "attempt": 0, **extra}
+    graph = {"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0,
+             "attempt": 0, "has_payload": "x", **extra}
+    path.write_text(f"{ENVELOPE}{json.dumps(start)}\n{ENVELOPE}{json.dumps(graph)}\n"
+                    "\tclass GraphModule(torch.nn.Module):\n\t    def forward(self, x):\n",
+                    encoding="utf-8")
+    return path
+
+
+def test_each_rank_has_its_own_units(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _trace(0, logs / "dedicated_log_torch_trace_rank_0_aaaa.log")
+    _trace(None, logs / "dedicated_log_torch_trace_rank_1_bbbb.log")  # rank from the name
+    run = Run.create(tmp_path / "run")
+    ingest(run, [logs])
+    units = {u.name: u for u in run.units("torch")}
+    assert {"[0/0] forward", "[0/0] forward (rank 1)"} <= set(units)
+    assert units["[0/0] forward"].attrs["rank"] == 0
+    assert units["[0/0] forward (rank 1)"].attrs["rank"] == 1
+    with run.transaction() as writer:  # a compile id matches only within its rank
+        assert graphs.unit_for_compile(writer, "0/0", "forward", "x", rank=1) == \
+            units["[0/0] forward (rank 1)"].id
+        assert graphs.unit_for_compile(writer, "0/0", "forward", "x", rank=0) == \
+            units["[0/0] forward"].id
+        other = graphs.unit_for_compile(writer, "0/0", "forward", "x", rank=2)
+    assert run.unit_by_id(other).name == "[0/0] forward (rank 2)"
+    run.close()
+
+
+# -- end to end on the CPU: gloo, two processes ----------------------------------------------
+@pytest.fixture(scope="module")
+def same_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp") / "same"
+    result = run_cli("inspect", "--nproc", "2", "-o", out, DDP, cwd=DDP.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result
+
+
+@pytest.fixture(scope="module")
+def branch_run(tmp_path_factory):
+    if not TORCHRUN.is_file() and not shutil.which("torchrun"):
+        pytest.skip("torchrun not installed")
+    out = tmp_path_factory.mktemp("ddp") / "branch"
+    launcher = str(TORCHRUN) if TORCHRUN.is_file() else "torchrun"
+    result = run_cli("inspect", "-o", out, "--", launcher, "--nproc-per-node", "2",
+                     DDP, "--branch", cwd=DDP.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return out, result
+
+
+@pytest.mark.slow
+def test_nproc_files_every_rank_apart(same_run):
+    out, result = same_run
+    assert "rank 0/2: done" in result.stdout and "rank 1/2: done" in result.stdout
+    with Run.open(out) as run:
+        assert run.meta["ranks"] == [0, 1]
+        torch_units = run.units("torch")
+        ranks = {u.attrs.get("rank") for u in torch_units}
+        names = {u.name for u in torch_units}
+    assert ranks == {0, 1}
+    graphs_ = [n for n in names if "forward" in n and n.startswith("[")]
+    assert any(n.endswith("(rank 1)") for n in graphs_)
+    assert {split_rank(n)[0] for n in graphs_ if n.endswith("(rank 1)")} == \
+        {n for n in graphs_ if not n.endswith(")")}
+    listed = json.loads(run_cli("ls", out, "--rank", "1", "--json").stdout)
+    assert listed and all(row["rank"] == 1 for row in listed)
+
+
+@pytest.mark.slow
+def test_identical_ranks_pass_the_gate(same_run):
+    out, _ = same_run
+    result = run_cli("ranks", out, "--strict")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "the same on every rank" in result.stdout
+    doc = json.loads(run_cli("report", out, "--format", "json").stdout)
+    assert doc["totals"]["ranks"] == 2 and doc["totals"]["ranks.diverge"] == 0
+    assert doc["totals"]["rank0.graphs"] == doc["totals"]["rank1.graphs"] >= 1
+
+
+@pytest.mark.slow
+def test_a_rank_on_another_branch_diverges(branch_run, same_run):
+    out, _ = branch_run
+    result = run_cli("ranks", out, "--json")
+    assert result.returncode == 0
+    doc = json.loads(result.stdout)
+    assert doc["ranks"] == [0, 1] and doc["diverged"]
+    aspects = {(d["aspect"], tuple(d["ranks"])) for d in doc["divergences"]
+               if "forward" in d["unit"]}
+    assert ("graph", (1,)) in aspects and ("kernels", (1,)) in aspects
+    kernels = next(d for d in doc["divergences"] if d["aspect"] == "kernels")
+    assert any("tanh" in g["value"] for g in kernels["groups"])  # the branch rank 1 took
+    assert run_cli("ranks", out, "--strict").returncode == 1
+    gate = run_cli("diff", same_run[0], out, "--fail-on", "ranks.diverge > 0")
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "ranks.diverge" in gate.stderr
