@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
+from irscope.analysis.figures import KernelFigures
 from irscope.parsers import registry
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report, StageRecord, UnitRecord
@@ -19,6 +23,66 @@ HEADLINE_COLUMNS = (
 STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers", "Regs"),
                  ("spill_stores", "Spill st"), ("spill_loads", "Spill ld"),
                  ("shared_bytes", "Smem B"))
+
+
+# C0 controls and DEL, as in a kernel name carrying "\x1b[31m"; shown as their Unicode pictures.
+CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+# Event kinds that are problems, with the words a report uses for them.
+PROBLEM_EVENTS = {"graph_break": "graph break", "recompile": "recompile",
+                  "compile_failure": "compile failure"}
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters replaced by their pictures (ESC as ␛), so a name
+    from a run can neither move a terminal's cursor nor vanish from a page."""
+    return CONTROL_RE.sub(lambda m: chr(0x2421) if m.group() == "\x7f"
+                          else chr(0x2400 + ord(m.group())), text)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something in a run worth a reader's attention: a graph break, a recompile, a lint
+    finding; ``kind`` is its name as shown, ``unit`` the unit it belongs to, if any."""
+
+    kind: str
+    unit: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Details:
+    """What a report page shows beside the report records: each unit's kernels (by unit key,
+    the analysis layer's KernelFigures) and the run's problems."""
+
+    kernels: Mapping[tuple[str, str], tuple[KernelFigures, ...]] = field(default_factory=dict)
+    problems: tuple[Problem, ...] = ()
+
+    @classmethod
+    def of_run(cls, path: str | os.PathLike | None) -> "Details":
+        """The details of the run at ``path``; none when there is no run there (a report
+        read back from JSON)."""
+        from irscope.run_figures import read_run_figures
+        from irscope.store import INDEX, Run
+
+        if not path or not os.path.isfile(os.path.join(path, INDEX)):
+            return cls()
+        with Run.open(path) as run:
+            figures = read_run_figures(run)
+            names = {u.unit_id: u.name for u in figures.units}
+            problems = tuple(
+                Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
+                for e in run.events() if e.kind in PROBLEM_EVENTS)
+        return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},
+                   problems)
+
+
+def event_message(data: Mapping) -> str:
+    """An event's reason and where it happened, as one line."""
+    where = data.get("file") or data.get("filename")
+    if where and data.get("line"):
+        where = f"{where}:{data['line']}"
+    reason = str(data.get("reason") or data.get("message") or "").strip()
+    return " — ".join(str(p) for p in (reason, where) if p)
 
 
 def number(value: float | None) -> str:

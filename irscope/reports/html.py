@@ -1,16 +1,27 @@
-"""Reports and diffs as one self-contained HTML file: inline CSS, CSS bar charts, no network."""
+"""Reports and diffs as one self-contained HTML file: inline CSS, SVG bars and one small
+sorting script, no network access.
+
+Every name from a run goes through ``text()`` (HTML-escaped, control characters shown as
+their Unicode pictures), so a kernel called ``<script>`` or one carrying terminal escapes is
+shown as the text it is.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
-                                    stage_columns, stage_title, summary_line, unit_columns)
+from irscope.reports.common import (Details, kernel_rows, number, percent,
+                                    printable, run_total_changes, signed, stage_columns,
+                                    stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 
 BAR_LIMIT = 25  # ops per bar chart; the rest are summed into one "other" bar
+LIMIT = ' class="limit"'
+BAR_HEIGHT, BAR_GAP, LABEL_WIDTH, BAR_WIDTH, COUNT_WIDTH = 14, 4, 190, 360, 70
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1b1f24;background:#fff}
@@ -19,57 +30,159 @@ table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 th{background:#f6f8fa}
+table.sortable th{cursor:pointer;user-select:none}
+table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
+table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 details{margin:.6em 0;border:1px solid #d0d7de;border-radius:6px;padding:.4em .8em}
 summary{cursor:pointer;font-weight:600}
-.bars{display:grid;grid-template-columns:minmax(8em,max-content) 1fr 5em;gap:2px 8px;
-      align-items:center;max-width:60em;margin:.5em 0 1em}
-.bar{height:12px;background:#4f8fd6;border-radius:2px}
+svg.bars{display:block;margin:.3em 0 1em;font:12px ui-monospace,monospace}
+svg.bars rect{fill:#4f8fd6}svg.bars text.count{fill:#57606a}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:.5em 0}
+.card{border:1px solid #d0d7de;border-radius:6px;padding:.5em .8em;min-width:15em;
+      max-width:28em}
+.card h4{margin:0 0 .3em;font:600 13px ui-monospace,monospace;overflow-wrap:anywhere}
+.card dl{display:grid;grid-template-columns:max-content 1fr;gap:0 1em;margin:0}
+.card dd{margin:0;text-align:right;font-variant-numeric:tabular-nums}
+.card.spills{border-color:#b42318}.card .limit{color:#9a6700}
+.problems li{margin:.2em 0}.problems .kind{font-weight:600}
 .up{color:#b42318}.down{color:#1a7f37}
 code{font-family:ui-monospace,monospace}
 """
 
+# Click a column title to sort by it (numbers as numbers, '-' last); click again to reverse.
+SORT_SCRIPT = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  table.querySelectorAll("thead th").forEach(function (th, col) {
+    th.addEventListener("click", function () {
+      var down = th.getAttribute("aria-sort") === "ascending";
+      table.querySelectorAll("thead th").forEach(function (o) { o.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", down ? "descending" : "ascending");
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      function key(row) {
+        var cell = row.cells[col], text = cell ? cell.textContent.trim() : "";
+        var n = parseFloat(text.replace(/,/g, "").replace(/%$/, ""));
+        return isNaN(n) || !/^[-+]?[\\d.,]+%?$/.test(text) ? [1, text.toLowerCase()] : [0, n];
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (x[0] !== y[0]) return x[0] - y[0];
+        var c = x[1] < y[1] ? -1 : x[1] > y[1] ? 1 : 0;
+        return down ? -c : c;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+"""
+
+
+def text(value: object) -> str:
+    """``value`` as HTML text: escaped, quotes included, control characters made visible."""
+    return escape(printable(str(value)))
+
 
 def _td(value: object, numeric: bool = False, css: str = "") -> str:
     classes = " ".join(c for c in ("n" if numeric else "", css) if c)
-    return f"<td class=\"{classes}\">{escape(str(value))}</td>" if classes else \
-        f"<td>{escape(str(value))}</td>"
+    return f"<td class=\"{classes}\">{text(value)}</td>" if classes else f"<td>{text(value)}</td>"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+def _table(header: Sequence[str], rows: Iterable[str], sortable: bool = True) -> str:
+    head = "".join(f"<th>{text(h)}</th>" for h in header)
+    css = " class=\"sortable\"" if sortable else ""
+    return f"<table{css}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def bar_chart(histogram: Mapping[str, float]) -> str:
-    """Horizontal bars, one per op, widths relative to the most frequent op."""
+def bar_chart(histogram: Mapping[str, float], title: str = "") -> str:
+    """Horizontal bars as inline SVG, one per op, lengths relative to the most frequent op."""
     items = sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))
     shown, rest = items[:BAR_LIMIT], items[BAR_LIMIT:]
     if rest:
         shown.append((f"{len(rest)} other ops", sum(v for _, v in rest)))
     peak = max((v for _, v in shown), default=0) or 1
-    cells = [f"<code>{escape(op)}</code><div class=\"bar\" style=\"width:{100 * v / peak:.1f}%\">"
-             f"</div><span>{escape(number(v))}</span>" for op, v in shown]
-    return f"<div class=\"bars\">{''.join(cells)}</div>"
+    step = BAR_HEIGHT + BAR_GAP
+    width, height = LABEL_WIDTH + BAR_WIDTH + COUNT_WIDTH, step * len(shown)
+    parts = [f"<svg class=\"bars\" role=\"img\" width=\"{width}\" height=\"{height}\" "
+             f"viewBox=\"0 0 {width} {height}\" aria-label=\"{text(title)}\">"]
+    for row, (op, count) in enumerate(shown):
+        y, length = row * step, max(1.0, BAR_WIDTH * count / peak)
+        label = op if len(op) <= 28 else op[:27] + "…"
+        parts.append(f"<g><title>{text(op)}: {text(number(count))}</title>"
+                     f"<text x=\"{LABEL_WIDTH - 6}\" y=\"{y + BAR_HEIGHT - 3}\" "
+                     f"text-anchor=\"end\">{text(label)}</text>"
+                     f"<rect x=\"{LABEL_WIDTH}\" y=\"{y}\" width=\"{length:.1f}\" "
+                     f"height=\"{BAR_HEIGHT}\" rx=\"2\"></rect>"
+                     f"<text class=\"count\" x=\"{LABEL_WIDTH + length + 6:.1f}\" "
+                     f"y=\"{y + BAR_HEIGHT - 3}\">{text(number(count))}</text></g>")
+    return "".join(parts) + "</svg>"
 
 
-def _page(title: str, body: list[str]) -> str:
+def kernel_cards(kernels: Sequence) -> str:
+    """A card per compiled kernel: registers, spills, shared memory, occupancy and its limiter
+    (the analysis layer's KernelFigures, shown as they are)."""
+    cards = []
+    for k in kernels:
+        spilled = bool(k.spill_bytes)
+        occupancy = "-" if k.occupancy is None else f"{100 * k.occupancy:.0f}%"
+        rows = [("Registers", number(k.registers)),
+                ("Spills", "-" if k.spill_bytes is None else f"{number(k.spill_bytes)} B"),
+                ("Shared memory", f"{number(k.shared_bytes)} B"),
+                ("Occupancy", occupancy)]
+        if k.occupancy_limiter:
+            rows.append(("Limited by", k.occupancy_limiter))
+        cells = "".join(f"<dt>{text(name)}</dt><dd{LIMIT if name == 'Limited by' else ''}>"
+                        f"{text(value)}</dd>" for name, value in rows)
+        css = "card spills" if spilled else "card"
+        cards.append(f"<div class=\"{css}\"><h4>{text(k.name)}</h4><dl>{cells}</dl></div>")
+    return f"<div class=\"cards\">{''.join(cards)}</div>" if cards else ""
+
+
+def problems_list(details: Details) -> str:
+    """Graph breaks, recompiles, compile failures and lint findings, one line each."""
+    if not details.problems:
+        return "<h2>Problems</h2><p>None recorded.</p>"
+    items = "".join(f"<li><span class=\"kind\">{text(p.kind)}</span>"
+                    + (f" in <code>{text(p.unit)}</code>" if p.unit else "")
+                    + (f": {text(p.message)}" if p.message else "") + "</li>"
+                    for p in details.problems)
+    return f"<h2>Problems ({len(details.problems)})</h2><ul class=\"problems\">{items}</ul>"
+
+
+def _hash(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+# The page loads nothing, and runs no script but the sorter (named by its hash): were a name
+# ever to slip through unescaped, the browser would still refuse to run it.
+POLICY = f"default-src 'none'; style-src {_hash(STYLE)}; script-src {_hash(SORT_SCRIPT)}"
+
+
+def _page(title: str, body: list[str], sortable: bool = True) -> str:
+    policy = (f"<meta http-equiv=\"Content-Security-Policy\" content=\"{POLICY}\">"
+              if sortable else "")
+    script = f"\n<script>{SORT_SCRIPT}</script>" if sortable else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+            f"{policy}<title>{text(title)}</title><style>{STYLE}</style></head><body>\n"
+            + "\n".join(body) + f"{script}\n</body></html>\n")
 
 
-def render_report(report: Report) -> str:
+def render_report(report: Report, details: Details | None = None) -> str:
+    """The report page; ``details`` (kernel figures and problems of the run) default to what
+    the run at ``report.path`` holds, when it is there to read."""
+    if details is None:
+        details = Details.of_run(report.path)
     columns, totals = unit_columns(report), stage_columns(report)
-    body = [f"<h1>irscope report: {escape(report.run)}</h1>",
-            f"<p>{escape(summary_line(report))}</p>",
+    body = [f"<h1>irscope report: {text(report.run)}</h1>",
+            f"<p>{text(summary_line(report))}</p>",
             _table(["Unit", "Framework", *(t for _, t in columns)],
                    ("<tr>" + _td(u.name) + _td(u.framework)
                     + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
-                    for u in report.units))]
-    for unit in (u for u in report.units if u.stages):
-        where = f" <small>{escape(unit.location)}</small>" if unit.location else ""
-        body.append(f"<details><summary>{escape(unit.name)} "
-                    f"<small>({escape(unit.framework)})</small>{where}</summary>")
+                    for u in report.units)),
+            problems_list(details)]
+    for unit in (u for u in report.units if u.stages or details.kernels.get(u.key)):
+        where = f" <small>{text(unit.location)}</small>" if unit.location else ""
+        body.append(f"<details><summary>{text(unit.name)} "
+                    f"<small>({text(unit.framework)})</small>{where}</summary>")
+        body.append(kernel_cards(details.kernels.get(unit.key, ())))
         body.append(_table(["Stage", *(t for _, t in totals), "Diagnostics"],
                            ("<tr>" + _td(stage_title(s))
                             + "".join(_td(number(s.totals.get(k)), True) for k, _ in totals)
@@ -82,7 +195,9 @@ def render_report(report: Report) -> str:
                  for stage, name, kind, fused in kernels)))
         for stage in unit.stages:
             if stage.histogram:
-                body.append(f"<h3>{escape(stage_title(stage))}</h3>{bar_chart(stage.histogram)}")
+                title = stage_title(stage)
+                body.append(f"<h3>{text(title)}</h3>"
+                            + bar_chart(stage.histogram, f"{unit.name} {title} op counts"))
         body.append("</details>")
     return _page(f"irscope report: {report.run}", body)
 
@@ -95,25 +210,26 @@ def _delta_row(d: FigureDelta) -> str:
 
 
 def render_diff(diff: Diff, failures: Sequence[str] = ()) -> str:
-    body = [f"<h1>irscope diff: {escape(diff.a.run)} → {escape(diff.b.run)}</h1>",
+    """The diff page: plain tables, no script."""
+    body = [f"<h1>irscope diff: {text(diff.a.run)} → {text(diff.b.run)}</h1>",
             f"<p>{diff.count('matched')} matched, {diff.count('added')} added, "
             f"{diff.count('removed')} removed</p>"]
     if failures:
         body.append("<h2>Failed gates</h2><ul>"
-                    + "".join(f"<li>{escape(f)}</li>" for f in failures) + "</ul>")
+                    + "".join(f"<li>{text(f)}</li>" for f in failures) + "</ul>")
     totals = run_total_changes(diff)
     if totals:
         body.append("<h2>Run totals</h2>" + _table(["Figure", "A", "B", "Δ", "%"],
-                                                   (_delta_row(d) for d in totals)))
+                                                   (_delta_row(d) for d in totals), False))
     body.append("<h2>Units</h2>" + _table(
         ["Status", "Unit", "Framework", "Matched by", "Changed figures", "Changed stages"],
         ("<tr>" + _td(u.status) + _td(u.name) + _td(u.framework) + _td(u.matched_by or "")
          + _td(len(u.changes) if u.status == "matched" else "", True)
-         + _td(", ".join(u.stages_changed)) + "</tr>" for u in diff.units)))
+         + _td(", ".join(u.stages_changed)) + "</tr>" for u in diff.units), False))
     for unit in diff.units:
         if unit.changes:
-            body.append(f"<details><summary>{escape(unit.name)}: {len(unit.changes)} changed "
+            body.append(f"<details><summary>{text(unit.name)}: {len(unit.changes)} changed "
                         "figures</summary>" + _table(["Figure", "A", "B", "Δ", "%"],
-                                                     (_delta_row(d) for d in unit.changes))
-                        + "</details>")
-    return _page(f"irscope diff: {diff.a.run} -> {diff.b.run}", body)
+                                                     (_delta_row(d) for d in unit.changes),
+                                                     False) + "</details>")
+    return _page(f"irscope diff: {diff.a.run} -> {diff.b.run}", body, sortable=False)

@@ -1,0 +1,121 @@
+"""The HTML report: kernel cards, problems, SVG bars and sortable tables, in headless Chromium,
+with hostile names from a run shown as text."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from browser_helpers import CHROMIUM, Browser
+
+from irscope.reports import html
+from irscope.reports.common import Details
+from irscope.reports.records import build_report
+from irscope.store import Run
+
+SAMPLE = Path(__file__).parent.parent / "samples" / "gpu" / "triton_kernels"
+HOSTILE = "<script>alert(\"x\")</script> 'q' \x1b[31mred\x1b[0m"
+BREAK_REASON = "<img src=x onerror=alert(1)> data-dependent branch"
+
+
+@pytest.fixture(scope="module")
+def run_path(tmp_path_factory) -> Path:
+    """The committed H100 Triton run, plus a unit with a hostile name and two problems."""
+    path = tmp_path_factory.mktemp("html") / "triton"
+    shutil.copytree(SAMPLE, path)
+    meta = json.loads((path / "run.json").read_text())
+    meta.pop("read_only")
+    (path / "run.json").write_text(json.dumps(meta))
+    with Run.open(path) as run:
+        ptx = run.read_text(run.stage(run.unit("add_kernel"), "ptx"))
+        with run.transaction() as w:
+            unit = w.add_unit(HOSTILE, "triton")
+            w.add_stage(unit, "ptx", ptx, origin="test")
+            w.add_event("graph_break", {"reason": BREAK_REASON, "file": "model.py", "line": 7},
+                        unit)
+            w.add_event("recompile", {"reason": "tensor 'x' size mismatch at index 0"}, unit)
+    return path
+
+
+@pytest.fixture(scope="module")
+def page(run_path) -> str:
+    with Run.open(run_path) as run:
+        return html.render_report(build_report(run))
+
+
+def test_hostile_names_are_text_and_the_only_script_is_the_sorter(page):
+    assert page.count("<script") == 1 and page.rstrip().endswith("</script>\n</body></html>")
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &#x27;q&#x27; ␛[31mred␛[0m" in page
+    assert "\x1b" not in page and "<img" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_no_address_outside_the_file(page):
+    assert not re.search(r"<[^>]*\s(?:src|href)\s*=", page, re.I)  # no such attribute
+    assert "http:" not in page and "https:" not in page and "//" not in page.split("<script>")[1]
+
+
+def test_kernel_cards_show_the_analysis_layers_figures(run_path, page):
+    details = Details.of_run(run_path)
+    matmul = details.kernels[("triton", "matmul_kernel")][0]
+    card = page.split("<h4>matmul_kernel</h4>")[1].split("</div>")[0]
+    assert f"<dd>{matmul.registers}</dd>" in card
+    assert f"<dd>{matmul.shared_bytes:,} B</dd>" in card
+    assert f"<dd>{100 * matmul.occupancy:.0f}%</dd>" in card
+    assert f">{matmul.occupancy_limiter}</dd>" in card
+
+
+def test_problems_list_graph_breaks_and_recompiles(page):
+    problems = page.split("<h2>Problems (2)</h2>")[1].split("</ul>")[0]
+    assert "graph break" in problems and "model.py:7" in problems
+    assert "recompile" in problems and "size mismatch" in problems
+
+
+def test_op_histograms_are_inline_svg(page):
+    assert page.count("<svg class=\"bars\"") >= 20
+    assert "<title>mov.u32: 18</title>" in page  # add_kernel's PTX, as the TUI counts it
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
+def test_renders_in_chromium_without_errors_and_sorts(page, tmp_path):
+    report = tmp_path / "report.html"
+    report.write_text(page, encoding="utf-8")
+
+    async def look():
+        async with Browser(1100, 900) as browser:
+            await browser.call("Page.addScriptToEvaluateOnNewDocument",
+                               source="window.__alerts = []; window.alert = "
+                                      "function (m) { window.__alerts.push(String(m)); };")
+            await browser.goto(report.as_uri())
+            await asyncio.sleep(0.5)
+            seen = await browser.evaluate("""({
+              text: document.body.innerText,
+              alerts: window.__alerts,
+              scripts: document.scripts.length,
+              loads: performance.getEntriesByType("resource").length,
+              svgs: document.querySelectorAll("svg.bars rect").length,
+            })""")
+            units = "document.querySelector('table.sortable tbody')"
+            sort_by_regs = ("[...document.querySelectorAll('table.sortable')[0].tHead.rows[0]"
+                            ".cells].find(c => c.textContent === 'Regs').click()")
+            await browser.evaluate(sort_by_regs)
+            ascending = await browser.evaluate(
+                f"[...{units}.rows].map(r => r.cells[0].textContent)")
+            await browser.evaluate(sort_by_regs)
+            descending = await browser.evaluate(
+                f"[...{units}.rows].map(r => r.cells[0].textContent)")
+            return seen, ascending, descending, browser.errors, browser.exceptions
+
+    seen, ascending, descending, errors, exceptions = asyncio.run(look())
+    assert errors == [] and exceptions == []
+    assert seen["alerts"] == [] and seen["scripts"] == 1 and seen["loads"] == 0
+    assert "<script>alert(\"x\")</script> 'q' ␛[31mred␛[0m" in seen["text"]
+    assert seen["svgs"] > 100
+    # registers: add 26, hostile (no SASS) '-', softmax 29, layernorm 32, matmul 168
+    assert ascending[:4] == ["add_kernel", "softmax_kernel", "layernorm_gelu_kernel",
+                             "matmul_kernel"]
+    assert descending[0] == "matmul_kernel"
