@@ -15,7 +15,7 @@ from irscope.reports.records import Report, StageRecord, UnitRecord
 # Unit-level figures shown as columns, in this order, with their titles.
 HEADLINE_COLUMNS = (
     ("kernels_generated", "Kernels"), ("kernels_launched", "Launched"),
-    ("extern_calls", "Extern"), ("fusions", "Fusions"), ("layout_conversions", "Layout cvt"),
+    ("extern_calls", "Extern kernels"), ("fusions", "Fusions"), ("layout_conversions", "Layout cvt"),
     ("registers", "Regs"), ("spills", "Spills"), ("shared_bytes", "Smem B"),
     ("occupancy", "Occupancy"), ("graph_breaks", "Breaks"), ("recompiles", "Recompiles"),
 )
@@ -83,6 +83,17 @@ def event_message(data: Mapping) -> str:
         where = f"{where}:{data['line']}"
     reason = str(data.get("reason") or data.get("message") or "").strip()
     return " — ".join(str(p) for p in (reason, where) if p)
+
+
+def middle(text: str, width: int) -> str:
+    """``text`` shortened to ``width`` characters by cutting its middle (kernel names differ at
+    both ends: triton_per_fused_…_layer_norm_1-1991bdd6)."""
+    if len(text) <= width:
+        return text
+    if width < 2:
+        return text[:width]
+    head = (width - 1 + 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def number(value: float | None) -> str:

@@ -8,8 +8,9 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from irscope.reports.common import (number, percent, run_total_changes, signed, stage_columns,
-                                    stage_summary, stage_title, summary_line, unit_columns)
+from irscope.reports.common import (middle, number, percent, printable, run_total_changes,
+                                    signed, stage_columns, stage_summary, stage_title,
+                                    summary_line, unit_columns)
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 
@@ -17,35 +18,49 @@ from irscope.reports.records import Report
 # seconds, and nobody scrolls 5,000 rows): the other formats hold the full detail.
 MAX_STAGE_ROWS = 400
 CELL_PADDING = 3  # a Rich cell's padding plus its border
+NAME_MIN, NAME_MAX = 12, 40  # a unit name's column: never narrower, and no wider than needed
+NAME_RESERVED = 24  # figure columns give way to a unit name up to this width
+STAGE_MAX, TOP_OPS_MIN = 24, 12
 
 
-def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str]]:
-    """The leading figure columns that fit in ``width`` after ``reserved`` cells; the rest
-    are dropped (the unit name must stay readable)."""
+def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, int]]:
+    """The leading figure columns, each with its width, that fit in ``width`` after
+    ``reserved`` cells; the rest are dropped (the unit name must stay readable)."""
     kept, used = [], reserved
     for key, title in columns:
-        need = max([len(title), *(len(number(r.get(key))) for r in rows)]) + CELL_PADDING
-        if used + need > width:
+        need = max([len(title), *(len(number(r.get(key))) for r in rows)])
+        if used + need + CELL_PADDING > width:
             break
-        kept.append((key, title))
-        used += need
+        kept.append((key, title, need))
+        used += need + CELL_PADDING
     return kept
 
 
+def _fixed(table: Table, title: str, width: int, justify: str = "left") -> None:
+    table.add_column(title, justify=justify, no_wrap=True, overflow="ellipsis", width=width,
+                     min_width=width, max_width=width)
+
+
 def report_renderable(report: Report, width: int = 120) -> Group:
-    """A headline table (one row per unit) and a stage table (one row per unit × stage),
-    showing as many figure columns as ``width`` allows."""
-    frameworks = max((len(u.framework) for u in report.units), default=9)
+    """A headline table (one row per unit) and a stage table (one row per unit × stage), each
+    row one line at ``width`` columns: as many figure columns as fit, long names shortened in
+    the middle (--format md/json keep them whole)."""
+    names = [printable(u.name) for u in report.units]
+    longest = min(max((len(n) for n in names), default=NAME_MIN), NAME_MAX)
+    framework = max([len("Framework"), *(len(u.framework) for u in report.units)])
     columns = fitting(unit_columns(report), [u.headline for u in report.units], width,
-                      16 + max(frameworks, 9) + 2 * CELL_PADDING)
+                      1 + 2 * CELL_PADDING + framework + min(longest, NAME_RESERVED))
+    name_width = max(NAME_MIN, width - 1 - CELL_PADDING * (2 + len(columns)) - framework
+                     - sum(w for *_, w in columns))
+    name_width = min(name_width, max(longest, len("Unit")))
     units = Table(title=summary_line(report), title_justify="left")
-    units.add_column("Unit", overflow="fold", min_width=12)
-    units.add_column("Framework", overflow="fold")
-    for _, title in columns:
-        units.add_column(title, justify="right", no_wrap=True)
-    for unit in report.units:
-        units.add_row(Text(unit.name), unit.framework,
-                      *(number(unit.headline.get(key)) for key, _ in columns))
+    _fixed(units, "Unit", name_width)
+    _fixed(units, "Framework", framework)
+    for _, title, need in columns:
+        _fixed(units, title, need, "right")
+    for unit, name in zip(report.units, names):
+        units.add_row(Text(middle(name, name_width)), unit.framework,
+                      *(number(unit.headline.get(key)) for key, *_ in columns))
 
     stage_rows = sum(len(u.stages) for u in report.units)
     if stage_rows > MAX_STAGE_ROWS:
@@ -53,18 +68,23 @@ def report_renderable(report: Report, width: int = 120) -> Group:
                     "--format md/html/csv for every op count", style="italic")
         return Group(units, note)
     records = [s for u in report.units for s in u.stages]
+    stage_width = min(STAGE_MAX, max([len("Stage"), *(len(stage_title(s)) for s in records)]))
+    unit_width = min(longest, max(NAME_MIN, width // 4))
     totals = fitting(stage_columns(report), [s.totals for s in records], width,
-                     16 + 12 + 20 + 3 * CELL_PADDING)
-    stages = Table(title="Op counts per stage", title_justify="left", expand=True)
-    stages.add_column("Unit", overflow="fold", min_width=12, max_width=40)
-    stages.add_column("Stage", overflow="fold", min_width=8, max_width=24)
-    for _, title in totals:
-        stages.add_column(title, justify="right", no_wrap=True)
-    stages.add_column("Top ops", overflow="ellipsis", no_wrap=True, ratio=1)
-    for unit in report.units:
+                     1 + 3 * CELL_PADDING + unit_width + stage_width + TOP_OPS_MIN)
+    top_width = max(TOP_OPS_MIN, width - 1 - CELL_PADDING * (3 + len(totals)) - unit_width
+                    - stage_width - sum(w for *_, w in totals))
+    stages = Table(title="Op counts per stage", title_justify="left")
+    _fixed(stages, "Unit", unit_width)
+    _fixed(stages, "Stage", stage_width)
+    for _, title, need in totals:
+        _fixed(stages, title, need, "right")
+    _fixed(stages, "Top ops", top_width)
+    for unit, name in zip(report.units, names):
         for stage in unit.stages:
-            stages.add_row(Text(unit.name), stage_title(stage),
-                           *(number(stage.totals.get(key)) for key, _ in totals),
+            stages.add_row(Text(middle(name, unit_width)),
+                           Text(middle(stage_title(stage), stage_width)),
+                           *(number(stage.totals.get(key)) for key, *_ in totals),
                            Text(stage_summary(stage)))
     return Group(units, stages)
 

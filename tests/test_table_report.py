@@ -1,0 +1,59 @@
+"""The terminal report at a terminal's width: every row one line, long names cut in the middle."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from irscope.reports import json_report, markdown, table
+from irscope.reports.common import middle
+from irscope.reports.records import Report, StageRecord, UnitRecord, build_report
+from irscope.store import Run
+
+SAMPLES = Path(__file__).parent.parent / "samples" / "gpu"
+
+
+def rows(text: str) -> list[str]:
+    """The body rows of every table (lines between the header rule and the bottom rule)."""
+    out, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("┡"):
+            inside = True
+        elif line.startswith("└"):
+            inside = False
+        elif inside:
+            out.append(line)
+    return out
+
+
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda"])
+@pytest.mark.parametrize("width", [80, 120])
+def test_every_row_is_one_line_at_the_terminals_width(sample, width):
+    with Run.open(SAMPLES / sample) as run:
+        report = build_report(run)
+    text = table.render_report(report, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    stages = sum(len(u.stages) for u in report.units)
+    expected = len(report.units) + (stages if stages <= table.MAX_STAGE_ROWS else 0)
+    assert len(rows(text)) == expected
+
+
+def test_long_names_are_cut_in_the_middle_and_kept_whole_elsewhere():
+    name = "triton_per_fused_native_layer_norm_1-1991bdd6" * 2 + "\x1b[31m"
+    report = Report("r", None, (UnitRecord(name, "triton", stages=(
+        StageRecord("ptx", "ptx", {"mov.u32": 3}, {"instructions": 3}),),
+        headline={"registers": 32}),), {"units": 1})
+    text = table.render_report(report, width=80)
+    assert "triton_per_fused" in text and "…" in text and "1991bdd6␛[31m" in text
+    assert "\x1b" not in text and len(rows(text)) == 2
+    doc = json.loads(json_report.render_report(report))
+    assert doc["units"][0]["name"] == name  # whole, the escape as JSON's \u001b
+    assert name[:-5] in markdown.render_report(report)
+
+
+def test_middle_keeps_both_ends():
+    assert middle("abcdefghij", 5) == "ab…ij"
+    assert middle("abc", 5) == "abc"
+    assert len(middle("x" * 100, 17)) == 17
