@@ -52,10 +52,11 @@ class Collectors:
 
                     self.restores.append(triton.install(self.staging))
                 else:
-                    from irscope.collectors import jax
+                    from irscope.collectors import jax, pallas
 
                     self.restores.append(jax.install(self.staging, self.xla_dumps,
                                                      self.dump_cache))
+                    self.restores.append(pallas.install(self.staging))  # kernels jits call
             except Exception as exc:  # a framework version irscope does not know: run on
                 self.staging.record_event("collector_error", {
                     "collector": framework, "error": f"{type(exc).__name__}: {exc}"})

@@ -64,6 +64,7 @@ class Session:
                progress=None) -> list[str]:
         """File the staging folder into the run and record how the program ended."""
         from irscope.collectors.filing import file_staging  # after the script: not on its path
+        from irscope.collectors.pallas import file_kernels
 
         filing_started = time.time()
         ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
@@ -72,6 +73,7 @@ class Session:
         for rank, staging in ranks or [(None, self.staging)]:
             filed, whole = file_staging(self.run, staging, extra, progress,
                                         {**self.user_env, **self.env()})
+            file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []
         code = int(status.get("exit_status", 0) or 0)
