@@ -1,4 +1,4 @@
-"""`irscope ptx FILE`: per-kernel opcode histograms, collapsed listing and loops of a PTX module."""
+"""`irscope ptx FILE...`: per-kernel opcode histograms, collapsed listing and loops of a PTX module."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ def add_parser(subparsers) -> None:
         description="Parse a PTX module and show, per kernel, its instruction histogram, "
                     "declarations, static estimates and (optionally) loops and a collapsed "
                     "listing. Needs no CUDA tools.")
-    parser.add_argument("file", type=Path, help="a .ptx file")
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help=".ptx files or glob patterns ('out/**/*.ptx', quoted so irscope "
+                             "expands them)")
     parser.add_argument("--kernel", metavar="NAME", help="only this kernel (exact or unique substring)")
     parser.add_argument("--by", choices=tuple(LEVELS), default="opcode",
                         help="histogram granularity (default: opcode)")
@@ -32,8 +34,22 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from irscope.commands.stats import artifact_paths, each_file
+
+    paths = artifact_paths(args.files)
+    if not args.json or len(paths) == 1:
+        return each_file(paths, lambda path: analyse(path, args))
+    documents: list = []  # several files as --json: one array, a document per file
+    status = each_file(paths, lambda path: analyse(path, args, documents.append))
+    print_json(documents)
+    return status
+
+
+def analyse(path: Path, args: argparse.Namespace, emit=print_json) -> int:
+    """Parse one PTX file and show it (or hand its JSON document to ``emit``)."""
     from irscope.parsers import ptx
 
+    args = argparse.Namespace(**{**vars(args), "file": path})
     text = read_artifact(args.file, "PTX text")
     module = ptx.parse(text)
     errors = [d for d in module.diagnostics if d.severity == "error"]
@@ -51,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             names = ", ".join(k.name for k in module.kernels[:8])
             raise UsageError(f"no single kernel matches {args.kernel!r} (kernels: {names})") from None
     if args.json:
-        print_json(_json(args, module, kernels, text))
+        emit(_json(args, module, kernels, text))
         return 0
     _print(args, module, kernels, text)
     return 0

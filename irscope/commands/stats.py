@@ -1,15 +1,17 @@
-"""`irscope stats FILE`: parse one artifact of any known kind and print its totals and top ops."""
+"""`irscope stats FILE...`: parse artifacts of any known kind and print their totals and top ops."""
 
 from __future__ import annotations
 
 import argparse
+import glob
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
 
-from irscope.console import note, print_json, rich_console
-from irscope.errors import InputError, UsageError
+from irscope.console import error, note, print_json, rich_console
+from irscope.errors import InputError, IrscopeError, UsageError
 from irscope.files import read_artifact
 
 TOP_OPS = 15
@@ -17,11 +19,13 @@ TOP_OPS = 15
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
-        "stats", help="parse one artifact file and print its totals and op histogram",
-        description="Parse one compiler artifact (HLO, jaxpr, Inductor output code, FX graph, "
-                    "PTX, ...) and print its totals and most frequent ops. The kind is "
+        "stats", help="parse artifact files and print their totals and op histograms",
+        description="Parse compiler artifacts (HLO, jaxpr, Inductor output code, FX graph, "
+                    "PTX, ...) and print each one's totals and most frequent ops. The kind is "
                     "detected from the name and content unless --kind is given.")
-    parser.add_argument("file", help="artifact file to parse")
+    parser.add_argument("files", nargs="+", metavar="FILE",
+                        help="artifact files or glob patterns ('dump/**/*.txt', quoted so "
+                             "irscope expands them)")
     parser.add_argument("--kind", help="artifact kind (skips detection); see the error for kinds")
     parser.add_argument("--json", action="store_true", help="print the full parse as JSON")
     parser.add_argument("--strict", action="store_true",
@@ -51,18 +55,66 @@ def summary(kind: str, result) -> dict[str, Any]:
     return {**head, **data}
 
 
+GLOB_CHARS = frozenset("*?[")
+
+
+def artifact_paths(patterns: Iterable[str]) -> list[Path]:
+    """Each argument as a file, or, with a wildcard, every file it matches (sorted; ``**``
+    spans folders); a pattern matching no file is an error."""
+    paths: list[Path] = []
+    for pattern in patterns:
+        if not GLOB_CHARS & set(pattern):
+            paths.append(Path(pattern))
+            continue
+        matches = sorted(m for m in glob.glob(pattern, recursive=True) if Path(m).is_file())
+        if not matches:
+            raise InputError(f"{pattern}: no file matches")
+        paths.extend(Path(m) for m in matches)
+    return paths
+
+
+def each_file(paths: list[Path], one: Callable[[Path], int]) -> int:
+    """``one(path)`` for every path; with several, a file that fails is reported and the rest
+    go on, and the exit code is the first failure's."""
+    if len(paths) == 1:
+        return one(paths[0])
+    status = 0
+    for path in paths:
+        try:
+            code = one(path)
+        except IrscopeError as exc:
+            error(str(exc))
+            code = exc.exit_code
+        status = status or code
+    return status
+
+
 def run(args: argparse.Namespace) -> int:
     from irscope.parsers import registry
 
     if args.kind and args.kind not in registry.kinds():
         parsed = ", ".join(k for k in registry.kinds() if registry.get(k).module)
         raise UsageError(f"unknown kind {args.kind!r}; valid kinds: {parsed}")
-    path = Path(args.file)
+    paths = artifact_paths(args.files)
+    if not args.json or len(paths) == 1:
+        return each_file(paths, lambda path: stats_of(path, args))
+    documents: list = []  # several files as --json: one array, a document per file
+    status = each_file(paths, lambda path: stats_of(
+        path, args, lambda doc: documents.append({"file": str(path), **doc})))
+    print_json(documents)
+    return status
+
+
+def stats_of(path: Path, args: argparse.Namespace, emit: Callable | None = None) -> int:
+    """Parse and show one file; with ``emit``, its JSON document goes there instead."""
+    from irscope.parsers import registry
+
+    emit = emit or print_json
     text = read_artifact(path)
     if not args.kind:
         log_kind = torch_log_kind(text, path.name)
         if log_kind:
-            return _print_torch_log(path, log_kind, args.json)
+            return _print_torch_log(path, log_kind, args.json, emit)
     kind = args.kind or registry.detect(text, path.name)
     module = registry.parser_module(kind)
     if module is None:
@@ -72,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     if result.kind in registry.kinds() and result.kind != kind and not args.kind:
         kind = result.kind  # the parse knows better (HLO after optimizations, memory report)
     if args.json:
-        print_json(summary(kind, result))
+        emit(summary(kind, result))
     else:
         _print_table(path, kind, result)
     for diagnostic in result.diagnostics[:20]:
@@ -93,7 +145,7 @@ def torch_log_kind(text: str, name: str) -> str | None:
     return "torch_logs" if torch_logs.is_torch_log(head, name) else None
 
 
-def _print_torch_log(path: Path, kind: str, as_json: bool) -> int:
+def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = print_json) -> int:
     """Summarize a TORCH_TRACE log or TORCH_LOGS text: file it into a scratch run, then read
     the run's figures (graphs, breaks, recompilations, kernels) as `inspect` would."""
     import tempfile
@@ -114,7 +166,7 @@ def _print_torch_log(path: Path, kind: str, as_json: bool) -> int:
                "kernels_launched_per_call": data["kernels_launched_per_call"],
                "warnings": report.warnings}
     if as_json:
-        print_json(figures)
+        emit(figures)
         return 0
     from rich.table import Table
 
