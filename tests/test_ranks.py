@@ -180,3 +180,20 @@ def test_a_rank_on_another_branch_diverges(branch_run, same_run):
     gate = run_cli("diff", same_run[0], out, "--fail-on", "ranks.diverge > 0")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     assert "ranks.diverge" in gate.stderr
+
+
+@pytest.mark.slow
+def test_a_plain_command_collects_its_python(tmp_path):
+    """After --, a command without a launcher still collects: the process has no rank, so it
+    writes into the run's own staging folder."""
+    script = tmp_path / "one.py"
+    script.write_text("import torch\nf = torch.compile(lambda x: torch.relu(x) * 2)\n"
+                      "print(f(torch.ones(4)).sum().item())\n", encoding="utf-8")
+    out = tmp_path / "run"
+    result = run_cli("inspect", "-o", out, "--", sys.executable, script, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "8.0" in result.stdout
+    with Run.open(out) as run:
+        names = [u.name for u in run.units("torch")]
+        assert "ranks" not in run.meta
+    assert "[0/0] <lambda>" in names and not any("(rank" in n for n in names)

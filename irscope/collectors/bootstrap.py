@@ -139,11 +139,12 @@ def rank_staging(staging: Staging, config: dict) -> Staging:
 
 
 def install_in_rank() -> None:
-    """Collect in a process a launcher started with a rank; other processes (the launcher
-    itself, its helpers) run untouched. Then the user's own sitecustomize, if any, runs."""
+    """Collect in a Python process of a launched program: into its rank's staging folder when
+    its launcher gave it a rank, else into the run's own (``irscope inspect -- python x.py``).
+    Then the user's own sitecustomize, if any, runs."""
     path = os.environ.get(CONFIG_VARIABLE)
     _chain_sitecustomize()
-    if not path or rank_from_env(os.environ) is None:
+    if not path:
         return
     config = json.loads(Path(path).read_text(encoding="utf-8"))
     staging = rank_staging(Staging(Path(config["staging"])), config)

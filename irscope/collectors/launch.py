@@ -5,6 +5,7 @@ torchrun ...``), and one status made of every rank's."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 from pathlib import Path
@@ -29,9 +30,14 @@ if _irscope_bootstrap is not None:
 
 
 def is_launcher(target: list[str]) -> bool:
-    """Whether ``target`` is a program to run (``torchrun ...``, ``mpirun ...``) rather than
-    a Python script: not an existing file, but a command on PATH."""
-    return bool(target) and not Path(target[0]).is_file() and shutil.which(target[0]) is not None
+    """Whether ``target`` is a program to run (``torchrun ...``, ``/usr/bin/python x.py``)
+    rather than a Python script: a command on PATH, or an executable file not named ``.py``."""
+    if not target:
+        return False
+    path = Path(target[0])
+    if path.is_file():
+        return path.suffix != ".py" and os.access(path, os.X_OK)
+    return shutil.which(target[0]) is not None
 
 
 def free_port() -> int:

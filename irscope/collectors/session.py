@@ -70,7 +70,7 @@ class Session:
         ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
         notes, complete = [], True
         extra = user_dump_files(self.user_env, self.started - 1)
-        for rank, staging in ranks or [(None, self.staging)]:
+        for rank, staging in [*ranks, (None, self.staging)]:  # then what no rank staged
             filed, whole = file_staging(self.run, staging, extra, progress,
                                         {**self.user_env, **self.env()})
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
