@@ -40,6 +40,11 @@ FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
 # ".loc 1 24 13" / ".loc 2 7 0, function_name $L__info_string0, inlined_at 1 26 51"
 LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?")
+# The call stack Triton 3.6 writes after a `.loc` only as a comment, innermost frame first:
+# "// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]"
+LOC_STACK_RE = re.compile(r"//\s*[^\s@]+:\d+(?::\d+)?\s+@\[")
+# One frame of such a comment: "standard.py:170:27" -> ("standard.py", "170")
+STACK_FRAME_RE = re.compile(r"([^\s@\[\]]+?):(\d+)(?::\d+)?(?=[\s\]]|$)")
 _NAME_RE = re.compile(r"([%\w$]+)(?:<(\d+)>)?((?:\[\d*\])*)")
 _ALIGN_RE = re.compile(r"\.align\s+(\d+)")
 # The common register declaration, a numbered range: ".b32 \t%r<236>"
@@ -223,6 +228,7 @@ def locations(text: str) -> dict[int, str]:
     the stage being viewed needs, which would slow the whole-module parse down.
     """
     files = {m.group(1): m.group(2) for m in FILE_RE.finditer(text)}
+    by_base = {path.rsplit("/", 1)[-1]: path for path in files.values()}
     stacks: dict[tuple[str, str], tuple[str, ...]] = {}  # a position -> its last call stack
     found: dict[int, str] = {}
     current = None
@@ -233,12 +239,21 @@ def locations(text: str) -> dict[int, str]:
             stack = (f"{files.get(here[0], here[0])}:{here[1]}",)
             if m.group(3):
                 stack += stacks.get(caller) or (f"{files.get(caller[0], caller[0])}:{caller[1]}",)
+            elif comment := LOC_STACK_RE.search(line):
+                stack += _comment_callers(line[comment.start():], by_base)
             stacks[here] = stack[:32]  # a cycle in odd input must not grow it without end
             current = found[number] = user_frame(stacks[here])
         elif current and stripped and stripped not in ("{", "}") and not stripped.startswith(
                 (".", "//", "$")):
             found[number] = current
     return found
+
+
+def _comment_callers(comment: str, by_base: dict[str, str]) -> tuple[str, ...]:
+    """The callers of an inlined frame named in a `.loc` comment, innermost first, each file
+    spelled as its `.file` directive spells it (the comment names base names only)."""
+    frames = STACK_FRAME_RE.findall(comment)[1:]
+    return tuple(f"{by_base.get(name, name)}:{line}" for name, line in frames)
 
 
 def _unreadable(text: str) -> str | None:
