@@ -6,7 +6,9 @@ reusable by reports: the TUI only turns these plain values into widgets.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -75,11 +77,17 @@ def navigator_groups(run: Run) -> list[FrameworkGroup]:
         by_unit[stage.unit_id].append(stage)
     grouped: dict[str, list[UnitRow]] = defaultdict(list)
     for unit in run.units():
-        stages = sorted(by_unit.get(unit.id, ()), key=lambda s: (s.position, s.name))
+        stages = sorted(by_unit.get(unit.id, ()), key=pipeline_key)
         grouped[unit.framework].append(UnitRow(unit, tuple(stages)))
     rank = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
     order = sorted(grouped, key=lambda fw: (rank.get(fw, len(rank)), fw))
     return [FrameworkGroup(fw, tuple(grouped[fw])) for fw in order]
+
+
+def pipeline_key(stage: Stage) -> tuple[int, int]:
+    """Sort key of a stage: the registry's pipeline order, then the order it was filed in
+    (FX graphs of one unit share a kind: dynamo_output_graph comes before pre_grad, ...)."""
+    return registry.get(stage.kind).order, stage.id
 
 
 def filter_groups(groups: Sequence[FrameworkGroup], query: str) -> list[FrameworkGroup]:
@@ -261,3 +269,182 @@ def neighbour_stage(stages: Sequence[Stage], current: Stage, step: int) -> Stage
         return None
     i = ids.index(current.id) + step
     return text_stages[i] if 0 <= i < len(text_stages) else None
+
+
+# -- graphs and the kernels they launch ----------------------------------------------------
+# "# kernel path: /tmp/torchinductor_u/co/ccote6phhmgvcpx7d5uuyiyw6hddfnnhyf57p6fl5ni4nqfa4uem.py"
+KERNEL_PATH_RE = re.compile(r"^\s*#\s*kernel path:\s*(\S+)")
+# "triton_poi_fused_gelu_0 = async_compile.triton('triton_poi_fused_gelu_0', '''"
+KERNEL_DEF_RE = re.compile(r"^(\w+)\s*=\s*async_compile\.\w+\(\s*['\"](\w+)['\"]")
+# "            triton_poi_fused_gelu_0.run(buf1, 4096, stream=stream0)"
+KERNEL_RUN_RE = re.compile(r"\b(\w+)\.run\(")
+
+
+@dataclass(frozen=True)
+class OutputKernel:
+    """A kernel an output code defines: its module path, where its source sits (0-based
+    lines, end exclusive) and the lines that launch it."""
+
+    name: str
+    path: str | None
+    first: int
+    end: int
+    runs: tuple[int, ...] = ()
+
+
+def output_code_kernels(lines: Sequence[str]) -> dict[str, OutputKernel]:
+    """The kernels of an Inductor output code by variable name, as its text lays them out."""
+    found: dict[str, dict[str, Any]] = {}
+    path = None
+    current = None
+    for number, line in enumerate(lines):
+        if m := KERNEL_PATH_RE.match(line):
+            path = m.group(1)
+        elif m := KERNEL_DEF_RE.match(line):
+            current = found[m.group(1)] = {"path": path, "first": number, "end": number + 1,
+                                           "runs": []}
+            path = None
+        elif current is not None and line.startswith("'''"):  # "''', device_str=..."
+            current["end"] = number + 1
+            current = None
+        if ".run(" in line:
+            for m in KERNEL_RUN_RE.finditer(line):
+                if m.group(1) in found:
+                    found[m.group(1)]["runs"].append(number)
+    return {name: OutputKernel(name, k["path"], k["first"], k["end"], tuple(k["runs"]))
+            for name, k in found.items()}
+
+
+def kernel_at(kernels: Mapping[str, OutputKernel], lines: Sequence[str],
+              line: int) -> OutputKernel | None:
+    """The kernel the cursor line of an output code is about: the one it launches or names,
+    else the one whose source the line sits in."""
+    text = lines[line] if 0 <= line < len(lines) else ""
+    for m in KERNEL_RUN_RE.finditer(text):
+        if m.group(1) in kernels:
+            return kernels[m.group(1)]
+    for word in re.findall(r"\w+", text):
+        if word in kernels:
+            return kernels[word]
+    return next((k for k in kernels.values() if k.first <= line < k.end), None)
+
+
+def base_name(unit_name: str) -> str:
+    """A kernel unit's name without the hash suffix of a second compile: "x_0-94bbd7fb" -> "x_0"."""
+    head, _, tail = unit_name.rpartition("-")
+    return head if head and re.fullmatch(r"[0-9a-f]{6,}", tail) else unit_name
+
+
+def launched_unit(kernel: OutputKernel, candidates: Sequence[Unit]) -> Unit | None:
+    """The unit among ``candidates`` (those the graph launches, first) that is ``kernel``:
+    same module file, else same name."""
+    if kernel.path:
+        for unit in candidates:
+            if unit.source_file and os.path.basename(unit.source_file) == os.path.basename(
+                    kernel.path) and base_name(unit.name) == kernel.name:
+                return unit
+        for unit in candidates:
+            if unit.source_file and os.path.basename(unit.source_file) == os.path.basename(
+                    kernel.path):
+                return unit
+    return next((u for u in candidates if base_name(u.name) == kernel.name), None)
+
+
+def launch_line(kernels: Mapping[str, OutputKernel], unit: Unit) -> int | None:
+    """The output-code line launching ``unit`` (else defining it), 0-based."""
+    for kernel in kernels.values():
+        same_file = (kernel.path and unit.source_file and os.path.basename(kernel.path)
+                     == os.path.basename(unit.source_file))
+        if same_file or (not kernel.path and kernel.name == base_name(unit.name)):
+            return kernel.runs[0] if kernel.runs else kernel.first
+    return None
+
+
+# -- where a stage opens --------------------------------------------------------------------
+# "        /*0010*/                   S2R R0, SR_TID.X ;" (an instruction, not a `.byte` dump)
+SASS_INSTRUCTION_RE = re.compile(r"^\s*/\*[0-9a-fA-F]{4,}\*/\s+(?:@!?U?P\w+\s+)?[A-Z]")
+
+
+def first_code_line(kind: str, lines: Sequence[str]) -> int:
+    """The line a stage opens on: SASS at its first instruction (after the ELF sections'
+    byte dumps), every other stage at the top."""
+    if kind == "sass":
+        return next((i for i, line in enumerate(lines) if SASS_INSTRUCTION_RE.match(line)), 0)
+    return 0
+
+
+def readable_text(kind: str, text: str) -> str:
+    """Metadata as people read it: a JSON object on one line is pretty-printed."""
+    if kind in ("metadata", "cost_analysis") and text.lstrip()[:1] in ("{", "["):
+        try:
+            return json.dumps(json.loads(text), indent=2, sort_keys=False, default=str)
+        except ValueError:
+            return text
+    return text
+
+
+def python_source_locations(source_file: str, def_line: int, count: int) -> LineLocations:
+    """Locations of a kernel's Python source stage, which holds the function from its `def`
+    (file line ``def_line``) on: line i is ``source_file:def_line + i``."""
+    per_line = tuple(frozenset({f"{source_file}:{def_line + i}"}) for i in range(count))
+    return LineLocations(per_line, {normal_key(next(iter(k))): (i,)
+                                    for i, k in enumerate(per_line)})
+
+
+def def_line_of(locations: LineLocations, source_file: str) -> int | None:
+    """The kernel's `def` line in its module: the smallest line any IR stage maps to there
+    (Triton puts the function's own location on the `def`)."""
+    base = os.path.basename(source_file)
+    numbers = [int(key.rpartition(":")[2]) for key in locations.index
+               if not key.startswith("node ") and key.rpartition(":")[0] == base
+               and key.rpartition(":")[2].isdigit() and int(key.rpartition(":")[2]) > 0]
+    return min(numbers) if numbers else None
+
+
+def mark_runs(marks: Sequence[int]) -> list[int]:
+    """The first line of each run of consecutive marked lines: n/N step through these."""
+    ordered = sorted(marks)
+    return [line for i, line in enumerate(ordered) if i == 0 or ordered[i - 1] != line - 1]
+
+
+# -- the kernel card -------------------------------------------------------------------------
+def kernel_card(unit: Unit, figures: Any = None) -> list[tuple[str, str]]:
+    """A Triton kernel's launch facts and resources as (label, value) rows: signature,
+    constexprs, num_warps, num_stages, shared memory, registers, spills, occupancy with its
+    limiter, target arch, autotune winner. ``figures``: its irscope.analysis UnitFigures."""
+    attrs = unit.attrs or {}
+    rows: list[tuple[str, str]] = []
+    signature = attrs.get("signature")
+    if isinstance(signature, Mapping):
+        rows.append(("signature", ", ".join(f"{k}: {v}" for k, v in signature.items()
+                                            if v != "constexpr")))
+    constexprs = attrs.get("constexprs")
+    if isinstance(constexprs, Mapping) and constexprs:
+        rows.append(("constexprs", ", ".join(f"{k}={v}" for k, v in constexprs.items())))
+    for key in ("num_warps", "num_stages", "num_ctas"):
+        if attrs.get(key) is not None:
+            rows.append((key.replace("_", " "), str(attrs[key])))
+    kernel = figures.kernels[0] if figures is not None and figures.kernels else None
+    if kernel is not None:
+        rows.append(("shared static", f"{kernel.shared_static_bytes:,} B"))
+        rows.append(("shared dynamic", f"{kernel.shared_dynamic_bytes:,} B"))
+        if kernel.registers is not None:
+            rows.append(("registers", str(kernel.registers)))
+        if kernel.spill_bytes is not None:
+            rows.append(("spills", f"{kernel.spill_store_bytes or 0} B st / "
+                                   f"{kernel.spill_load_bytes or 0} B ld"))
+        if kernel.occupancy is not None:
+            limiter = f" ({kernel.occupancy_limiter})" if kernel.occupancy_limiter else ""
+            rows.append(("occupancy", f"{kernel.occupancy:.0%}{limiter}"))
+    elif attrs.get("shared") is not None:
+        rows.append(("shared dynamic", f"{int(attrs['shared']):,} B"))
+    arch = attrs.get("arch") or (attrs.get("target") or {}).get("arch")
+    if arch:
+        rows.append(("target", str(arch)))
+    best = attrs.get("autotune_best")
+    if best:
+        rows.append(("autotune best", best if isinstance(best, str) else json.dumps(best)))
+    candidates = attrs.get("autotune_candidates")
+    if isinstance(candidates, list) and candidates:
+        rows.append(("candidates", str(len(candidates))))
+    return rows

@@ -61,6 +61,8 @@ async def test_opens_on_first_stage_and_navigates_in_pipeline_order(run_path):
         with Run.open(run_path) as run:
             text = run.read_text(app.current)
         assert app.viewer.lines == text.splitlines()
+        assert app.focused is app.viewer  # the stage's keys work from the start
+        app.navigator.stage_tree.focus()
         seen = [app.current.kind]
         for _ in range(3):
             await pilot.press("down")

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("pytest_textual_snapshot")
 
-from tui_helpers import build_run, remove_blob  # noqa: E402
+from tui_helpers import build_run, copy_sample, remove_blob  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -22,7 +22,7 @@ def run_path(tmp_path_factory):
 
 
 async def until(pilot, ready, what: str, timeout: float = 60.0) -> None:
-    """Pause until ``ready()``; a loaded machine only makes this slower, never a different picture."""
+    """Pause until ``ready()``: a loaded machine makes this slower, never another picture."""
     for _ in range(int(timeout / 0.05)):
         if ready():
             return
@@ -44,10 +44,23 @@ def goto(unit: str, kind: str, *then: str):
         app.viewer.focus()
         if then:
             await pilot.press(*then)
-        await pilot.pause(0.3)
-        await app.workers.wait_for_complete()
-        await pilot.pause(0.1)
+        await settle(pilot)
     return hook
+
+
+async def settle(pilot) -> None:
+    """Let workers finish, then drop toasts: a toast's timeout must not decide the picture."""
+    app = pilot.app
+    await pilot.pause(0.3)
+    await app.workers.wait_for_complete()
+    await pilot.pause(0.1)
+    app.clear_notifications()
+    await pilot.pause(0.1)
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    return copy_sample("torch_cuda", tmp_path_factory.mktemp("snap") / "torch_cuda")
 
 
 def test_main_screen_ptx_with_analysis(run_path, snap_compare):
@@ -86,6 +99,9 @@ def test_compare_screen(run_path, snap_compare):
     async def hook(pilot) -> None:
         await goto("softmax_kernel", "ptx", "m")(pilot)
         await goto("add_kernel", "ptx", "c")(pilot)
+        await until(pilot, lambda: type(pilot.app.screen).__name__ == "CompareScreen",
+                    "the compare screen")
+        await settle(pilot)
 
     assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 36), run_before=hook)
 
@@ -99,3 +115,47 @@ def test_missing_blob_message(run_path, tmp_path, snap_compare):
     remove_blob(damaged, "add_kernel", "llir")
     assert snap_compare(IrscopeApp(damaged), terminal_size=(100, 30),
                         run_before=goto("add_kernel", "llir"))
+
+
+def test_output_code_with_its_launches(torch_run, snap_compare):
+    """A graph's output code with the cursor on a launch; the panel lists every kernel it
+    launches as options."""
+    async def hook(pilot) -> None:
+        await goto("[3/0] post_norm_block", "inductor_output_code")(pilot)
+        app = pilot.app
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "triton_per_fused_native_layer_norm_1.run(" in line)
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(torch_run), terminal_size=(140, 36), run_before=hook)
+
+
+def test_kernel_card_after_following_a_launch(torch_run, snap_compare):
+    """`]` on the layer-norm launch opens that kernel's Python source; the panel shows its
+    card: signature, constexprs, warps, stages, shared memory, registers, occupancy."""
+    async def hook(pilot) -> None:
+        await goto("[3/0] post_norm_block", "inductor_output_code")(pilot)
+        app = pilot.app
+        code = app.current
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "triton_per_fused_native_layer_norm_1.run(" in line)
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.unit_id != code.unit_id
+                    and app.panel.parsed is not None and app.panel.card, "the kernel")
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(torch_run), terminal_size=(140, 36), run_before=hook)
+
+
+def test_sass_opens_at_the_first_instruction(run_path, snap_compare):
+    """SASS opens on `/*0000*/`, not on the ELF sections' byte dumps."""
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 30),
+                        run_before=goto("add_kernel", "sass"))
+
+
+def test_tree_focused_cursor_row_is_dimmed(run_path, snap_compare):
+    """With the tree focused, the viewer's cursor row is drawn dim with a hollow marker."""
+    async def hook(pilot) -> None:
+        await goto("add_kernel", "ttgir", "tab")(pilot)
+
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 30), run_before=hook)

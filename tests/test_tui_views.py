@@ -211,3 +211,74 @@ def test_core_views_do_not_import_textual():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# -- locations, kernels and where stages open, on the committed H100 runs --------------------
+def _sample_text(run_name: str, unit: str, kind: str) -> str:
+    from irscope.store import Run
+
+    with Run.open(SAMPLES / "gpu" / run_name) as run:
+        return run.read_text(run.stage(run.unit(unit), kind))
+
+
+def test_ptx_inlined_frames_written_as_comments_map_to_the_users_line():
+    """Triton 3.6 writes an inlined call stack only in the `.loc` comment:
+    `// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]`."""
+    from irscope.parsers import ptx
+
+    text = _sample_text("triton_kernels", "softmax_kernel", "ptx")
+    lines = text.splitlines()
+    inlined = [n for n, line in enumerate(lines, 1) if ".loc" in line and "@[" in line]
+    assert inlined
+    found = ptx.locations(text)
+    for number in inlined:
+        user = lines[number - 1].rsplit("@[", 1)[1].strip(" ]").rsplit(":", 1)[0]
+        assert normal_key(found[number]) == user, lines[number - 1]
+    assert not any("standard.py" in where for where in found.values())
+
+
+def test_output_code_kernels_and_the_kernel_under_the_cursor():
+    from irscope.views import kernel_at, output_code_kernels
+
+    lines = _sample_text("torch_cuda", "[3/0] post_norm_block",
+                         "inductor_output_code").splitlines()
+    kernels = output_code_kernels(lines)
+    assert set(kernels) == {"triton_poi_fused_gelu_0", "triton_per_fused_native_layer_norm_1"}
+    norm = kernels["triton_per_fused_native_layer_norm_1"]
+    assert norm.path.endswith("c3j5n32j43qr2fsfcincwnptoe4fdvudfe7k5ipyapvdrvsacsml.py")
+    assert [lines[i].strip().split(".run(")[0] for i in norm.runs] == [norm.name]
+    assert kernel_at(kernels, lines, norm.runs[0]) is norm
+    assert kernel_at(kernels, lines, norm.first + 3) is norm  # inside its source
+    assert kernel_at(kernels, lines, 0) is None
+
+
+def test_sass_opens_at_its_first_instruction_and_metadata_is_readable():
+    from irscope.views import first_code_line, readable_text
+
+    lines = _sample_text("triton_kernels", "softmax_kernel", "sass").splitlines()
+    first = first_code_line("sass", lines)
+    assert "/*0000*/" in lines[first] and ".byte" not in lines[first]
+    assert first > 100 and not any("SR_TID" in line or "LDC " in line for line in lines[:first])
+    meta = _sample_text("triton_kernels", "softmax_kernel", "metadata")
+    assert readable_text("metadata", meta).count("\n") > 10
+    assert readable_text("metadata", "not json") == "not json"
+
+
+def test_mark_runs_start_each_run_of_lines():
+    from irscope.views import mark_runs
+
+    assert mark_runs([9, 3, 4, 5, 10, 20]) == [3, 9, 20]
+    assert mark_runs([]) == []
+
+
+def test_stages_sort_in_pipeline_order_then_filing_order():
+    from irscope.views import pipeline_key
+
+    def stage(id_: int, kind: str, name: str) -> Stage:
+        return Stage(id_, 1, kind, name, 0, "b", 0)
+
+    stages = [stage(5, "inductor_output_code", "out"), stage(2, "fx_graph", "before_pre_grad"),
+              stage(1, "fx_graph", "dynamo_output_graph"), stage(3, "fx_graph", "after_joint"),
+              stage(4, "python_source", "src")]
+    assert [s.name for s in sorted(stages, key=pipeline_key)] == [
+        "src", "dynamo_output_graph", "before_pre_grad", "after_joint", "out"]

@@ -15,7 +15,7 @@ KERNELS = ("softmax_kernel", "add_kernel", "matmul_kernel")
 TEXT_STAGES = ("ttir", "ttgir", "llir", "ptx")
 # samples/scripts/triton_kernels.py as Triton compiled it on an H100 (samples/README.md)
 SAMPLE_RUN = SCRIPTS.parent / "gpu" / "triton_kernels"
-SAMPLE_STAGES = (*TEXT_STAGES, "cubin", "sass")
+SAMPLE_STAGES = ("python_source", *TEXT_STAGES, "cubin", "sass")
 
 
 def file_kernel(writer, name: str, compiled: dict, unit_name: str | None = None) -> int:
@@ -94,3 +94,14 @@ def synchronous(test):
         return asyncio.run(test(*args, **kwargs))
 
     return wrapper
+
+
+GPU_SAMPLES = SCRIPTS.parent / "gpu"
+
+
+def copy_sample(name: str, dest: Path) -> Path:
+    """A writable copy of a committed GPU sample run (torch_cuda, triton_kernels, jax_cuda)."""
+    import shutil
+
+    shutil.copytree(GPU_SAMPLES / name, dest)
+    return dest

@@ -1,4 +1,4 @@
-"""The side panel: a stage's totals and its opcode histogram drawn as bars."""
+"""The side panel: the kernel card, a stage's totals, its launches and its opcode histogram."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from typing import Any
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 from textual.reactive import reactive
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
 
+from irscope.tui import messages as msg
 from irscope.views import HISTOGRAM_MODES, compact, histogram
 
 TOP_OPS = 24
@@ -23,14 +29,17 @@ ALWAYS_SHOWN = ("instructions", "registers")  # even when 0
 
 
 def bar_rows(hist: dict[str, int], width: int, limit: int = TOP_OPS) -> Table:
-    """A table of op, count and a bar scaled to the largest count."""
+    """A table of op, count and a bar scaled to the largest count; op names get the room the
+    panel has (half its width), not a fixed few characters."""
+    label_width = max(width // 2, 12)
     table = Table.grid(padding=(0, 1))
-    table.add_column(no_wrap=True, overflow="ellipsis", max_width=18)
+    table.add_column(no_wrap=True, overflow="ellipsis", max_width=label_width)
     table.add_column(justify="right", no_wrap=True)
     table.add_column(no_wrap=True)
     items = list(hist.items())[:limit]
     top = max((c for _, c in items), default=1) or 1
-    room = max(width - 28, 4)
+    longest = min(max((len(op) for op, _ in items), default=4), label_width)
+    room = max(width - longest - 8, 4)
     for op, count in items:
         table.add_row(op, compact(count), Text("█" * max(1, round(room * count / top)),
                                                style="bold"))
@@ -54,8 +63,18 @@ def totals_table(totals: dict[str, Any]) -> Table:
     return table
 
 
+def card_table(rows: tuple[tuple[str, str], ...]) -> Table:
+    """The kernel card: launch facts and resources, values wrapped rather than cut."""
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in rows:
+        table.add_row(label, value)
+    return table
+
+
 def listing(title: str, items: Any, describe, limit: int = 8) -> list[Text]:
-    """A titled list of a parser's records (launches, fusions), or nothing when absent."""
+    """A titled list of a parser's records (fusions), or nothing when absent."""
     if not isinstance(items, list) or not items:
         return []
     rows = [Text(describe(item) if isinstance(item, dict) else str(item), no_wrap=True,
@@ -65,37 +84,100 @@ def listing(title: str, items: Any, describe, limit: int = 8) -> list[Text]:
     return [Text(""), Text(f"{title} ({len(items)})", style="bold"), *rows]
 
 
-class AnalysisPanel(Static):
-    """Renders ``parsed`` (the parser's JSON) in the histogram ``mode``."""
+class AnalysisPanel(VerticalScroll):
+    """Renders ``card`` (a kernel's facts) and ``parsed`` (the parser's JSON) in the histogram
+    ``mode``; every kernel launched is an option: enter follows it."""
 
     parsed: reactive[dict[str, Any] | None] = reactive(None)
     mode: reactive[str] = reactive("opcode")
     title: reactive[str] = reactive("")
+    card: reactive[tuple[tuple[str, str], ...]] = reactive(())
 
-    def render(self):
-        if self.parsed is None:
-            return Text(self.title or "No stage", style="dim")
+    def compose(self) -> ComposeResult:
+        yield Static(id="panel-head")
+        yield OptionList(id="panel-launches")
+        yield Static(id="panel-body")
+
+    def on_mount(self) -> None:
+        self._refresh_all()
+
+    def watch_parsed(self) -> None:
+        self._refresh_all()
+
+    def watch_mode(self) -> None:
+        self._refresh_all()
+
+    def watch_title(self) -> None:
+        self._refresh_all()
+
+    def watch_card(self) -> None:
+        self._refresh_all()
+
+    def on_resize(self) -> None:
+        self._refresh_all()
+
+    def focus_first(self) -> None:
+        launches = self.query_one("#panel-launches", OptionList)
+        (launches if launches.display else self).focus()
+
+    @property
+    def launches(self) -> list[dict[str, Any]]:
+        items = (self.parsed or {}).get("launch_sequence")
+        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+
+    def _refresh_all(self) -> None:
+        try:
+            head = self.query_one("#panel-head", Static)
+            body = self.query_one("#panel-body", Static)
+            launches = self.query_one("#panel-launches", OptionList)
+        except NoMatches:  # a reactive set before the panel composed its parts
+            return
+        width = max(self.size.width - 2, 20)
+        parts: list[Any] = [Text(self.title or "No stage", style="bold" if self.parsed
+                                 is not None else "dim", overflow="fold")]
+        if self.card:
+            parts += [Text(""), Text("kernel", style="bold"), card_table(self.card)]
         parsed = self.parsed
-        parts: list[Any] = [Text(self.title, style="bold")]
+        if parsed is None:
+            head.update(Group(*parts))
+            launches.display = False
+            body.update("")
+            return
         totals = parsed.get("totals") or {}
         if totals:
             parts += [Text(""), totals_table(totals)]
-        parts += listing("kernels launched", parsed.get("launch_sequence"),
-                         lambda k: f"{k.get('name', '?')}  {k.get('kind', '')}")
-        parts += listing("fusions", parsed.get("fusions"),
-                         lambda f: f"{f.get('name', '?')}  {f.get('kind', '')}  " + " ".join(
-                             f"{op}×{n}" for op, n in (f.get("members") or {}).items()))
+        items = self.launches
+        if items:
+            parts += [Text(""), Text(f"kernels launched ({len(items)})  P, enter follows",
+                                     style="bold")]
+        head.update(Group(*parts))
+        launches.clear_options()
+        launches.add_options([Option(Text(f"{k.get('name', '?')}  {k.get('kind', '')}",
+                                          no_wrap=True, overflow="ellipsis"),
+                                     id=f"{i}:{k.get('line') or 0}:{k.get('name', '?')}")
+                              for i, k in enumerate(items)])
+        launches.display = bool(items)
+        rest: list[Any] = listing("fusions", parsed.get("fusions"),
+                                  lambda f: f"{f.get('name', '?')}  {f.get('kind', '')}  "
+                                  + " ".join(f"{op}×{n}" for op, n in
+                                             (f.get("members") or {}).items()))
         hist = histogram(parsed, self.mode)
         heading = Text("histogram ", style="bold")
         for mode in HISTOGRAM_MODES:
             heading.append(f" {mode} ", style="reverse bold" if mode == self.mode else "dim")
-        parts += [Text(""), heading]
-        parts.append(bar_rows(hist, self.size.width) if hist else
-                     Text(f"no {self.mode} histogram for this stage", style="dim"))
+        rest += [Text(""), heading]
+        rest.append(bar_rows(hist, width) if hist else
+                    Text(f"no {self.mode} histogram for this stage", style="dim"))
         diagnostics = parsed.get("diagnostics") or []
         if diagnostics:
-            parts += [Text(""), Text(f"{len(diagnostics)} diagnostics", style="bold")]
+            rest += [Text(""), Text(f"{len(diagnostics)} diagnostics", style="bold")]
             for diag in diagnostics[:5]:
-                parts.append(Text(f"{diag.get('line', 0)}: {diag.get('message', '')}",
-                                  style="dim", overflow="ellipsis", no_wrap=True))
-        return Group(*parts)
+                rest.append(Text(f"{diag.get('line', 0)}: {diag.get('message', '')}",
+                                 style="dim", overflow="ellipsis", no_wrap=True))
+        body.update(Group(*rest))
+
+    @on(OptionList.OptionSelected, "#panel-launches")
+    def _launch_chosen(self, event: OptionList.OptionSelected) -> None:
+        _index, line, name = (event.option.id or "::").split(":", 2)
+        if name:
+            self.post_message(msg.KernelChosen(name, int(line) - 1 if int(line) > 0 else None))

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -23,11 +24,17 @@ from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptScreen,
                                  SourceScreen, stage_label)
 from irscope.tui.viewer import IrViewer
-from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, is_ir, line_locations,
-                           navigator_groups, neighbour_stage, node_keys, python_location,
-                           stage_title)
+from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of,
+                           first_code_line, is_ir, kernel_at, kernel_card, launch_line,
+                           launched_unit, line_locations, navigator_groups, neighbour_stage,
+                           node_keys, normal_key, output_code_kernels, python_location,
+                           python_source_locations, readable_text, stage_title)
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
+KERNEL_IR = ("ttir", "ttgir", "llir", "ptx")  # stages whose locations place a kernel's `def`
+# actions that act on the main screen: refused while another screen is on top
+GLOBAL_ACTIONS = frozenset({"quit", "help", "toggle_dark", "focus_next", "focus_previous",
+                            "command_palette", "screenshot", "bell"})
 BADGE_KINDS = ("sass", "ptx", "inductor_output_code", "hlo_after_opt", "jaxpr", "fx_graph")
 
 
@@ -59,12 +66,15 @@ class IrscopeApp(App[None]):
         self.parsed: dict[str, Any] = {}
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
+        self.back_stack: list[tuple[Stage, int]] = []  # where following came from
+        self.forward_stack: list[tuple[Stage, int]] = []
 
         self.navigator = Navigator(id="navigator", show_all=show_all)
         self.viewer = IrViewer(id="viewer")
         self.status = Static("", id="status")
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
+        self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
 
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
@@ -107,19 +117,22 @@ class IrscopeApp(App[None]):
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id))
-        self.post_message(msg.BadgesReady(out))
+        self.post_message(msg.BadgesReady(out, figures))
 
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)
-    def load_stage(self, stage: Stage, cursor: int = 0, marks: tuple[int, ...] = ()) -> None:
+    def load_stage(self, stage: Stage, cursor: int | None = None,
+                   marks: tuple[int, ...] = ()) -> None:
         if registry.get(stage.kind).binary:
             self.post_message(msg.StageFailed(stage, f"{stage_title(stage)} is binary "
                                               f"({stage.size:,} bytes): open its SASS stage"))
             return
         try:
-            text = self.store().read_text(stage)
+            text = readable_text(stage.kind, self.store().read_text(stage))
         except IrscopeError as exc:
             self.post_message(msg.StageFailed(stage, self._without_run_path(exc)))
             return
+        if cursor is None:
+            cursor = first_code_line(stage.kind, text.splitlines())
         collapsed = self.collapsed and stage.kind == "ptx"
         if collapsed:
             lines, spans = collapsed_listing(text)
@@ -136,44 +149,131 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
     def follow_worker(self, stage: Stage, line: int, step: int) -> None:
         run = self.store()
+        if stage.kind == "inductor_output_code" and step > 0:
+            self.post_message(self._into_kernel(run, stage, line))
+            return
         target = neighbour_stage(self.stages_by_unit.get(stage.unit_id, ()), stage, step)
+        if target is None and step < 0:
+            self.post_message(self._to_graph(run, stage))
+            return
         if target is None:
             target = self._linked_stage(run, stage, step)
         if target is None:
             where = "next" if step > 0 else "previous"
             self.post_message(msg.FollowResolved(None, (), f"no {where} stage"))
             return
+        self.post_message(self._same_source(run, stage, line, target))
+
+    def _same_source(self, run: Run, stage: Stage, line: int, target: Stage
+                     ) -> msg.FollowResolved:
+        """The lines of ``target`` from the same source as ``line`` of ``stage``."""
         keys = self._locations_of(run, stage).same_source(line)
+        target_locations = self._locations_of(run, target)
+        start = first_code_line(target.kind, self._lines_of(run, target))
+        if not target_locations.index:
+            return msg.FollowResolved(target, (), f"{stage_title(target)} carries no line "
+                                      "information: opened at its first instruction", start)
         if not keys:
-            self.post_message(msg.FollowResolved(target, (), f"line {line + 1} carries no "
-                                                 "source location; opened the stage at the top"))
-            return
-        hits = tuple(self._locations_of(run, target).find(keys))
-        files = sorted(k.rsplit("/", 1)[-1] for k in keys if not k.startswith("node "))
-        shown = ", ".join(files or sorted(keys))
+            return msg.FollowResolved(target, (), f"line {line + 1} carries no source "
+                                      "location; opened the stage at its start", start)
+        hits = tuple(target_locations.find(keys))
+        files = sorted({normal_key(k) for k in keys if not k.startswith("node ")})
+        shown = ", ".join(files[:3] or sorted(keys)[:3])
         note = (f"{len(hits)} lines from {shown}" if hits
                 else f"{shown} does not appear in {stage_title(target)}")
-        self.post_message(msg.FollowResolved(target, hits, note))
+        return msg.FollowResolved(target, hits, note, hits[0] if hits else start)
+
+    def _into_kernel(self, run: Run, stage: Stage, line: int) -> msg.FollowResolved:
+        """From an output code line to the kernel it launches or defines."""
+        lines = self._lines_of(run, stage)
+        kernels = output_code_kernels(lines)
+        kernel = kernel_at(kernels, lines, line)
+        if kernel is None:
+            return msg.FollowResolved(None, (), f"line {line + 1} names no kernel: put the "
+                                      f"cursor on a launch (.run) of one of {len(kernels)}")
+        relations = run.relations("launches")
+        linked = [self.units[r.dst] for r in sorted(
+            (r for r in relations if r.src == stage.unit_id),
+            key=lambda r: r.attrs.get("order", 0)) if r.dst in self.units]
+        unit = launched_unit(kernel, linked) or launched_unit(kernel, list(self.units.values()))
+        stages = [s for s in self.stages_by_unit.get(unit.id, ()) if is_ir(s)] if unit else []
+        if not stages:
+            return msg.FollowResolved(None, (), f"{kernel.name} is not in this run")
+        target = stages[0]
+        cursor = 0
+        if target.kind == "python_source" and kernel.first <= line < kernel.end:
+            body = lines[kernel.first:kernel.end]
+            def_at = next((i for i, text in enumerate(body)
+                           if text.lstrip().startswith(f"def {kernel.name}")), None)
+            if def_at is not None:
+                cursor = max(line - kernel.first - def_at, 0)
+        return msg.FollowResolved(target, (), f"{kernel.name} ({unit.name})", cursor)
+
+    def _to_graph(self, run: Run, stage: Stage) -> msg.FollowResolved:
+        """From a kernel's first stage back to the output code launching it."""
+        graphs = [r.src for r in run.relations("launches") if r.dst == stage.unit_id]
+        for unit_id, cursor in ((s.unit_id, c) for s, c in reversed(self.back_stack)):
+            if unit_id in graphs:  # the graph we came from first
+                graphs.insert(0, unit_id)
+                break
+        for unit_id in graphs:
+            code = next((s for s in self.stages_by_unit.get(unit_id, ())
+                         if s.kind == "inductor_output_code"), None)
+            if code is not None:
+                unit = self.units[stage.unit_id]
+                at = launch_line(output_code_kernels(self._lines_of(run, code)), unit)
+                return msg.FollowResolved(code, (), f"{self.units[unit_id].name} launches "
+                                          f"{unit.name}", at or 0)
+        return msg.FollowResolved(None, (), "no previous stage")
+
+    def _lines_of(self, run: Run, stage: Stage) -> list[str]:
+        return run.read_text(stage).splitlines()
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def source_worker(self, stage: Stage, line: int) -> None:
         run = self.store()
+        if stage.kind == "python_source":
+            self.post_message(msg.Problem("this stage is the Python source", "information"))
+            return
         keys = self._locations_of(run, stage).at(line)
-        found = python_location(keys)
         nodes = node_keys(keys)
         for graph in self.stages_by_unit.get(stage.unit_id, ()):  # Inductor code names FX
-            if found is None and nodes and graph.kind in ("fx_graph", "aot_graph"):  # nodes
+            if nodes and graph.kind in ("fx_graph", "aot_graph"):  # nodes
                 graph_locations = self._locations_of(run, graph)
                 for number in graph_locations.find(nodes):
-                    found = found or python_location(graph_locations.at(number))
+                    keys = keys | graph_locations.at(number)
+        files = [k for k in sorted(keys) if not k.startswith("node ")]
+        own = self._own_source(run, stage.unit_id, files)
+        if own is not None:
+            self.call_from_thread(self.push_screen, own)
+            return
+        found = python_location(keys)
         if found is None:
-            self.post_message(msg.Problem("no Python source line for this line (or the file "
-                                          "is not on this machine)", "warning"))
+            self.post_message(msg.Problem("no Python source line for this line (the run keeps "
+                                          "no source stage for it)", "warning"))
             return
         path, number = found
         lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
         self.call_from_thread(self.push_screen,
                               SourceScreen(path, lines, number, lexer_for("python_source")))
+
+    def _own_source(self, run: Run, unit_id: int, files: list[str]) -> SourceScreen | None:
+        """The unit's Python source stage at the line of one of ``files`` it holds: read from
+        the run, so it works wherever the run is opened."""
+        unit = self.units.get(unit_id)
+        source = next((s for s in self.stages_by_unit.get(unit_id, ())
+                       if s.kind == "python_source"), None)
+        if unit is None or source is None or not unit.source_file:
+            return None
+        locations = self._locations_of(run, source)
+        for key in files:
+            hits = locations.find(frozenset({key}))
+            if hits:
+                lines = self._lines_of(run, source)
+                return SourceScreen(f"{unit.source_file} (from the run)", lines,
+                                    int(key.rpartition(":")[2]), lexer_for("python_source"),
+                                    cursor=hits[0])
+        return None
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, left: Stage, right: Stage) -> None:
@@ -202,11 +302,27 @@ class IrscopeApp(App[None]):
             return {"diagnostics": [{"line": 0, "message": f"no analysis: {exc}"}]}
 
     def _locations_of(self, run: Run, stage: Stage) -> LineLocations:
+        if stage.kind == "python_source":
+            return self._python_locations(run, stage)
         key = (stage.blob, stage.kind)
         if key not in self._locations:
             self._locations[key] = line_locations(stage.kind, run.read_text(stage),
                                                   self._parse_quietly(run, stage))
         return self._locations[key]
+
+    def _python_locations(self, run: Run, stage: Stage) -> LineLocations:
+        """A kernel's Python source stage holds its function from the `def`: its lines map to
+        the module's lines from the `def` line its IR stages name."""
+        unit = self.units.get(stage.unit_id)
+        if unit is None or not unit.source_file:
+            return LineLocations()
+        for ir in self.stages_by_unit.get(stage.unit_id, ()):
+            if ir.kind in KERNEL_IR:
+                def_line = def_line_of(self._locations_of(run, ir), unit.source_file)
+                if def_line is not None:
+                    return python_source_locations(unit.source_file, def_line,
+                                                   len(self._lines_of(run, stage)))
+        return LineLocations()
 
     def _linked_stage(self, run: Run, stage: Stage, step: int) -> Stage | None:
         """Across a "launches" relation: graph → first kernel stage, kernel → graph's last."""
@@ -235,20 +351,31 @@ class IrscopeApp(App[None]):
         else:
             self.open_stage(first)
             self.navigator.select_stage(first)
-        self.navigator.stage_tree.focus()
+        self.viewer.focus()  # the stage's keys work from the start; tab reaches the tree
+
+    @on(Navigator.StageSelected)
+    def _stage_selected(self) -> None:
+        self.viewer.focus()
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
+        self.figures = message.figures
         self.navigator.stage_tree.set_badges(message.badges)
+        unit = self.units.get(self.current.unit_id) if self.current else None
+        if unit is not None:
+            self.panel.card = tuple(kernel_card(unit, self.figures.get(unit.id)))
 
     @on(Navigator.StageChosen)
     def _stage_chosen(self, message: Navigator.StageChosen) -> None:
         if self.current is None or message.stage.id != self.current.id:
             self.open_stage(message.stage)
 
-    def open_stage(self, stage: Stage, cursor: int = 0, marks: tuple[int, ...] = ()) -> None:
+    def open_stage(self, stage: Stage, cursor: int | None = None,
+                   marks: tuple[int, ...] = ()) -> None:
         self.current = stage
         self.panel.title = self._label(stage)
+        unit = self.units.get(stage.unit_id)
+        self.panel.card = tuple(kernel_card(unit, self.figures.get(unit.id))) if unit else ()
         self.panel.parsed = None
         self.load_stage(stage, cursor, marks)
 
@@ -284,9 +411,34 @@ class IrscopeApp(App[None]):
     def _followed(self, message: msg.FollowResolved) -> None:
         self.notify(message.note, timeout=4)
         if message.target is not None:
-            self.navigator.select_stage(message.target)
-            self.open_stage(message.target, message.lines[0] if message.lines else 0,
-                            message.lines)
+            if self.current is not None:
+                self.back_stack.append((self.current, self.viewer.cursor))
+                self.forward_stack.clear()
+            self._go(message.target, message.cursor, message.lines)
+
+    def _go(self, stage: Stage, cursor: int, marks: tuple[int, ...] = ()) -> None:
+        """Open ``stage`` at ``cursor`` and keep the navigator and the focus with it."""
+        self.navigator.select_stage(stage)
+        self.open_stage(stage, cursor, marks)
+        self.viewer.focus()
+
+    @on(msg.KernelChosen)
+    def _kernel_chosen(self, message: msg.KernelChosen) -> None:
+        if self.current is None or self.current.kind != "inductor_output_code":
+            return
+        kernels = output_code_kernels(self.viewer.lines)
+        kernel = kernels.get(message.name)
+        if message.line is not None:
+            self.viewer.cursor = message.line
+        self.viewer.focus()
+        if kernel is None:
+            self.notify(f"{message.name} is an extern call: no kernel of the run",
+                        timeout=3)
+            return
+        line = self.viewer.cursor if message.line is not None else (
+            kernel.runs[0] if kernel.runs else kernel.first)
+        self.viewer.cursor = line
+        self.follow_worker(self.current, line, 1)
 
     @on(msg.CompareReady)
     def _compare_ready(self, message: msg.CompareReady) -> None:
@@ -310,10 +462,12 @@ class IrscopeApp(App[None]):
         return stage_label(stage, unit.name if unit else "?")
 
     def _update_status(self) -> None:
+        """Line, matches and mark first, the stage's long label last: a narrow status line
+        cuts the label, never the figures."""
         if self.current is None:
             return
         viewer = self.viewer
-        parts = [self._label(self.current)]
+        parts = []
         if viewer.lines:
             parts.append(f"line {viewer.cursor + 1}/{len(viewer.lines)}")
         if self.collapsed and self.current.kind == "ptx":
@@ -321,11 +475,49 @@ class IrscopeApp(App[None]):
         if viewer.pattern:
             parts.append(f"/{viewer.pattern.pattern.replace(chr(92), '')}: "
                          f"{len(viewer.matches)} lines")
+        elif viewer.marks:
+            runs = viewer.mark_runs
+            at = sum(1 for r in runs if r <= viewer.cursor)
+            parts.append(f"followed {at}/{len(runs)} (n/N)")
         if self.marked:
-            parts.append(f"marked: {self._label(self.marked)}")
-        self.status.update("  │  ".join(parts))
+            parts.append(f"marked: {self.marked.kind}")
+        parts.append(stage_title(self.current))
+        unit = self.units.get(self.current.unit_id)
+        if unit is not None:
+            parts.append(unit.name)
+        self.status.update(Text("  │  ".join(parts), no_wrap=True, overflow="ellipsis"))
 
     # -- actions ----------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The main screen's keys do nothing while another screen is on top of it."""
+        if action not in GLOBAL_ACTIONS and len(self.screen_stack) > 1:
+            return False
+        return True
+
+    def action_back(self) -> None:
+        self._travel(self.back_stack, self.forward_stack, "back")
+
+    def action_forward(self) -> None:
+        self._travel(self.forward_stack, self.back_stack, "forward")
+
+    def _travel(self, source: list, other: list, word: str) -> None:
+        """Return to the stage and exact line the last follow left (or came back from)."""
+        if not source:
+            self.notify(f"nothing to go {word} to", timeout=2)
+            return
+        stage, cursor = source.pop()
+        if self.current is not None:
+            other.append((self.current, self.viewer.cursor))
+        self._go(stage, cursor)
+
+    def action_focus_panel(self) -> None:
+        if not self.panel.display:
+            self.panel.display = True
+        self.panel.focus_first()
+
+    def action_wider(self, step: int) -> None:
+        self.navigator.widen(step)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen())
 
@@ -346,9 +538,11 @@ class IrscopeApp(App[None]):
 
     def action_search_next(self) -> None:
         self.viewer.next_match(1)
+        self._update_status()
 
     def action_search_prev(self) -> None:
         self.viewer.next_match(-1)
+        self._update_status()
 
     def action_goto_line(self) -> None:
         def done(text: str | None) -> None:

@@ -24,6 +24,7 @@ class BadgesReady(Message):
     """Headline figures per unit id, computed after the navigator is shown."""
 
     badges: dict[int, Badges]
+    figures: dict[int, Any] = field(default_factory=dict)  # UnitFigures by unit id
 
 
 @dataclass
@@ -61,6 +62,15 @@ class FollowResolved(Message):
     target: Stage | None
     lines: tuple[int, ...]
     note: str
+    cursor: int = 0  # the line to open at
+
+
+@dataclass
+class KernelChosen(Message):
+    """A launch picked in the panel's list: its name and 0-based line in the output code."""
+
+    name: str
+    line: int | None = None
 
 
 @dataclass

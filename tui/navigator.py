@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import Input, Tree
 
 from irscope.store import Stage
+from irscope.tui.bindings import bindings
 from irscope.units import group_of, shown_units
 from irscope.views import (RAW, Badges, FrameworkGroup, UnitRow, filter_groups, is_ir,
                            stage_title)
@@ -105,10 +106,16 @@ class StageTree(Tree):
 class Navigator(Vertical):
     """Filter box above the stage tree; posts StageChosen when a stage is highlighted."""
 
+    BINDINGS = bindings("navigator")
+    MIN_WIDTH, MAX_WIDTH = 20, 120
+
     class StageChosen(Message):
         def __init__(self, stage: Stage) -> None:
             super().__init__()
             self.stage = stage
+
+    class StageSelected(Message):
+        """Enter on a stage: the reader wants to read it (focus moves to the viewer)."""
 
     show_all = False
 
@@ -158,6 +165,19 @@ class Navigator(Vertical):
     @on(Input.Submitted, "#filter")
     def _to_tree(self) -> None:
         self.stage_tree.focus()
+
+    def action_leave_filter(self) -> None:
+        self.stage_tree.focus()
+
+    def widen(self, step: int) -> None:
+        """Change the navigator's width by ``step`` columns (long unit names)."""
+        width = self.outer_size.width or 32
+        self.styles.width = min(max(width + step, self.MIN_WIDTH), self.MAX_WIDTH)
+
+    @on(Tree.NodeSelected)
+    def _selected(self, event: Tree.NodeSelected) -> None:
+        if isinstance(event.node.data, Stage):
+            self.post_message(self.StageSelected())
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:

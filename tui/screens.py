@@ -32,7 +32,8 @@ class HelpScreen(ModalScreen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        for scope, title in (("app", "Everywhere"), ("viewer", "In the stage viewer")):
+        for scope, title in (("app", "Everywhere"), ("viewer", "In the stage viewer"),
+                             ("navigator", "In the navigator")):
             table.add_row(Text(title, style="underline"), "")
             for action in ACTIONS:
                 if action.scope == scope:
@@ -111,9 +112,11 @@ class SourceScreen(Screen[None]):
 
     BINDINGS = CLOSE
 
-    def __init__(self, path: str, lines: list[str], line: int, lexer: Any) -> None:
+    def __init__(self, path: str, lines: list[str], line: int, lexer: Any,
+                 cursor: int | None = None) -> None:
         super().__init__()
         self.path, self.lines, self.line, self.lexer = path, lines, line, lexer
+        self.cursor = line - 1 if cursor is None else cursor  # 0-based line of ``lines``
 
     def compose(self) -> ComposeResult:
         yield Label(f"{self.path}:{self.line}", classes="compare-title")
@@ -122,7 +125,7 @@ class SourceScreen(Screen[None]):
 
     def on_mount(self) -> None:
         viewer = self.query_one(IrViewer)
-        viewer.show(self.lines, self.lexer, cursor=self.line - 1)
+        viewer.show(self.lines, self.lexer, cursor=self.cursor)
         viewer.focus()
 
 
@@ -149,6 +152,9 @@ class LoopsScreen(ModalScreen[None]):
                     yield Static(bar_rows(dict(loop.get("histogram") or {}), 60, limit=10))
             if not found:
                 yield Static("No loops found in this stage.")
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()  # up/down/page keys scroll the list
 
 
 def stage_label(stage: Stage, unit_name: str) -> str:

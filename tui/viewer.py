@@ -19,8 +19,11 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from irscope.tui.bindings import bindings
+from irscope.views import mark_runs
 
 CHUNK = 200  # lines lexed together: enough context for most tokens, cheap to redo
+TAB = 8  # columns per tab stop, as lines are drawn
+HSCROLL = 8  # columns one left/right key moves
 
 # Token type -> theme variable giving its colour (with an optional text style).
 TOKEN_COLOURS = (
@@ -68,6 +71,7 @@ class IrViewer(ScrollView, can_focus=True):
         self.pattern: re.Pattern[str] | None = None
         self.matches: list[int] = []
         self.marks: frozenset[int] = frozenset()
+        self.mark_runs: list[int] = []  # first line of each run of marked lines
         self._chunks: dict[int, list[list[Segment]]] = {}
         self._styles: dict[Any, Style] | None = None
 
@@ -77,10 +81,12 @@ class IrViewer(ScrollView, can_focus=True):
         """Display ``lines`` highlighted with ``lexer``; the cursor starts at ``cursor``."""
         self.lines, self.lexer, self.message = lines, lexer, ""
         self.marks = frozenset(marks)
+        self.mark_runs = mark_runs(marks)
         self._chunks.clear()
         self.matches = self._find(self.pattern) if self.pattern else []
-        self.virtual_size = Size(self._gutter_width() + max(map(len, lines), default=0) + 1,
-                                 len(lines))
+        widest = max((len(line.expandtabs(TAB)) if "\t" in line else len(line)
+                      for line in lines), default=0)
+        self.virtual_size = Size(self._gutter_width() + widest + 1, len(lines))
         self.set_reactive(IrViewer.cursor, -1)
         self.cursor = min(max(cursor, 0), max(len(lines) - 1, 0))
         self.scroll_to(0, max(self.cursor - self.size.height // 3, 0), animate=False)
@@ -89,12 +95,19 @@ class IrViewer(ScrollView, can_focus=True):
     def show_message(self, text: str) -> None:
         """Replace the listing by one message (e.g. what is missing in a damaged run)."""
         self.lines, self.message, self.matches = [], text, []
+        self.marks, self.mark_runs = frozenset(), []
         self._chunks.clear()
         self.virtual_size = Size(0, 0)
         self.refresh()
 
     def on_mount(self) -> None:
         self.watch(self.app, "theme", self._theme_changed, init=False)
+
+    def on_focus(self) -> None:
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self.refresh()
 
     def _theme_changed(self) -> None:
         self._styles = None
@@ -117,16 +130,25 @@ class IrViewer(ScrollView, can_focus=True):
         return len(self.matches)
 
     def next_match(self, step: int = 1) -> bool:
-        """Move to the next (1) / previous (-1) match, wrapping; 0 = at or after the cursor."""
-        if not self.matches:
+        """Move to the next (1) / previous (-1) match, wrapping; 0 = at or after the cursor.
+        Without a search, step through the runs of lines a follow marked."""
+        targets = self.matches if self.pattern else self.mark_runs
+        if not targets:
             return False
         if step >= 0:
-            after = [m for m in self.matches if m > self.cursor - (step == 0)]
-            self.cursor = after[0] if after else self.matches[0]
+            after = [m for m in targets if m > self.cursor - (step == 0)]
+            self.cursor = after[0] if after else targets[0]
         else:
-            before = [m for m in self.matches if m < self.cursor]
-            self.cursor = before[-1] if before else self.matches[-1]
+            before = [m for m in targets if m < self.cursor]
+            if not self.pattern and self.cursor in self.marks:  # from inside a run: its start
+                before = [m for m in before if m < self._run_start(self.cursor)]
+            self.cursor = before[-1] if before else targets[-1]
         return True
+
+    def _run_start(self, line: int) -> int:
+        while line - 1 in self.marks:
+            line -= 1
+        return line
 
     def _find(self, pattern: re.Pattern[str]) -> list[int]:
         search = pattern.search
@@ -150,6 +172,13 @@ class IrViewer(ScrollView, can_focus=True):
 
     def action_edge(self, end: int) -> None:
         self.cursor = len(self.lines) - 1 if end else 0
+
+    def action_hscroll(self, step: int) -> None:
+        """Scroll sideways by HSCROLL columns (long SASS and metadata lines)."""
+        self.scroll_to(x=max(self.scroll_x + step * HSCROLL, 0), animate=False)
+
+    def action_line_start(self) -> None:
+        self.scroll_to(x=0, animate=False)
 
     def on_click(self, event) -> None:
         offset = event.get_content_offset(self)
@@ -184,12 +213,15 @@ class IrViewer(ScrollView, can_focus=True):
             segments = self._mark_matches(number, segments)
         body = Strip(segments).crop_extend(int(self.scroll_x), int(self.scroll_x) + width
                                            - gutter_width, self.rich_style)
-        marker = "▌" if number == self.cursor else " "
+        marker = (("▶" if self.has_focus else "▷") if number == self.cursor
+                  else "│" if number in self.marks else " ")
         gutter = Segment(f"{number + 1:>{gutter_width - 2}} {marker}", gutter_style)
         return Strip([gutter, *body]).crop_extend(0, width, self.rich_style)
 
     def _mark_matches(self, number: int, segments: list[Segment]) -> list[Segment]:
-        spans = [m.span() for m in self.pattern.finditer(self.lines[number])]
+        line = self.lines[number]  # matched as drawn: tabs expanded, as the lexed segments are
+        spans = [m.span() for m in self.pattern.finditer(
+            line.expandtabs(TAB) if "\t" in line else line)]
         match_style = self.get_component_rich_style("ir-viewer--match")
         out, offset = [], 0
         for text, style, _ in segments:
@@ -212,7 +244,7 @@ class IrViewer(ScrollView, can_focus=True):
         if self._styles is None:
             self._styles = token_styles(self.app.theme_variables)
         styles, base = self._styles, self.rich_style
-        lines = [line.expandtabs(8) for line in self.lines[chunk * CHUNK:(chunk + 1) * CHUNK]]
+        lines = [line.expandtabs(TAB) for line in self.lines[chunk * CHUNK:(chunk + 1) * CHUNK]]
         out: list[list[Segment]] = [[]]
         try:
             tokens = self.lexer.get_tokens("\n".join(lines) + "\n") if self.lexer else None

@@ -1,0 +1,201 @@
+"""Pilot tests: following code through stages and across graph -> kernel links, on the
+committed H100 torch.compile and Triton runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("textual")
+
+from tui_helpers import build_run, copy_sample, synchronous  # noqa: E402
+
+from irscope.store import Run  # noqa: E402
+from irscope.tui.app import IrscopeApp  # noqa: E402
+from irscope.tui.screens import HelpScreen, SourceScreen  # noqa: E402
+from irscope.views import base_name  # noqa: E402
+
+SIZE = (140, 40)
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    return copy_sample("torch_cuda", tmp_path_factory.mktemp("follow") / "torch_cuda")
+
+
+@pytest.fixture(scope="module")
+def triton_run(tmp_path_factory):
+    return build_run(tmp_path_factory.mktemp("follow") / "triton")
+
+
+async def until(pilot, condition, timeout: float = 20.0) -> None:
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition never held")
+
+
+async def open_stage(app, pilot, unit: str, kind: str, name: str | None = None):
+    await until(pilot, lambda: app.shown is not None)
+    with Run.open(app.run_path) as run:
+        stage = run.stage(run.unit(unit), kind) if name is None else next(
+            s for s in run.stages(run.unit(unit).id) if s.name == name)
+    app.navigator.select_stage(stage)
+    await until(pilot, lambda: app.shown is not None and app.shown.id == stage.id)
+    app.viewer.focus()
+    return stage
+
+
+def line_of(app, snippet: str) -> int:
+    return next(i for i, line in enumerate(app.viewer.lines) if snippet in line)
+
+
+@synchronous
+async def test_graph_stages_in_pipeline_order(torch_run):
+    """FX graphs of one unit share a kind: they keep the order they were filed in."""
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.units)
+        unit = next(u for u in app.units.values() if u.name == "[0/0] mlp")
+        names = [s.name for s in app.stages_by_unit[unit.id] if s.kind == "fx_graph"]
+        assert names == ["dynamo_output_graph", "before_pre_grad_graph", "after_pre_grad_graph",
+                         "before_joint_graph", "after_joint_graph", "before_post_grad_graph",
+                         "inductor_post_grad_graph"]
+        await open_stage(app, pilot, "[0/0] mlp", "fx_graph", "before_pre_grad_graph")
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.name == "after_pre_grad_graph")
+
+
+@synchronous
+async def test_output_code_follows_the_kernel_under_the_cursor_and_back(torch_run):
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        code = await open_stage(app, pilot, "[3/0] post_norm_block", "inductor_output_code")
+        launch = line_of(app, "triton_per_fused_native_layer_norm_1.run(")
+        app.viewer.cursor = launch
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.unit_id != code.unit_id)
+        kernel = app.units[app.shown.unit_id]
+        assert base_name(kernel.name) == "triton_per_fused_native_layer_norm_1"
+        assert app.shown.kind == "python_source"
+        assert any(label == "num warps" for label, _ in app.panel.card)
+        await pilot.press("b")  # back: the exact line
+        await until(pilot, lambda: app.shown.id == code.id)
+        assert app.viewer.cursor == launch
+        await pilot.press("B")  # forward again
+        await until(pilot, lambda: app.shown.unit_id == kernel.id)
+        await pilot.press("left_square_bracket")  # [ from the kernel: its launch line
+        await until(pilot, lambda: app.shown.id == code.id)
+        assert "triton_per_fused_native_layer_norm_1.run(" in app.viewer.current_line
+        gelu = line_of(app, "triton_poi_fused_gelu_0.run(")
+        app.viewer.cursor = gelu
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.unit_id != code.unit_id)
+        assert base_name(app.units[app.shown.unit_id].name) == "triton_poi_fused_gelu_0"
+
+
+@synchronous
+async def test_every_launched_kernel_is_an_option_in_the_panel(torch_run):
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        code = await open_stage(app, pilot, "[3/0] post_norm_block", "inductor_output_code")
+        await until(pilot, lambda: app.panel.parsed is not None)
+        options = app.panel.query_one("#panel-launches")
+        assert options.option_count == len(app.parsed["launch_sequence"]) >= 2
+        await pilot.press("P")
+        assert app.focused is options
+        launches = app.parsed["launch_sequence"]
+        await pilot.press("down", "enter")  # the first is an extern call (mm): no kernel
+        await until(pilot, lambda: app.viewer.cursor == launches[0]["line"] - 1)
+        assert app.shown.id == code.id and app.focused is app.viewer
+        await pilot.press("P", "down", "enter")  # the list keeps its highlight
+        await until(pilot, lambda: app.shown.unit_id != code.unit_id)
+        assert base_name(app.units[app.shown.unit_id].name) == launches[1]["name"]
+
+
+@synchronous
+async def test_follow_reaches_the_python_source_stage_and_steps_through_marks(triton_run):
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "softmax_kernel", "ttir")
+        app.viewer.cursor = line_of(app, "tt.load")
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: app.shown.kind == "python_source")
+        assert "tl.load(in_ptr" in app.viewer.current_line
+        await pilot.press("right_square_bracket")  # and down again to TTIR
+        await until(pilot, lambda: app.shown.kind == "ttir" and app.viewer.marks)
+        assert "tt.load" in app.viewer.current_line or app.viewer.cursor in app.viewer.marks
+        await open_stage(app, pilot, "softmax_kernel", "llir")
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "@llvm.nvvm.shfl" in line or "shfl" in line)
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.kind == "ptx" and app.viewer.marks)
+        runs = app.viewer.mark_runs
+        assert len(runs) >= 2 and "followed 1/" in str(app.status.render())
+        await pilot.press("n")
+        assert app.viewer.cursor == runs[1]
+        await pilot.press("N")
+        assert app.viewer.cursor == runs[0]
+
+
+@synchronous
+async def test_follow_into_sass_without_line_info_opens_at_the_first_instruction(triton_run):
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "add_kernel", "ptx")
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: app.shown.kind == "sass")
+        assert "/*0000*/" in app.viewer.current_line and ".byte" not in app.viewer.current_line
+        app.viewer.cursor = line_of(app, ".byte")
+        await pilot.press("right")
+        assert app.viewer.scroll_x == 8  # a key moves a tab stop, not one column
+
+
+@synchronous
+async def test_python_source_key_reads_the_run_not_the_disk(torch_run):
+    """The Inductor kernel modules lived in /tmp on the capture machine: `p` reads the run's
+    Python source stage instead."""
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "triton_poi_fused_gelu_0", "ttir")
+        app.viewer.cursor = line_of(app, "tt.load")
+        await pilot.press("p")
+        await until(pilot, lambda: isinstance(app.screen, SourceScreen))
+        viewer = app.screen.query_one("#source-viewer")
+        assert "tl.load(in_out_ptr0" in viewer.current_line
+        assert app.screen.path.endswith("(from the run)")
+
+
+@synchronous
+async def test_metadata_is_pretty_printed_and_the_card_shows_launch_facts(torch_run):
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        stage = await open_stage(app, pilot, "triton_per_fused_native_layer_norm_1", "metadata")
+        with Run.open(torch_run) as run:
+            text = run.read_text(stage)
+        assert app.viewer.lines == json.dumps(json.loads(text), indent=2).splitlines()
+        await until(pilot, lambda: "occupancy" in dict(app.panel.card))  # figures come later
+        card = dict(app.panel.card)
+        assert card["num warps"] == "2" and card["num stages"] == "1"
+        assert card["constexprs"] == "XBLOCK=1" and card["target"] == "sm90"
+        assert card["shared dynamic"] == "8 B" and "(warps)" in card["occupancy"]
+
+
+@synchronous
+async def test_keys_do_nothing_on_a_hidden_screen_and_escape_leaves_the_filter(triton_run):
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=SIZE) as pilot:
+        stage = await open_stage(app, pilot, "add_kernel", "ttir")
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("m", "right_square_bracket")
+        await pilot.pause(0.2)
+        assert app.marked is None and app.current.id == stage.id
+        await pilot.press("escape", "f")
+        assert app.focused is app.navigator.filter
+        await pilot.press("escape")
+        assert app.focused is app.navigator.stage_tree
+        await pilot.press("enter")
+        assert app.focused is app.viewer or app.navigator.stage_tree.cursor_node is not None
