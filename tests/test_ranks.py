@@ -197,3 +197,22 @@ def test_a_plain_command_collects_its_python(tmp_path):
         names = [u.name for u in run.units("torch")]
         assert "ranks" not in run.meta
     assert "[0/0] <lambda>" in names and not any("(rank" in n for n in names)
+
+
+@pytest.mark.gpu
+def test_two_gpus_with_nccl(tmp_path):
+    """On two GPUs: each rank's Triton kernels are filed, linked from that rank's graphs, and
+    the ranks compile the same."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    out = tmp_path / "run"
+    result = run_cli("inspect", "--nproc", "2", "-o", out, DDP, "--cuda", cwd=DDP.parent)
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Run.open(out) as run:
+        kernels = {u.id for u in run.units("triton")}
+        graphs_ = {u.id: u.attrs.get("rank") for u in run.units("torch")}
+        linked = {graphs_[r.src] for r in run.relations("launches")
+                  if r.dst in kernels and r.src in graphs_}
+    assert kernels and linked == {0, 1}
+    assert run_cli("ranks", out, "--strict").returncode == 0

@@ -67,7 +67,7 @@ def launcher_env(staging: Staging, config: Path, environ: dict[str, str]) -> dic
     (shim / "sitecustomize.py").write_text(SITECUSTOMIZE.format(home=home), encoding="utf-8")
     existing = environ.get("PYTHONPATH")
     return {CONFIG_VARIABLE: str(config),
-            "PYTHONPATH": ":".join(p for p in (str(shim), existing) if p)}
+            "PYTHONPATH": os.pathsep.join(p for p in (str(shim), existing) if p)}
 
 
 def merged_status(staging: Staging, status: dict) -> dict:

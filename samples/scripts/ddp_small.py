@@ -2,7 +2,8 @@
 
 Run under a launcher: ``irscope inspect --nproc 2 samples/scripts/ddp_small.py`` or
 ``irscope inspect -- torchrun --nproc-per-node 2 samples/scripts/ddp_small.py``.
-``--branch`` makes the last rank take another branch in forward, so its graph differs.
+``--branch`` makes the last rank take another branch in forward, so its graph differs;
+``--cuda`` runs each rank on its own GPU with NCCL instead.
 """
 
 import os
@@ -26,15 +27,19 @@ class Small(nn.Module):
 
 
 def main() -> None:
-    dist.init_process_group("gloo")
+    cuda = "--cuda" in sys.argv
+    dist.init_process_group("nccl" if cuda else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    device = torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', rank))}" if cuda else "cpu")
+    if cuda:
+        torch.cuda.set_device(device)
     torch.manual_seed(0)
     other = "--branch" in sys.argv and rank == world - 1
-    model = nn.parallel.DistributedDataParallel(Small(other))
+    model = nn.parallel.DistributedDataParallel(Small(other).to(device))
     step = torch.compile(model, backend=os.environ.get("DDP_BACKEND", "inductor"))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(2):
-        loss = step(torch.randn(4, 8)).sum()
+        loss = step(torch.randn(4, 8, device=device)).sum()
         loss.backward()
         opt.step()
         opt.zero_grad()
