@@ -6,7 +6,7 @@ PIP := $(PY) -m pip --disable-pip-version-check --quiet
 STAMP := $(VENV)/.irscope-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup layers test test-fast demo bench clean
+.PHONY: setup layers test test-fast wheel-check demo bench clean
 
 setup: $(STAMP)
 
@@ -31,6 +31,11 @@ test: layers
 # The edit loop: everything but the tests marked slow (real compiles of models and sweeps).
 test-fast: layers
 	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow and not gpu" $(PYTEST_ARGS)
+
+# The wheel as a user installs it: the README's pip lines run in a clean virtual environment,
+# irscope used after each (base install on the committed samples, each extra's collector).
+wheel-check:
+	bash .ci/wheel-check
 
 demo: setup
 	$(PY) -m irscope inspect --replace -o .irscope/runs/demo-seed --name seed samples/scripts/seed_torch.py
