@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from irscope.analysis.ranks import RankComparison, RankUnit, compare_ranks, split_rank
+from irscope.analysis.ranks import RUN_UNIT, RankComparison, RankUnit, compare_ranks, split_rank
 from irscope.store import Run
 
 GRAPH_STAGES = ("dynamo_output_graph",)  # what Dynamo traced (AOT graphs go with cache state)
@@ -76,3 +76,15 @@ def rank_totals(run: Run) -> dict[str, float]:
     for rank, figures in comparison.per_rank.items():
         totals.update((f"rank{rank}.{name}", value) for name, value in figures.items())
     return totals
+
+
+def rank_problems(run: Run) -> list[tuple[str, str | None, str]]:
+    """Each divergence as a problem, ``(kind, unit, message)`` as the problems views show
+    one: kind "rank divergence", the unit as rank 0 names it, what differs on which ranks."""
+    problems = []
+    for found in read_rank_comparison(run).divergences:
+        ranks = ", ".join(map(str, found.ranks))
+        problems.append(("rank divergence", None if found.unit == RUN_UNIT else found.unit,
+                         f"{found.aspect} differs on rank{'s' if len(found.ranks) > 1 else ''} "
+                         f"{ranks} ({found.describe()})"))
+    return problems

@@ -216,3 +216,14 @@ def test_two_gpus_with_nccl(tmp_path):
                   if r.dst in kernels and r.src in graphs_}
     assert kernels and linked == {0, 1}
     assert run_cli("ranks", out, "--strict").returncode == 0
+
+
+@pytest.mark.slow
+def test_divergences_are_problems(branch_run):
+    from irscope.run_ranks import rank_problems
+
+    with Run.open(branch_run[0]) as run:
+        problems = rank_problems(run)
+    graph = [p for p in problems if p[2].startswith("graph differs")]
+    assert graph and graph[0][0] == "rank divergence"
+    assert graph[0][1].endswith("forward") and "rank 1 (" in graph[0][2]
