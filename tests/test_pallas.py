@@ -118,3 +118,21 @@ print(add(jnp.ones(16), jnp.ones(16)))
         caller = run.unit_named("jax", "jit_add")
         assert any(r.src == caller.id and r.dst == kernel.id
                    for r in run.relations("launches"))
+
+
+def test_kernels_of_one_name_with_other_bodies_are_apart(tmp_path):
+    """The same kernel function on two block sizes lowers to two bodies: two units."""
+    script = write(tmp_path, "two.py", PALLAS_SCRIPT.replace(
+        "pl.BlockSpec((8,)", "pl.BlockSpec((x.size // 4,)").replace(
+        "grid=(x.size // 8,)", "grid=(4,)").replace(
+        'print("sum", float(scaled_sum(x, x)))',
+        'print("sum", float(scaled_sum(x, x)), float(scaled_sum(x[:16], x[:16])))'))
+    result = inspect(script, run=tmp_path / "run", options=("--only", "jax"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Run.open(tmp_path / "run") as run:
+        units = {u.name: u for u in run.units("pallas")}
+        ttir = {name: next(run.read_text(s) for s in run.stages(u.id) if s.kind == "ttir")
+                for name, u in units.items()}
+    assert sorted(units) == ["scale_add_kernel", "scale_add_kernel (2)"]
+    assert "tensor<8xf32>" in ttir["scale_add_kernel"]
+    assert "tensor<4xf32>" in ttir["scale_add_kernel (2)"]

@@ -227,3 +227,12 @@ def test_divergences_are_problems(branch_run):
     graph = [p for p in problems if p[2].startswith("graph differs")]
     assert graph and graph[0][0] == "rank divergence"
     assert graph[0][1].endswith("forward") and "rank 1 (" in graph[0][2]
+
+
+def test_nproc_needs_a_count_and_a_script(tmp_path):
+    script = tmp_path / "s.py"
+    script.write_text("print(1)\n", encoding="utf-8")
+    assert run_cli("inspect", "--nproc", "0", "-o", tmp_path / "a", script).returncode == 2
+    launched = run_cli("inspect", "--nproc", "2", "-o", tmp_path / "b", "--",
+                       sys.executable, script)
+    assert launched.returncode == 2 and "--nproc" in launched.stderr

@@ -56,9 +56,9 @@ def kernel_calls(jaxpr) -> list:
             continue
         for value in eqn.params.values():
             for sub in value if isinstance(value, (tuple, list)) else (value,):
-                inner = getattr(sub, "jaxpr", None)
-                if inner is not None and hasattr(getattr(inner, "jaxpr", inner), "eqns"):
-                    found += kernel_calls(getattr(inner, "jaxpr", inner))
+                inner = sub if hasattr(sub, "eqns") else getattr(sub, "jaxpr", None)
+                if inner is not None and hasattr(inner, "eqns"):  # a Jaxpr or a ClosedJaxpr's
+                    found += kernel_calls(inner)
     return found
 
 
@@ -100,6 +100,13 @@ def _pallas_triton_ir(jaxpr, grid_mapping) -> str:
     from jax._src.pallas.triton import lowering
 
     platform, capability = PALLAS_TARGET
+    try:  # this machine's GPU, as Pallas's own lowering asks
+        import jax
+
+        capability = int(str(jax.local_devices(backend="gpu")[0].compute_capability)
+                         .replace(".", ""))
+    except Exception:  # noqa: BLE001  no GPU backend: the lowering's own fallback target
+        pass
     context = SimpleNamespace(  # the few fields the lowering copies from JAX's module context
         platforms=(platform,), backend=None, axis_context=sharding_impls.ShardingContext(1),
         keepalives=[], channel_iterator=None, host_callbacks=[],
@@ -118,10 +125,16 @@ def file_kernels(run, staging: Staging, rank: int | None = None) -> int:
         return 0
     origin = "irscope pallas collector"
     units = set()
+    bodies: dict[tuple[str, str], list[str]] = {}  # (framework, name) -> distinct bodies seen
     with run.transaction() as writer:
         for record in records:
             framework = record.get("kind", "pallas")
-            name = ranked_name(str(record.get("name")), rank)
+            body = f"{record.get('jaxpr')}\0{record.get('ttir')}\0{record.get('source_line')}"
+            seen = bodies.setdefault((framework, str(record.get("name"))), [])
+            if body not in seen:
+                seen.append(body)
+            nth = seen.index(body) + 1  # another kernel of the same name: "name (2)"
+            name = ranked_name(str(record.get("name")) + (f" ({nth})" if nth > 1 else ""), rank)
             attrs = {k: record[k] for k in ("grid", "interpret", "num_warps", "num_stages")
                      if record.get(k) is not None}
             attrs["called_by"] = ranked_name(record["module"], rank)
