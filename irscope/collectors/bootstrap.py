@@ -111,7 +111,8 @@ def run_target(target: list[str]) -> None:
         script = target[0]
         sys.argv = list(target)
         sys.path[0] = str(Path(script).resolve().parent)
-        runpy.run_path(script, run_name="__main__")
+        # __file__ absolute, as `python script.py` makes it: the script may change directory
+        runpy.run_path(os.path.abspath(script), run_name="__main__")
 
 
 def _user_traceback(exc: BaseException):

@@ -31,7 +31,8 @@ class Session:
         self._meta = {"name": name, "kind": "capture", "started": environment.now(),
                       "frameworks_selected": list(only), **meta}
         self._run: Run | None = None
-        self.staging: Staging = staging_for(path).create()
+        # Absolute: the script may change directory (Hydra does) before it compiles.
+        self.staging: Staging = staging_for(path.absolute()).create()
         self._cleanup: threading.Thread | None = None
 
     def open_run(self, meta: dict[str, Any] | None = None) -> Run:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import threading
@@ -167,11 +168,18 @@ def collection_env(staging: Staging, only: tuple[str, ...],
     """
     env: dict[str, str] = {}
     if "torch" in only:
-        if not environ.get("TORCH_TRACE"):
+        trace = environ.get("TORCH_TRACE")
+        if not trace:
             env["TORCH_TRACE"] = str(staging.torch_trace)
+        elif not os.path.isabs(trace):  # the script may change directory before it compiles
+            env["TORCH_TRACE"] = os.path.abspath(trace)
         # Inductor's parallel compile workers would bypass the Triton hooks of this process.
         env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
     flags = environ.get("XLA_FLAGS", "")
+    dump_to = XLA_DUMP_TO.search(flags)
+    if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
+        flags = env["XLA_FLAGS"] = (flags[:dump_to.start(1)] + os.path.abspath(dump_to.group(1))
+                                    + flags[dump_to.end(1):])
     if ("jax" in only and owns_xla_dumps(environ) and "--xla_dump_emitter_re" not in flags
             and _gpu_jax(environ)):  # the CPU backend crashes on this flag
         env["XLA_FLAGS"] = f"{flags} --xla_dump_emitter_re=.*".strip()

@@ -1,0 +1,89 @@
+"""`irscope inspect` on scripts that change directory (as Hydra does) before or after they
+compile, with the default run folder and relative paths: everything is still collected, the
+script's exit status is kept and nothing lands outside the run."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fuzz_helpers import check, irscope, problems, tree_state
+
+CHDIR_JAX = """
+import os, sys, tempfile
+import jax, jax.numpy as jnp
+elsewhere = tempfile.mkdtemp(dir={away!r})
+if sys.argv[1] == "before":
+    os.chdir(elsewhere)
+jax.jit(lambda x: jnp.tanh(x) * 2.0)(jnp.ones(4)).block_until_ready()
+if sys.argv[1] == "after":
+    os.chdir(elsewhere)
+jax.jit(lambda x: jnp.sin(x) + 1.0)(jnp.ones(4)).block_until_ready()
+sys.exit(int(sys.argv[2]))
+"""
+
+CHDIR_TORCH = """
+import os, sys, tempfile
+elsewhere = tempfile.mkdtemp(dir={away!r})
+if sys.argv[1] == "before":
+    os.chdir(elsewhere)
+import torch
+torch.compile(lambda x: torch.sin(x) + 1)(torch.ones(4))
+if sys.argv[1] == "after":
+    os.chdir(elsewhere)
+torch.compile(lambda x: torch.cos(x) * 2)(torch.ones(4))
+sys.exit(int(sys.argv[2]))
+"""
+
+
+def _units(run: Path, framework: str) -> list[str]:
+    db = sqlite3.connect(f"file:{run / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        return [r[0] for r in db.execute("SELECT name FROM units WHERE framework=?",
+                                         (framework,))]
+    finally:
+        db.close()
+
+
+def _inspect_with_chdir(tmp_path: Path, script: str, when: str, status: int, output: bool):
+    away = tmp_path / "away"
+    away.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "script.py").write_text(script.format(away=str(away)))
+    args = ["inspect", *(["-o", "out/run"] if output else []), "script.py", when, str(status)]
+    outcome = irscope(*args, cwd=work, memory=None, limit_s=180)
+    runs = sorted((work / "out").glob("run")) if output else sorted(
+        (work / ".irscope" / "runs").glob("*"))
+    return outcome, runs, away
+
+
+@pytest.mark.parametrize("output", [False, True], ids=["default-run", "relative-o"])
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_jax_script_that_changes_directory(tmp_path, when, output):
+    pytest.importorskip("jax")
+    outcome, runs, away = _inspect_with_chdir(tmp_path, CHDIR_JAX, when, 3, output)
+    found = problems(outcome, ok=(3,))
+    if len(runs) != 1:
+        found.append(f"loss: {len(runs)} runs made")
+    elif len([n for n in _units(runs[0], "jax") if n.startswith("jit__lambda")]) != 2:
+        found.append(f"loss: jax units {_units(runs[0], 'jax')}")
+    stray = [path for path, state in tree_state(away).items() if state[0] == "file"]
+    if stray:
+        found.append(f"written outside the run: {stray[:3]}")
+    check(f"inspect/chdir-jax/{when}/{'o' if output else 'default'}", found, outcome)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_torch_script_that_changes_directory(tmp_path, when):
+    pytest.importorskip("torch")
+    outcome, runs, away = _inspect_with_chdir(tmp_path, CHDIR_TORCH, when, 0, output=False)
+    found = problems(outcome, ok=(0,))
+    graphs = [n for n in _units(runs[0], "torch") if n.startswith("[")] if runs else []
+    if len(graphs) < 2:
+        found.append(f"loss: torch graphs {graphs}")
+    if any(state[0] == "file" for state in tree_state(away).values()):
+        found.append("written outside the run: a trace in the script's new directory")
+    check(f"inspect/chdir-torch/{when}", found, outcome)
