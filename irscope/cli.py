@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -16,6 +17,9 @@ COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats",
             "report", "diff", "ranks", "compile", "cache", "completion")
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
+EXIT_ENVIRONMENT, EXIT_INTERNAL = 1, 70  # the machine refused (disk, permissions); a bug
+# Errors from the machine and what they mean to the user.
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 # Commands after which the interpreter's teardown is skipped (see entry()).
 QUICK_EXIT = ("inspect",)
 
@@ -60,6 +64,35 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         sys.stderr.close()
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001  one line for the user, never a traceback
+        if os.environ.get("IRSCOPE_DEBUG"):
+            raise
+        message, code = environment_error(exc)
+        error(message)
+        return code
+
+
+def environment_error(exc: BaseException) -> tuple[str, int]:
+    """One line and an exit status for an exception no command turned into an IrscopeError:
+    a refusal by the machine (permissions, a full disk, memory) or, failing that, a bug."""
+    if isinstance(exc, OSError):
+        where = f"{exc.filename}: " if exc.filename else ""
+        if exc.errno in DISK_FULL:
+            return f"{where}disk full or file too large ({exc.strerror})", EXIT_ENVIRONMENT
+        if isinstance(exc, PermissionError):
+            return f"{where}permission denied", EXIT_ENVIRONMENT
+        return f"{where}{exc.strerror or exc}", EXIT_ENVIRONMENT
+    if isinstance(exc, MemoryError):
+        return "out of memory", EXIT_ENVIRONMENT
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
+        text = str(exc)
+        if "full" in text or "disk I/O" in text:
+            return f"cannot write the run's index: disk full or not writable ({text})", \
+                EXIT_ENVIRONMENT
+        return f"the run's index: {text}", EXIT_ENVIRONMENT
+    return (f"internal error ({type(exc).__name__}: {exc}); IRSCOPE_DEBUG=1 shows where",
+            EXIT_INTERNAL)
 
 
 def entry() -> None:

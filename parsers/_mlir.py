@@ -334,9 +334,10 @@ INDENT = r'\n(?=([ \t]*))\1'
 LLVM_IR_RE = re.compile(r'\n(?:define|declare)\s|\ntarget (?:triple|datalayout)\s*=|\n; ModuleID')
 # `HloModule jit_f, ...`: XLA HLO text
 HLO_RE = re.compile(INDENT + r'HloModule\s')
-# strong MLIR shapes: `module {`, `tt.func @f(`, `%0 = arith.addf`, `#loc = loc(`
+# strong MLIR shapes: `module {` (a whole module may sit on that line), `tt.func @f(`,
+# `%0 = arith.addf`, `#loc = loc(`
 MLIR_RE = re.compile(
-    INDENT + r'(?:module\b[^\n]*\{[ \t]*\n'
+    INDENT + r'(?:module\b[^\n]*\{'
     r'|(?:[\w$]+\.)?func(?:\.func)?\s+(?:public\s+|private\s+)?@'
     r'|%[\w$.#:-]+(?:\s*,\s*%[\w$.#:-]+)*\s*=\s*"?[A-Za-z_][\w$]*\.[\w$.]+'
     r'|#[\w$.-]+\s*=\s*(?:loc\(|#|affine_map))')

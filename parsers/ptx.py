@@ -40,6 +40,9 @@ FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
 # One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
 # ".loc 1 24 13" / ".loc 2 7 0, function_name $L__info_string0, inlined_at 1 26 51"
 LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?")
+# A kernel or function directive, not an MLIR op that ends the same: ".visible .entry k(" /
+# ".func (.param .b32 r) f(" but not "tt.func public @k("
+DIRECTIVE_FUNC_RE = re.compile(r"(?<![\w.])\.(?:entry|func)\s")
 # The call stack Triton 3.6 writes after a `.loc` only as a comment, innermost frame first:
 # "// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]"
 LOC_STACK_RE = re.compile(r"//\s*[^\s@]+:\d+(?::\d+)?\s+@\[")
@@ -162,7 +165,7 @@ def sniff(text: str) -> float:
         score += 0.5
     if re.search(r"^\s*\.target\s+sm_\d", head, re.M):
         score += 0.4
-    if ".entry" in head or re.search(r"\.func\s", head):
+    if DIRECTIVE_FUNC_RE.search(head):
         score += 0.3
     return min(score, 1.0)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irscope.console import out, print_json, rich_console, warn
+from irscope.console import markup_escape, out, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
 from irscope.files import read_artifact
 
@@ -89,20 +89,23 @@ def _json(args, module, kernels, text) -> dict:
 
 def _print(args, module, kernels, text) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from irscope.parsers import ptx
 
     console = rich_console()
     totals = module.totals
-    console.print(f"[bold]{args.file}[/]  PTX {module.version or '?'}  target "
-                  f"{module.target or '?'}  {totals['kernels']} kernel(s), "
+    console.print(f"[bold]{markup_escape(args.file)}[/]  PTX "
+                  f"{markup_escape(module.version or '?')}  target "
+                  f"{markup_escape(module.target or '?')}  {totals['kernels']} kernel(s), "
                   f"{totals['functions']} function(s), {totals['instructions']:,} instructions", soft_wrap=True)
     for kernel in kernels:
         console.print()
         kind = "kernel" if kernel.is_entry else "function"
-        console.print(f"[bold cyan]{kernel.name}[/]  ({kind}, lines {kernel.first_line}-"
+        console.print(f"[bold cyan]{markup_escape(kernel.name)}[/]  ({kind}, lines "
+                      f"{kernel.first_line}-"
                       f"{kernel.last_line}{', TRUNCATED' if kernel.truncated else ''})", soft_wrap=True)
-        console.print(_card(kernel), soft_wrap=True)
+        console.print(Text(_card(kernel)), soft_wrap=True)
         histogram = getattr(kernel, LEVELS[args.by])
         table = Table(title=f"by {args.by}", title_justify="left", show_edge=False)
         table.add_column(args.by)
@@ -111,7 +114,7 @@ def _print(args, module, kernels, text) -> None:
         total = max(kernel.instructions, 1)
         rows = list(histogram.items())
         for name, count in rows[:args.top or None]:
-            table.add_row(name, f"{count:,}", f"{100 * count / total:.1f}")
+            table.add_row(Text(name), f"{count:,}", f"{100 * count / total:.1f}")
         if args.top and len(rows) > args.top:
             table.add_row(f"… {len(rows) - args.top} more", "", "")
         console.print(table)
@@ -139,6 +142,7 @@ def _card(kernel) -> str:
 
 def _print_loops(console, kernel) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     if not kernel.loops:
         console.print("  no loops", soft_wrap=True)
@@ -148,6 +152,6 @@ def _print_loops(console, kernel) -> None:
         table.add_column(column, justify="right" if column in ("depth", "instructions") else "left")
     for loop in kernel.loops:
         top = ", ".join(f"{op} {n}" for op, n in list(loop.histogram.items())[:4])
-        table.add_row("  " * (loop.depth - 1) + loop.head, str(loop.depth),
-                      f"{loop.first_line}-{loop.last_line}", f"{loop.instructions:,}", top)
+        table.add_row(Text("  " * (loop.depth - 1) + loop.head), str(loop.depth),
+                      f"{loop.first_line}-{loop.last_line}", f"{loop.instructions:,}", Text(top))
     console.print(table)

@@ -61,9 +61,7 @@ def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -> None:
     """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise)."""
-    import sys
-
-    from irscope.console import rich_console
+    from irscope.console import rich_console, write_text
     from irscope.errors import InputError
 
     if output:
@@ -75,7 +73,7 @@ def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -
         console = rich_console()
         console.print(renderable_for_terminal(console.width))
     else:
-        sys.stdout.write(text_for_file())
+        write_text(text_for_file())
 
 
 def run(args: argparse.Namespace) -> int:

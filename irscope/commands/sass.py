@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irscope.console import print_json, rich_console, warn
-from irscope.errors import InputError
+from irscope.console import markup_escape, print_json, rich_console, warn
+from irscope.errors import InputError, UsageError
+from irscope.files import read_bytes
+
+MAX_THREADS = 1024  # threads per block, the CUDA limit on every architecture
 
 
 def add_parser(subparsers) -> None:
@@ -34,12 +37,13 @@ def run(args: argparse.Namespace) -> int:
     from irscope import nvtools
     from irscope.parsers import sass
 
-    try:
-        data = args.file.read_bytes()
-    except FileNotFoundError:
-        raise InputError(f"{args.file}: no such file") from None
-    except OSError as exc:
-        raise InputError(f"{args.file}: cannot read ({exc.strerror})") from None
+    if args.threads is not None and not 1 <= args.threads <= MAX_THREADS:
+        raise UsageError(f"--threads: {args.threads} threads per block is outside 1-{MAX_THREADS}")
+    if args.shared < 0:
+        raise UsageError(f"--shared: {args.shared} bytes of shared memory is negative")
+    if args.arch is not None and not 10 <= args.arch <= 999:
+        raise UsageError(f"--arch: {args.arch} is not an architecture (e.g. 80, 90)")
+    data = read_bytes(args.file)
     if not data.strip():
         raise InputError(f"{args.file}: empty file")
     if data[:4] == b"\x7fELF":
@@ -91,15 +95,16 @@ def _kernel_json(kernel) -> dict:
 
 def _print(args, module, cards) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = rich_console()
     arch = f"sm_{module.arch}" if module.arch else "unknown arch"
-    console.print(f"[bold]{args.file}[/]  {module.format}, {arch}, "
+    console.print(f"[bold]{markup_escape(args.file)}[/]  {markup_escape(module.format)}, {arch}, "
                   f"{len(module.kernels)} kernel(s), {module.totals['instructions']:,} instructions", soft_wrap=True)
     for kernel, card in zip(module.kernels, cards):
         res = kernel.resources
         console.print()
-        console.print(f"[bold cyan]{kernel.name}[/]", soft_wrap=True)
+        console.print(f"[bold cyan]{markup_escape(kernel.name)}[/]", soft_wrap=True)
         if "registers" in res:
             console.print(f"  registers {res['registers']}  stack {res.get('stack_bytes', 0)} B  "
                           f"shared {res.get('shared_bytes', 0):,} B (static)  "
@@ -121,7 +126,7 @@ def _print(args, module, cards) -> None:
         table.add_column(args.by)
         table.add_column("count", justify="right")
         for name, count in list(histogram.items())[:args.top or None]:
-            table.add_row(name, f"{count:,}")
+            table.add_row(Text(name), f"{count:,}")
         console.print(table)
     if module.diagnostics:
         for d in module.diagnostics:

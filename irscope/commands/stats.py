@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -34,11 +35,12 @@ def add_parser(subparsers) -> None:
 
 
 def buffer_assignment_beside(path: Path) -> str | None:
-    """The XLA dump's `<name>-buffer-assignment.txt` next to an HLO file, when there is one."""
+    """The XLA dump's `<name>-buffer-assignment.txt` next to an HLO file, when there is one
+    that reads (a FIFO or device of that name is passed over, never waited on)."""
     sibling = path.with_name(path.stem + "-buffer-assignment.txt")
     try:
-        return sibling.read_text() if sibling.is_file() else None
-    except (OSError, UnicodeDecodeError):
+        return read_artifact(sibling) if sibling.is_file() else None
+    except (OSError, InputError):
         return None
 
 
@@ -63,7 +65,7 @@ def artifact_paths(patterns: Iterable[str]) -> list[Path]:
     spans folders); a pattern matching no file is an error."""
     paths: list[Path] = []
     for pattern in patterns:
-        if not GLOB_CHARS & set(pattern):
+        if not GLOB_CHARS & set(pattern) or os.path.lexists(pattern):  # "k[1].ptx" is a name
             paths.append(Path(pattern))
             continue
         matches = sorted(m for m in glob.glob(pattern, recursive=True) if Path(m).is_file())
@@ -185,7 +187,7 @@ def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = prin
         for column in ("graph", "output code", "launches"):
             calls.add_column(column, justify="right" if column == "launches" else "left")
         for row in figures["kernels_launched_per_call"]:
-            calls.add_row(escape(row["graph"]), row["role"] or row["output_code"],
+            calls.add_row(escape(row["graph"]), escape(row["role"] or row["output_code"]),
                           f"{row['kernels_launched']:,}")
         console.print(calls)
     for warning in report.warnings[:5]:
@@ -195,16 +197,19 @@ def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = prin
 
 def _print_table(path: Path, kind: str, result) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from irscope.parsers import registry
 
     console = rich_console()
-    console.print(f"[bold]{path.name}[/bold]: {registry.get(kind).title} ({kind})")
+    console.print(f"[bold]{escape(path.name)}[/bold]: {escape(registry.get(kind).title)} "
+                  f"({escape(kind)})")
     totals = Table(show_header=False)
     totals.add_column("total", style="bold")
     totals.add_column("value", justify="right")
     for key, value in result.totals.items():
-        totals.add_row(key, f"{value:,}" if isinstance(value, int) else str(value))
+        totals.add_row(Text(str(key)), Text(f"{value:,}" if isinstance(value, int)
+                                             else str(value)))
     console.print(totals)
     if result.histogram:
         ops = Table(title=f"top {min(TOP_OPS, len(result.histogram))} of "
@@ -212,5 +217,5 @@ def _print_table(path: Path, kind: str, result) -> None:
         ops.add_column("op")
         ops.add_column("count", justify="right")
         for op, count in list(result.histogram.items())[:TOP_OPS]:
-            ops.add_row(op, f"{count:,}")
+            ops.add_row(Text(str(op)), f"{count:,}")
         console.print(ops)

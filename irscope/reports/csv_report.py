@@ -10,6 +10,8 @@ from irscope.reports.records import Report
 
 REPORT_HEADER = ("unit", "framework", "source_file", "source_line", "stage", "stage_name",
                  "section", "key", "value")
+# What a spreadsheet reads as the start of a formula in a text cell.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 DIFF_HEADER = ("status", "unit_a", "unit_b", "framework", "matched_by", "figure", "a", "b",
                "delta", "percent")
 
@@ -48,11 +50,19 @@ def diff_rows(diff: Diff):
             yield (unit.status, *names, d.name, blank(d.a), blank(d.b), blank(d.delta), pct(d))
 
 
+def inert(value):
+    """A cell a spreadsheet shows as written: text starting like a formula (``=HYPERLINK(...)``
+    as a kernel name) gets a leading apostrophe, as OWASP advises; numbers stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv(header, rows) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows(rows)
+    writer.writerows([inert(value) for value in row] for row in rows)
     return buffer.getvalue()
 
 

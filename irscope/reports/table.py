@@ -53,13 +53,13 @@ def report_renderable(report: Report, width: int = 120) -> Group:
     name_width = max(NAME_MIN, width - 1 - CELL_PADDING * (2 + len(columns)) - framework
                      - sum(w for *_, w in columns))
     name_width = min(name_width, max(longest, len("Unit")))
-    units = Table(title=summary_line(report), title_justify="left")
+    units = Table(title=Text(summary_line(report)), title_justify="left")
     _fixed(units, "Unit", name_width)
     _fixed(units, "Framework", framework)
     for _, title, need in columns:
         _fixed(units, title, need, "right")
     for unit, name in zip(report.units, names):
-        units.add_row(Text(middle(name, name_width)), unit.framework,
+        units.add_row(Text(middle(name, name_width)), Text(unit.framework),
                       *(number(unit.headline.get(key)) for key, *_ in columns))
 
     stage_rows = sum(len(u.stages) for u in report.units)
@@ -93,16 +93,16 @@ def diff_renderable(diff: Diff) -> Group:
     """A unit table (status and how each pair matched) and a table of every changed figure."""
     title = (f"{diff.a.run} -> {diff.b.run}: {diff.count('matched')} matched, "
              f"{diff.count('added')} added, {diff.count('removed')} removed")
-    units = Table(title=title, title_justify="left")
+    units = Table(title=Text(title), title_justify="left")
     units.add_column("Status", overflow="fold")
     units.add_column("Unit", overflow="fold", ratio=3)
     units.add_column("Matched by", overflow="fold", ratio=1)
     units.add_column("Figures Δ", justify="right", overflow="fold")
     units.add_column("Stages Δ", overflow="fold", ratio=1)
     for unit in diff.units:
-        units.add_row(unit.status, Text(unit.name), unit.matched_by or "",
+        units.add_row(Text(unit.status), Text(unit.name), Text(unit.matched_by or ""),
                       str(len(unit.changes)) if unit.status == "matched" else "",
-                      _stage_list(unit.stages_changed))
+                      Text(_stage_list(unit.stages_changed)))
 
     changes = Table(title="Changes", title_justify="left")
     changes.add_column("Unit", overflow="fold", min_width=8, max_width=40)
