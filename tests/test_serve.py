@@ -55,7 +55,7 @@ def test_the_served_app_opens_the_run_read_only(hostile_run):
     app = served_app(hostile_run)
     run = app.store()
     assert run.read_only
-    with pytest.raises(RunError, match="read-only"):
+    with pytest.raises(RunError, match="copy it to add to it"):
         with run.transaction():
             pass
     run.close()

@@ -8,8 +8,10 @@ working directory can be imported, and shows no files from outside the run.
 
 from __future__ import annotations
 
+import inspect
 import shlex
 import sys
+import threading
 from pathlib import Path
 
 DEFAULT_PORT = 8000
@@ -56,14 +58,32 @@ def run(args) -> int:
         raise UsageError(f"--port {args.port}: choose a port from 1 to 65535")
     server = Server(app_command(path, args.show_all), host=args.host, port=args.port,
                     title=f"irscope {path.name}")
-    server.serve()
+    try:
+        server.serve()
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: "
+                         f"{exc.strerror or exc}") from None
     return 0
+
+
+def open_read_only(path: Path):
+    """The run opened for reading only: by the store's read-only mode where it has one (no
+    SQLite journal files either), and in any case marked so that parsed() caches nothing
+    and transaction() refuses."""
+    from irscope.store import Run
+
+    if "read_only" in inspect.signature(Run.open).parameters:
+        run = Run.open(path, read_only=True)
+    else:
+        run = Run.open(path)
+    run.meta["read_only"] = True
+    return run
 
 
 def served_app(run_path: Path, show_all: bool = False):
     """The app one viewer gets: `irscope open`'s, with the run opened read-only whatever its
-    run.json says, and no Python source shown (a run names source files by path, and a
-    served run must not read files from the serving machine for its viewers)."""
+    run.json says, and no Python source file read from disk (a run names source files by
+    path: a served run must not show the serving machine's files to its viewers)."""
     from irscope.tui import app as tui_app
     from irscope.tui import messages as msg
     from irscope.tui.app import IrscopeApp
@@ -71,14 +91,19 @@ def served_app(run_path: Path, show_all: bool = False):
     class ServedApp(IrscopeApp):
         CSS_PATH = Path(tui_app.__file__).with_name(IrscopeApp.CSS_PATH)
 
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self._readers = threading.local()  # SQLite handles stay in their thread
+
         def store(self):
-            run = super().store()
-            run.meta["read_only"] = True  # parsed() caches nothing, transaction() refuses
+            run = getattr(self._readers, "run", None)
+            if run is None:
+                run = self._readers.run = open_read_only(self.run_path)
             return run
 
         def source_worker(self, stage, line) -> None:
-            self.post_message(msg.Problem("irscope serve shows no Python source files",
-                                          "warning"))
+            self.post_message(msg.Problem("irscope serve shows no Python source files; "
+                                          "open the unit's Python source stage", "warning"))
 
     return ServedApp(run_path, show_all)
 
