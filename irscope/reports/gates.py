@@ -24,6 +24,7 @@ from irscope.errors import UsageError
 from irscope.reports.diff import Diff, FigureDelta, Figures
 
 RUN_TOTAL = "(run total)"
+LINT_PREFIX = "lint."  # lint.<rule>: findings of one rule of irscope lint
 TRENDS = ("increased", "decreased", "changed")
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
@@ -158,17 +159,32 @@ def evaluate(gate: Gate, diff: Diff) -> list[Violation]:
     for unit in diff.units:
         if unit.status == "removed" or (unit.status == "added" and gate.needs_both_sides):
             continue
-        a = Figures(unit.a.figures()).get(gate.figure) if unit.a else None
-        delta = FigureDelta(gate.figure, a, Figures(unit.b.figures()).get(gate.figure))
+        a = _value(unit.a.figures(), gate.figure) if unit.a else None
+        delta = FigureDelta(gate.figure, a, _value(unit.b.figures(), gate.figure))
         if gate.holds(delta):
             rows.append(Violation(gate.text, unit.name, delta))
-    total = FigureDelta(gate.figure, Figures(diff.a.figures()).get(gate.figure),
-                        Figures(diff.b.figures()).get(gate.figure))
+    total = FigureDelta(gate.figure, _value(diff.a.figures(), gate.figure),
+                        _value(diff.b.figures(), gate.figure))
     if gate.holds(total):
         rows.append(Violation(gate.text, RUN_TOTAL, total))
     return rows
 
 
+def _value(figures, name: str) -> float | None:
+    """A figure of one side; a lint rule that found nothing there counts 0 (its
+    ``lint.<rule>`` figure is left out of reports rather than written as 0)."""
+    value = Figures(figures).get(name)
+    return 0 if value is None and _is_lint_rule(name) else value
+
+
+def _is_lint_rule(name: str) -> bool:
+    from irscope.analysis.lint import RULE_IDS
+
+    return name.startswith(LINT_PREFIX) and name[len(LINT_PREFIX):] in RULE_IDS
+
+
 def known_figure(gate: Gate, diff: Diff) -> bool:
-    """Whether either side reports the gate's figure anywhere (to warn about typos)."""
-    return gate.figure in diff.a.figures() or gate.figure in diff.b.figures()
+    """Whether either side reports the gate's figure anywhere, or it is a lint rule's count
+    (to warn about typos)."""
+    return (gate.figure in diff.a.figures() or gate.figure in diff.b.figures()
+            or _is_lint_rule(gate.figure))

@@ -66,6 +66,7 @@ class UnitRecord:
     source_line: int | None = None
     stages: tuple[StageRecord, ...] = ()
     headline: Mapping[str, float] = field(default_factory=dict)
+    lint: Mapping[str, int] = field(default_factory=dict)  # lint.<rule> -> findings
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,7 +82,7 @@ class UnitRecord:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
         kind (``ptx.instructions``) or, where the unit has several stages of that kind (graph
         snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``)."""
-        out: dict[str, float] = dict(self.headline)
+        out: dict[str, float] = {**self.headline, **self.lint}
         per_kind = Counter(stage.kind for stage in self.stages)
         for stage in self.stages:
             prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
@@ -204,6 +205,7 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
     shown, hidden = shown_units(run.units(), show_all)
     chosen = [u for u in shown if unit_selected(u.name, unit_pattern)]
     rollup = read_run_figures(run, chosen)
+    lint = _lint_by_unit(run, chosen)
     units = []
     for unit, figures in zip(chosen, rollup.units):
         records = tuple(
@@ -213,7 +215,8 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
             if (registry.get(s.kind).module or s.kind in CODE_KINDS)
             and stage_selected(s.kind, wanted))
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
-                                records, unit_headline(records, figures)))
+                                records, unit_headline(records, figures),
+                                lint.get(unit.name, {})))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
     if hidden:
@@ -224,6 +227,17 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
     totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
     return Report(run=run.name, path=str(run.path), units=tuple(units), totals=totals,
                   stages=wanted, meta=_plain_meta(run.meta))
+
+
+def _lint_by_unit(run: Run, units) -> dict[str, dict[str, int]]:
+    """``lint.<rule>`` counts of each unit's findings (irscope lint), by unit name."""
+    from irscope.analysis.lint import lint_counts
+    from irscope.run_lint import read_findings
+
+    found: dict[str, list] = {}
+    for finding in read_findings(run, units):
+        found.setdefault(finding.unit, []).append(finding)
+    return {name: lint_counts(findings) for name, findings in found.items()}
 
 
 def report_from_parsed(name: str, kind: str, parsed: Mapping[str, Any],
@@ -250,7 +264,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "figures": _run_headline(report),
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
-            "source_line": u.source_line, "figures": dict(u.headline),
+            "source_line": u.source_line, "figures": {**u.headline, **u.lint},
             "stages": [{"kind": s.kind, "name": s.name, "totals": dict(s.totals),
                         "histogram": dict(s.histogram), "categories": dict(s.categories),
                         "kernels": [dict(k) for k in s.kernels],
@@ -300,7 +314,8 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
         return report
     units = tuple(
         UnitRecord(u.name, u.framework, u.source_file, u.source_line,
-                   tuple(s for s in u.stages if stage_selected(s.kind, wanted)), u.headline)
+                   tuple(s for s in u.stages if stage_selected(s.kind, wanted)), u.headline,
+                   u.lint)
         for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
                   wanted or report.stages, report.meta)
