@@ -136,3 +136,26 @@ def test_kernels_of_one_name_with_other_bodies_are_apart(tmp_path):
     assert sorted(units) == ["scale_add_kernel", "scale_add_kernel (2)"]
     assert "tensor<8xf32>" in ttir["scale_add_kernel"]
     assert "tensor<4xf32>" in ttir["scale_add_kernel (2)"]
+
+
+def test_jax_triton_call_links_the_triton_units_of_its_kernel(tmp_path):
+    """Filing a staged triton_call (as on a GPU): the jit launches Triton's own units of that
+    kernel, every compile of it, and no copy is made."""
+    import json
+
+    from irscope.collectors.pallas import KERNELS, file_kernels
+    from irscope.collectors.staging import Staging
+
+    staging = Staging(tmp_path / "staging").create()
+    (staging.jax / KERNELS).write_text(json.dumps(
+        {"module": "jit_add", "kind": "triton", "name": "add_kernel", "grid": [2]}) + "\n")
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as writer:
+        caller = writer.add_unit("jit_add", "jax")
+        kernels = {writer.add_unit(n, "triton") for n in ("add_kernel-1a2b3c4d",
+                                                          "add_kernel-5e6f7a8b")}
+        writer.add_unit("add_kernel_v2", "triton")
+    assert file_kernels(run, staging) == 2
+    assert {r.dst for r in run.relations("launches") if r.src == caller} == kernels
+    assert len(run.units("triton")) == 3
+    run.close()

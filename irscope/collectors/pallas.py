@@ -129,6 +129,14 @@ def file_kernels(run, staging: Staging, rank: int | None = None) -> int:
     with run.transaction() as writer:
         for record in records:
             framework = record.get("kind", "pallas")
+            caller = run.unit_named("jax", ranked_name(record.get("module", ""), rank))
+            compiled = _compiled_by_triton(run, record) if framework == "triton" else []
+            for unit in compiled:  # Triton's own units, with its stages: linked, not copied
+                units.add(unit)
+                if caller is not None:
+                    writer.add_relation(caller.id, "launches", unit, {"via": "jax_triton"})
+            if compiled:
+                continue
             body = f"{record.get('jaxpr')}\0{record.get('ttir')}\0{record.get('source_line')}"
             seen = bodies.setdefault((framework, str(record.get("name"))), [])
             if body not in seen:
@@ -149,7 +157,14 @@ def file_kernels(run, staging: Staging, rank: int | None = None) -> int:
                 writer.add_stage(unit, "jaxpr", record["jaxpr"], origin=origin)
             if record.get("ttir"):
                 writer.add_stage(unit, "ttir", record["ttir"], origin=origin)
-            caller = run.unit_named("jax", attrs["called_by"])
             if caller is not None:
                 writer.add_relation(caller.id, "launches", unit, {"via": framework})
     return len(units)
+
+
+def _compiled_by_triton(run, record: dict[str, Any]) -> list[int]:
+    """The Triton units of a jax_triton kernel: named like it, or ``name-<hash8>`` where
+    several compiles of it (other constexprs) were told apart."""
+    name = str(record.get("name"))
+    return [u.id for u in run.units("triton")
+            if u.name == name or (u.name.startswith(name + "-") and len(u.name) == len(name) + 9)]
