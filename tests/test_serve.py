@@ -99,7 +99,7 @@ async def screen_showing(page, *texts: str) -> str:
         last[0] = await page.terminal_text() or ""
         return last[0] if all(t in last[0] for t in texts) else None
     try:
-        return await wait_for(probe, timeout=20)
+        return await wait_for(probe, timeout=45)  # an upper bound for a loaded machine
     except AssertionError:
         raise AssertionError(f"{texts} never appeared; the screen was:\n{last[0]}") from None
 
