@@ -28,7 +28,7 @@ PLANTED = ("irscope/__init__.py", "textual/__init__.py", "sitecustomize.py", "us
 def hostile_run(tmp_path) -> Path:
     """The committed Triton run under a name the shell would act on, with files that record
     being executed, and run.json saying nothing of read-only (the server must see to it)."""
-    run = tmp_path / "run 'q' $(touch SHELL_RAN) `touch TICK_RAN`"
+    run = tmp_path / "run 'q' $(touch SHELL_RAN) `touch TICK_RAN` <b>bold"
     shutil.copytree(SAMPLE, run)
     meta = json.loads((run / "run.json").read_text())
     meta.pop("read_only", None)
@@ -123,6 +123,10 @@ def test_two_viewers_browse_a_served_run_which_stays_untouched(hostile_run, tmp_
                 await asyncio.gather(first.goto(url), second.goto(url))
                 screen = await screen_showing(first, "add_kernel · TTIR", "tt.func public")
                 assert "softmax_kernel" in screen and "$(touch SHELL_RAN)" in screen
+                # the page names the run as text too (textual-serve's template escapes it)
+                assert await first.evaluate("document.querySelector('.intro b')") is None
+                assert "<b>bold" in await first.evaluate("document.title + "
+                                                         "document.querySelector('.intro').innerText")
                 for page in (first, second):  # keys go to xterm.js's input element
                     await page.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
                 # one stage down per key, each seen by its title and its own text

@@ -21,8 +21,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "serve", help="browse a run in a web browser (read-only, several viewers at once)",
         description="Serve the terminal UI of `irscope open` over HTTP: every browser tab gets "
-                    "its own read-only view of the run. Needs the [serve] extra "
-                    "(pip install 'irscope[serve]').")
+                    "its own read-only view of the run. Needs the [serve] extra (textual-serve).")
     p.add_argument("run", nargs="?", default="latest",
                    help="run directory, run name under ./.irscope/runs, or 'latest' (default)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT,
@@ -45,15 +44,15 @@ def app_command(run_path: Path, show_all: bool = False) -> str:
 
 def run(args) -> int:
     from irscope.errors import UsageError
-    from irscope.store import Run, locate_run
+    from irscope.store import locate_run
 
     path = Path(locate_run(args.run)).resolve()
-    Run.open(path).close()  # a missing or damaged run is one clear line, before serving
+    open_read_only(path).close()  # a missing or damaged run is one clear line, before serving
     try:
         from textual_serve.server import Server
     except ImportError:
-        raise UsageError("irscope serve needs textual-serve: pip install 'irscope[serve]'") \
-            from None
+        raise UsageError("irscope serve needs textual-serve: install irscope with the [serve] "
+                         "extra (README: Install)") from None
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: choose a port from 1 to 65535")
     server = Server(app_command(path, args.show_all), host=args.host, port=args.port,
