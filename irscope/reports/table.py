@@ -20,7 +20,7 @@ MAX_STAGE_ROWS = 400
 CELL_PADDING = 3  # a Rich cell's padding plus its border
 NAME_MIN, NAME_MAX = 12, 40  # a unit name's column: never narrower, and no wider than needed
 NAME_RESERVED = 24  # figure columns give way to a unit name up to this width
-STAGE_MAX, TOP_OPS_MIN = 24, 12
+STAGE_MAX, TOP_OPS_MIN, TOP_OPS_WIDE = 24, 12, 40
 
 
 def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, int]]:
@@ -68,12 +68,16 @@ def report_renderable(report: Report, width: int = 120) -> Group:
                     "--format md/html/csv for every op count", style="italic")
         return Group(units, note)
     records = [s for u in report.units for s in u.stages]
-    stage_width = min(STAGE_MAX, max([len("Stage"), *(len(stage_title(s)) for s in records)]))
+    stage_longest = max([len("Stage"), *(len(stage_title(s)) for s in records)])
+    stage_width = min(STAGE_MAX, stage_longest)
     unit_width = min(longest, max(NAME_MIN, width // 4))
     totals = fitting(stage_columns(report), [s.totals for s in records], width,
                      1 + 3 * CELL_PADDING + unit_width + stage_width + TOP_OPS_MIN)
-    top_width = max(TOP_OPS_MIN, width - 1 - CELL_PADDING * (3 + len(totals)) - unit_width
-                    - stage_width - sum(w for *_, w in totals))
+    rest = max(TOP_OPS_MIN + stage_width, width - 1 - CELL_PADDING * (3 + len(totals))
+               - unit_width - sum(w for *_, w in totals))
+    # a wide terminal gives stage titles (TTIR (gemm_fusion_3.ttir.txt)) room first
+    stage_width = min(stage_longest, max(stage_width, rest - TOP_OPS_WIDE))
+    top_width = rest - stage_width
     stages = Table(title="Op counts per stage", title_justify="left")
     _fixed(stages, "Unit", unit_width)
     _fixed(stages, "Stage", stage_width)
