@@ -57,3 +57,16 @@ def test_middle_keeps_both_ends():
     assert middle("abcdefghij", 5) == "ab…ij"
     assert middle("abc", 5) == "abc"
     assert len(middle("x" * 100, 17)) == 17
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_a_diff_is_one_line_a_row_too(width):
+    from irscope.reports.diff import diff_reports
+
+    with Run.open(SAMPLES / "torch_cuda") as a, Run.open(SAMPLES / "torch_cuda_bf16") as b:
+        diff = diff_reports(build_report(a), build_report(b))
+    text = table.render_diff(diff, width=width)
+    assert max(len(line) for line in text.splitlines()) <= width
+    changes = sum(len(u.changes) for u in diff.units) + len(
+        [d for d in diff.totals if ".op." not in d.name])
+    assert len(rows(text)) == len(diff.units) + changes

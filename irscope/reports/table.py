@@ -93,35 +93,47 @@ def report_renderable(report: Report, width: int = 120) -> Group:
     return Group(units, stages)
 
 
-def diff_renderable(diff: Diff) -> Group:
-    """A unit table (status and how each pair matched) and a table of every changed figure."""
+def diff_renderable(diff: Diff, width: int | None = None) -> Group:
+    """A unit table (status and how each pair matched) and a table of every changed figure,
+    each row one line at ``width`` columns (the console's when not given): unit and figure
+    names cut in the middle."""
+    width = Console().width if width is None else width
     title = (f"{diff.a.run} -> {diff.b.run}: {diff.count('matched')} matched, "
              f"{diff.count('added')} added, {diff.count('removed')} removed")
+    stage_lists = [_stage_list(u.stages_changed) for u in diff.units]
+    fixed = [max([len("Status"), *(len(u.status) for u in diff.units)]),
+             min(16, max([len("Matched by"), *(len(u.matched_by or "") for u in diff.units)])),
+             len("Figures Δ"),
+             min(16, max([len("Stages Δ"), *(len(s) for s in stage_lists)]))]
+    name_width = max(NAME_MIN, width - 1 - CELL_PADDING * 5 - sum(fixed))
     units = Table(title=Text(title), title_justify="left")
-    units.add_column("Status", overflow="fold")
-    units.add_column("Unit", overflow="fold", ratio=3)
-    units.add_column("Matched by", overflow="fold", ratio=1)
-    units.add_column("Figures Δ", justify="right", overflow="fold")
-    units.add_column("Stages Δ", overflow="fold", ratio=1)
-    for unit in diff.units:
-        units.add_row(Text(unit.status), Text(unit.name), Text(unit.matched_by or ""),
-                      str(len(unit.changes)) if unit.status == "matched" else "",
-                      Text(_stage_list(unit.stages_changed)))
+    _fixed(units, "Status", fixed[0])
+    _fixed(units, "Unit", name_width)
+    _fixed(units, "Matched by", fixed[1])
+    _fixed(units, "Figures Δ", fixed[2], "right")
+    _fixed(units, "Stages Δ", fixed[3])
+    for unit, stages in zip(diff.units, stage_lists):
+        units.add_row(Text(unit.status), Text(middle(printable(unit.name), name_width)),
+                      Text(unit.matched_by or ""),
+                      str(len(unit.changes)) if unit.status == "matched" else "", Text(stages))
 
-    changes = Table(title="Changes", title_justify="left")
-    changes.add_column("Unit", overflow="fold", min_width=8, max_width=40)
-    changes.add_column("Figure", overflow="fold", min_width=8)
-    for name in ("A", "B", "Δ", "%"):
-        changes.add_column(name, justify="right", no_wrap=True)
-    for delta in run_total_changes(diff):
-        changes.add_row("(run total)", Text(delta.name), number(delta.a), number(delta.b),
-                        signed(delta.delta), percent(delta))
-    for unit in diff.units:
-        for delta in unit.changes:
-            changes.add_row(Text(unit.name), Text(delta.name), number(delta.a), number(delta.b),
-                            signed(delta.delta), percent(delta))
-    if not changes.row_count:
+    rows = [("(run total)", d) for d in run_total_changes(diff)]
+    rows += [(printable(u.name), d) for u in diff.units for d in u.changes]
+    if not rows:
         return Group(units, Text("No figure changed.", style="italic"))
+    cells = [(number(d.a), number(d.b), signed(d.delta), percent(d)) for _, d in rows]
+    numbers = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate("ABΔ%")]
+    names = width - 1 - CELL_PADDING * 6 - sum(numbers)
+    unit_width = min(max(len(n) for n, _ in rows), max(8, names // 2))
+    figure_width = max(8, names - unit_width)
+    changes = Table(title="Changes", title_justify="left")
+    _fixed(changes, "Unit", unit_width)
+    _fixed(changes, "Figure", figure_width)
+    for name, need in zip(("A", "B", "Δ", "%"), numbers):
+        _fixed(changes, name, need, "right")
+    for (name, delta), numbers_of_row in zip(rows, cells):
+        changes.add_row(Text(middle(name, unit_width)),
+                        Text(middle(printable(delta.name), figure_width)), *numbers_of_row)
     return Group(units, changes)
 
 
@@ -142,4 +154,4 @@ def render_report(report: Report, width: int = 120) -> str:
 
 
 def render_diff(diff: Diff, width: int = 120) -> str:
-    return render_text(diff_renderable(diff), width)
+    return render_text(diff_renderable(diff, width), width)
