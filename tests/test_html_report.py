@@ -69,10 +69,15 @@ def test_kernel_cards_show_the_analysis_layers_figures(run_path, page):
     assert f">{matmul.occupancy_limiter}</dd>" in card
 
 
-def test_problems_list_graph_breaks_and_recompiles(page):
-    problems = page.split("<h2>Problems (2)</h2>")[1].split("</ul>")[0]
-    assert "graph break" in problems and "model.py:7" in problems
-    assert "recompile" in problems and "size mismatch" in problems
+def test_problems_list_graph_breaks_recompiles_and_lint_findings(page):
+    problems = page.split("<h2>Problems (")[1].split("</ul>")[0]
+    items = problems.split("<li>")[1:]
+    assert problems.startswith(f"{len(items)})</h2>")
+    assert any("graph break" in i and "model.py:7" in i for i in items)
+    assert any("recompile" in i and "size mismatch" in i for i in items)
+    limited = [i for i in items if "lint occupancy_registers" in i]
+    assert len(limited) == 1 and "<code>matmul_kernel</code>" in limited[0]
+    assert not any("lint graph_break" in i for i in items)  # the event is listed once
 
 
 def test_op_histograms_are_inline_svg(page):

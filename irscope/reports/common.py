@@ -30,6 +30,7 @@ CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # Event kinds that are problems, with the words a report uses for them.
 PROBLEM_EVENTS = {"graph_break": "graph break", "recompile": "recompile",
                   "compile_failure": "compile failure"}
+EVENT_RULES = frozenset({"graph_break", "recompile"})  # lint rules that restate an event
 
 
 def printable(text: str) -> str:
@@ -42,7 +43,7 @@ def printable(text: str) -> str:
 @dataclass(frozen=True)
 class Problem:
     """Something in a run worth a reader's attention: a graph break, a recompile, a lint
-    finding; ``kind`` is its name as shown, ``unit`` the unit it belongs to, if any."""
+    finding (``lint <rule>``); ``kind`` is its name as shown, ``unit`` its unit, if any."""
 
     kind: str
     unit: str | None
@@ -62,6 +63,7 @@ class Details:
         """The details of the run at ``path``; none when there is no run there (a report
         read back from JSON)."""
         from irscope.run_figures import read_run_figures
+        from irscope.run_lint import read_findings
         from irscope.store import INDEX, Run
 
         if not path or not os.path.isfile(os.path.join(path, INDEX)):
@@ -69,11 +71,14 @@ class Details:
         with Run.open(path) as run:
             figures = read_run_figures(run)
             names = {u.unit_id: u.name for u in figures.units}
-            problems = tuple(
+            problems = [
                 Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
-                for e in run.events() if e.kind in PROBLEM_EVENTS)
+                for e in run.events() if e.kind in PROBLEM_EVENTS]
+            problems += [  # the events above are listed once, as events
+                Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources)))
+                for f in read_findings(run) if f.rule not in EVENT_RULES]
         return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},
-                   problems)
+                   tuple(problems))
 
 
 def event_message(data: Mapping) -> str:
