@@ -8,19 +8,27 @@ in the index and in files alike; a blob is still named by the SHA-256 of its unc
 bytes, and readers only ever see those bytes. Runs of older schemas are read as they are
 and written as their schema says. Nothing stored is ever executed: blobs are bytes, the
 index is SQLite, metadata is JSON.
+
+A run may come from anywhere, so reading one trusts nothing in it: a blob is named by 64 hex
+digits and read only from a regular file under blobs/ (never through a link, never a FIFO or
+device), in bounded size; index rows of the wrong type or with damaged JSON are read as
+empty values; a run the user cannot write is opened read-only.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import hashlib
 import itertools
 import json
 import os
 import re
 import sqlite3
+import stat
 import tempfile
 import threading
+import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +47,26 @@ DEFAULT_ROOT = Path(".irscope") / "runs"
 WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
+MAX_BLOB_BYTES = 1 << 30  # larger blobs, stored or uncompressed, are refused as damage
+# A blob's name: the SHA-256 of its bytes, "3f5a...e1" (64 lower-case hex digits).
+BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+_NUMBER = (int, float)
+# Attributes that readers rely on the type of: a value of another type (a damaged or crafted
+# index) is left out when the unit is read, as if the run had not recorded it.
+ATTR_TYPES: dict[str, type | tuple[type, ...]] = {
+    **dict.fromkeys(("output_codes", "compile_times", "metadata", "config", "resources", "ptxas",
+                     "target", "signature", "constexprs"), dict),
+    **dict.fromkeys(("rank", "num_warps", "num_stages", "num_ctas", "guard_count",
+                     "graph_op_count", "graph_node_count", "xla_module", "shared", "order"), int),
+    **dict.fromkeys(("hash", "origin", "compile_id", "called_from", "called_by", "group",
+                     "kernel", "status", "xla_dump", "ttir_error"), str),
+    **dict.fromkeys(("compile_seconds", "compile_time_us"), _NUMBER),
+    **dict.fromkeys(("problems", "warnings", "autotune_candidates"), list),
+    "arch": (int, str),
+}
+# Mappings whose values readers compute with: every value must be of this type.
+ATTR_VALUE_TYPES: dict[str, type | tuple[type, ...]] = {"compile_times": _NUMBER,
+                                                        "output_codes": str}
 # What a run directory may hold; "staging" is the collection folder of a run being captured.
 _RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, "staging", INDEX + "-wal", INDEX + "-shm",
                 INDEX + "-journal"}
@@ -139,6 +167,50 @@ class Event:
     unit_id: int | None
     kind: str
     data: dict[str, Any]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _optional_text(value: Any) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _integer(value: Any, default: int | None = None) -> int | None:
+    """An index cell as an int; a crafted or damaged cell of another type gives ``default``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def _unit(row) -> Unit:
+    return Unit(_integer(row[0], 0), _text(row[1]), _text(row[2]), _optional_text(row[3]),
+                _integer(row[4]), _attrs(row[5]))
+
+
+def _attrs(text: Any) -> dict[str, Any]:
+    """A unit's or relation's attributes, without values of a type no writer gives them."""
+    attrs = _json_object(text)
+    for key, expected in ATTR_TYPES.items():
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:
+            del attrs[key]
+        elif key in ATTR_VALUE_TYPES:
+            wanted = ATTR_VALUE_TYPES[key]
+            attrs[key] = {k: v for k, v in value.items()
+                          if isinstance(v, wanted) and not isinstance(v, bool)}
+    return attrs
+
+
+def _stage(row) -> Stage:
+    return Stage(_integer(row[0], 0), _integer(row[1], 0), _text(row[2]), _text(row[3]),
+                 _integer(row[4], 0), _text(row[5]), _integer(row[6], 0), _optional_text(row[7]))
 
 
 def default_run_dir(name: str = "run", root: Path | None = None) -> Path:
@@ -243,11 +315,12 @@ class Run:
     """An open run directory. Reads are plain; writes go through ``transaction()``."""
 
     def __init__(self, path: Path, db: sqlite3.Connection, meta: dict[str, Any],
-                 schema: int = SCHEMA_VERSION):
+                 schema: int = SCHEMA_VERSION, writable: bool = True):
         self.path = path
         self.db = db
         self.meta = meta
         self.schema = schema
+        self.writable = writable  # False: opened read-only (the user may not write the run)
         # Blobs up to this size go into the index; -1 (every blob a file) for schema-1 runs.
         self.inline_max = INLINE_MAX if schema >= INLINE_FROM_SCHEMA else -1
         self.compressed = schema >= COMPRESSED_FROM_SCHEMA
@@ -283,25 +356,46 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path: str | os.PathLike) -> "Run":
-        """Open an existing run; refuses missing, damaged and newer-schema runs clearly."""
+    def open(cls, path: str | os.PathLike, read_only: bool = False) -> "Run":
+        """Open an existing run; refuses missing, damaged and newer-schema runs clearly.
+
+        A run the user cannot write (a shared folder, a read-only mount) is opened read-only,
+        as is any with ``read_only``: reading never needs write access.
+        """
         path = Path(path)
         if not path.exists():
             raise RunError(f"{path}: no such run")
-        if not (path / INDEX).is_file():
+        index = path / INDEX
+        if not index.is_file():
             raise RunError(f"{path}: not an irscope run (no {INDEX})")
-        try:
-            db = _connect(path / INDEX)
-            row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        except sqlite3.DatabaseError as exc:
-            raise RunError(f"{path / INDEX}: damaged index ({exc})") from None
-        version = int(row[0]) if row else 0
+        if not os.access(index, os.R_OK):
+            raise RunError(f"{index}: permission denied: the run cannot be read")
+        writable = not read_only and os.access(index, os.W_OK) and os.access(path, os.W_OK)
+        db, row, problem = None, None, None
+        for mode in (("rw", "ro", "immutable") if writable else ("ro", "immutable")):
+            try:
+                db = _connect(index, mode=mode)
+                row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+                break
+            except sqlite3.OperationalError as exc:  # cannot open or lock it this way
+                problem = problem or exc
+                writable = False
+                if db is not None:
+                    db.close()
+                    db = None
+            except sqlite3.DatabaseError as exc:
+                if db is not None:
+                    db.close()
+                raise RunError(f"{index}: damaged index ({exc})") from None
+        if db is None:
+            raise RunError(f"{index}: cannot open the index ({problem})")
+        version = _integer(row[0], 0) if row else 0
         if version > SCHEMA_VERSION:
             raise RunError(f"{path}: made by a newer irscope (run schema {version}, this "
                            f"irscope reads up to {SCHEMA_VERSION}); upgrade irscope")
         if version < 1:
             raise RunError(f"{path / INDEX}: damaged index (no schema version)")
-        return cls(path, db, _read_meta(path), version)
+        return cls(path, db, _read_meta(path), version, writable)
 
     def close(self) -> None:
         self.db.close()
@@ -326,7 +420,7 @@ class Run:
     # -- blobs ---------------------------------------------------------------------
     def blob_path(self, blob: str) -> Path:
         """Where a large blob's file is (its bytes compressed in a compressed run)."""
-        return self.path / BLOBS / blob[:2] / blob
+        return self.path / BLOBS / _checked_name(blob, self.path)[:2] / blob
 
     def put_blob(self, data: bytes) -> str:
         """Store ``data`` once by its SHA-256; returns the digest."""
@@ -372,7 +466,12 @@ class Run:
         return BlobSink(self)
 
     def read_blob(self, blob: str) -> bytes:
-        """The blob's bytes as they were stored (uncompressed), from the index or its file."""
+        """The blob's bytes as they were stored (uncompressed), from the index or its file.
+
+        Only a blob named by its digest, kept in the index or in a regular file under blobs/
+        of at most MAX_BLOB_BYTES, is read: anything else is a RunError naming the damage.
+        """
+        _checked_name(blob, self.path)
         data = None
         if self._blob_table:
             try:
@@ -383,16 +482,19 @@ class Run:
             if row is not None:
                 data = row[0]
         if data is None:
-            try:
-                data = self.blob_path(blob).read_bytes()
-            except FileNotFoundError:
-                raise RunError(f"{self.path}: blob {blob[:12]} is missing") from None
+            data = _read_blob_file(self.path, blob)
+        if not isinstance(data, (bytes, memoryview)):
+            raise RunError(f"{self.path}: blob {blob[:12]} is damaged (the index holds "
+                           f"{type(data).__name__}, not bytes)")
         if not self.compressed:
             return bytes(data)
         try:
-            return decompress(data)
+            return _bounded_decompress(data)
         except _zstandard().ZstdError as exc:
             raise RunError(f"{self.path}: blob {blob[:12]} is damaged ({exc})") from None
+        except _TooLarge:
+            raise RunError(f"{self.path}: blob {blob[:12]} is damaged (more than "
+                           f"{MAX_BLOB_BYTES >> 20} MiB once uncompressed)") from None
 
     def read_text(self, stage: Stage) -> str:
         return self.read_blob(stage.blob).decode("utf-8", errors="replace")
@@ -400,12 +502,16 @@ class Run:
     # -- writing -------------------------------------------------------------------
     @property
     def read_only(self) -> bool:
-        """A run whose run.json says ``"read_only": true`` (a committed sample) is never written."""
-        return bool(self.meta.get("read_only"))
+        """A run whose run.json says ``"read_only": true`` (a committed sample), or one opened
+        read-only, is never written."""
+        return bool(self.meta.get("read_only")) or not self.writable
 
     @contextmanager
     def transaction(self) -> Iterator["Writer"]:
         """All-or-nothing writes; other processes wait (SQLite's lock) rather than corrupt."""
+        if not self.writable:
+            raise RunError(f"{self.path}: cannot write to this run (no write access); copy it "
+                           f"to add to it")
         if self.read_only:
             raise RunError(f"{self.path}: a read-only run (see its run.json); copy it to add to it")
         try:
@@ -429,7 +535,7 @@ class Run:
         sql = "SELECT id, name, framework, source_file, source_line, attrs FROM units"
         rows = self.db.execute(sql + (" WHERE framework=?" if framework else "") + " ORDER BY id",
                                (framework,) if framework else ())
-        return [Unit(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+        return [_unit(r) for r in rows]
 
     def unit(self, key: str | int) -> Unit:
         """A unit by id, exact name, or unique name prefix/substring."""
@@ -456,14 +562,14 @@ class Run:
         row = self.db.execute("SELECT id, name, framework, source_file, source_line, attrs "
                               "FROM units WHERE framework=? AND name=?", (framework, name)
                               ).fetchone()
-        return Unit(row[0], row[1], row[2], row[3], row[4], json.loads(row[5])) if row else None
+        return _unit(row) if row else None
 
     def unit_by_id(self, unit_id: int) -> Unit:
         row = self.db.execute("SELECT id, name, framework, source_file, source_line, attrs "
                               "FROM units WHERE id=?", (unit_id,)).fetchone()
         if row is None:
             raise RunError(f"{self.path}: no unit {unit_id}")
-        return Unit(row[0], row[1], row[2], row[3], row[4], json.loads(row[5]))
+        return _unit(row)
 
     def stages(self, unit_id: int | None = None) -> list[Stage]:
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
@@ -471,7 +577,7 @@ class Run:
             rows = self.db.execute(sql + " ORDER BY unit_id, position, id")
         else:
             rows = self.db.execute(sql + " WHERE unit_id=? ORDER BY position, id", (unit_id,))
-        return [Stage(*r) for r in rows]
+        return [_stage(r) for r in rows]
 
     def stage(self, unit: Unit, key: str) -> Stage:
         """A unit's stage by kind or name (first of that kind when several)."""
@@ -500,7 +606,7 @@ class Run:
             "SELECT id, name, framework, source_file, source_line, attrs FROM units "
             "WHERE framework=? AND json_extract(attrs, '$.' || ?) = ? ORDER BY id",
             (framework, attr, value))
-        return [Unit(r[0], r[1], r[2], r[3], r[4], json.loads(r[5])) for r in rows]
+        return [_unit(r) for r in rows]
 
     def units_with_key(self, framework: str, attr: str, key: str) -> list[int]:
         """Ids of the units of ``framework`` whose mapping attribute ``attr`` has ``key``."""
@@ -516,13 +622,15 @@ class Run:
     def relations(self, kind: str | None = None) -> list[Relation]:
         sql = "SELECT src, kind, dst, attrs FROM relations"
         rows = self.db.execute(sql + (" WHERE kind=?" if kind else ""), (kind,) if kind else ())
-        return [Relation(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [Relation(_integer(r[0], 0), _text(r[1]), _integer(r[2], 0), _attrs(r[3]))
+                for r in rows]
 
     def events(self, kind: str | None = None) -> list[Event]:
         sql = "SELECT id, unit_id, kind, data FROM events"
         rows = self.db.execute(sql + (" WHERE kind=?" if kind else "") + " ORDER BY id",
                                (kind,) if kind else ())
-        return [Event(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return [Event(_integer(r[0], 0), _integer(r[1]), _text(r[2]), _json_object(r[3]))
+                for r in rows]
 
     # -- parsed statistics, cached ---------------------------------------------------
     def parsed(self, stage: Stage) -> dict[str, Any]:
@@ -532,8 +640,9 @@ class Run:
         version = registry.parser_version(stage.kind)
         row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
                               (stage.blob, stage.kind, version)).fetchone()
-        if row:
-            return json.loads(row[0])
+        cached = _json_object(row[0]) if row else None
+        if cached:
+            return cached
         data = registry.parse(stage.kind, self.read_text(stage)).to_json()
         if self.read_only:
             return data
@@ -552,11 +661,41 @@ class Run:
 
 
 class Writer:
-    """Write handle inside a transaction: units, stages, relations, events."""
+    """Write handle inside a transaction: units, stages, relations, events.
+
+    With ``keep_all`` (an ingest sets it) a stage never replaces one of the same kind and
+    name holding other bytes: the newcomer is filed as ``name (2)``, ``name (3)``...
+    """
 
     def __init__(self, run: Run):
         self.run = run
         self.db = run.db
+        self.keep_all = False
+
+    def collect_orphans(self) -> int:
+        """Delete what a killed writer left under blobs/: blob files no stage names and
+        temporary files. Safe only here, inside a transaction: no other writer is filing.
+        Returns how many files went."""
+        root = self.run.path / BLOBS
+        if not root.is_dir() or root.is_symlink():
+            return 0
+        named = {row[0] for row in self.db.execute("SELECT DISTINCT blob FROM stages")}
+        removed = 0
+        for top in os.scandir(root):
+            if top.name.startswith(".tmp-") and top.is_file(follow_symlinks=False):
+                removed += _unlink(top.path)
+            if len(top.name) != 2 or not top.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(top.path):
+                stray = entry.name.startswith(".tmp-") or (
+                    BLOB_NAME.fullmatch(entry.name) is not None and entry.name not in named)
+                if stray and not entry.is_dir(follow_symlinks=False):
+                    removed += _unlink(entry.path)
+        for entry in os.scandir(self.run.path):
+            if entry.name.startswith(".tmp-") and entry.is_file(follow_symlinks=False):
+                removed += _unlink(entry.path)
+        self.run._stored.clear()
+        return removed
 
     def add_unit(self, name: str, framework: str, source_file: str | None = None,
                  source_line: int | None = None, attrs: dict[str, Any] | None = None) -> int:
@@ -594,12 +733,26 @@ class Writer:
             if isinstance(data, str):
                 data = data.encode("utf-8")
             blob, size = self.run.put_blob(data), len(data)
+        name = name or kind
+        if self.keep_all:
+            name = self._free_name(unit_id, kind, name, blob)
         cur = self.db.execute(
             "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
             "blob=excluded.blob, size=excluded.size, origin=excluded.origin",
-            (unit_id, kind, name or kind, registry.get(kind).order, blob, size, origin))
+            (unit_id, kind, name, registry.get(kind).order, blob, size, origin))
         return cur.lastrowid
+
+    def _free_name(self, unit_id: int, kind: str, name: str, blob: str) -> str:
+        """``name``, or the first ``name (n)`` that holds nothing or these very bytes."""
+        candidate, n = name, 1
+        while True:
+            row = self.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                                  (unit_id, kind, candidate)).fetchone()
+            if row is None or row[0] == blob:
+                return candidate
+            n += 1
+            candidate = f"{name} ({n})"
 
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
         """Link two units (kept once per source, kind and destination)."""
@@ -625,20 +778,94 @@ class Writer:
                         (unit_id, kind, text, unit_id, kind, text))
 
 
-def _json_object(text: str) -> dict[str, Any]:
-    """A stored JSON object, or {} when the index holds something else."""
+def _json_object(text: Any) -> dict[str, Any]:
+    """A stored JSON object, or {} when the index holds something else (damage, a crafted row)."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except (TypeError, ValueError, RecursionError):
         return {}
     return value if isinstance(value, dict) else {}
 
 
-def _connect(path: Path, wal: bool = False) -> sqlite3.Connection:
-    """A connection; ``wal`` switches a new index to write-ahead logging (it persists)."""
-    db = sqlite3.connect(path, timeout=60, isolation_level=None)
+class _TooLarge(Exception):
+    """A blob past MAX_BLOB_BYTES."""
+
+
+def _checked_name(blob: Any, run_path: Path) -> str:
+    """``blob`` when it is a digest; a name like ``../../x`` or ``/etc/passwd`` is damage."""
+    if not isinstance(blob, str) or not BLOB_NAME.fullmatch(blob):
+        shown = repr(blob)[:40]
+        raise RunError(f"{run_path}: damaged index: a stage names blob {shown}, which is not "
+                       f"a SHA-256 digest")
+    return blob
+
+
+def _read_blob_file(run_path: Path, blob: str) -> bytes:
+    """The bytes of blobs/<ab>/<digest>, read without following a link at any step and only
+    from a regular file (a FIFO would block, a device never end), up to MAX_BLOB_BYTES."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    opened: list[int] = []
+    try:
+        folder = os.open(os.path.join(run_path, BLOBS), flags | os.O_DIRECTORY)
+        opened.append(folder)
+        sub = os.open(blob[:2], flags | os.O_DIRECTORY, dir_fd=folder)
+        opened.append(sub)
+        fd = os.open(blob, flags | os.O_NONBLOCK, dir_fd=sub)
+        opened.append(fd)
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise RunError(f"{run_path}: blob {blob[:12]} is not a regular file: refused")
+        if info.st_size > MAX_BLOB_BYTES:
+            raise RunError(f"{run_path}: blob {blob[:12]} is damaged ({info.st_size:,} bytes, "
+                           f"more than {MAX_BLOB_BYTES >> 20} MiB)")
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, MAX_BLOB_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BLOB_BYTES:
+                raise RunError(f"{run_path}: blob {blob[:12]} is damaged (grew past "
+                               f"{MAX_BLOB_BYTES >> 20} MiB while read)")
+        return b"".join(chunks)
+    except FileNotFoundError:
+        raise RunError(f"{run_path}: blob {blob[:12]} is missing") from None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise RunError(f"{run_path}: blob {blob[:12]} is reached through a symbolic link "
+                           f"or is not a file: refused") from None
+        raise RunError(f"{run_path}: blob {blob[:12]} cannot be read "
+                       f"({exc.strerror or exc})") from None
+    finally:
+        for fd in reversed(opened):
+            os.close(fd)
+
+
+def _bounded_decompress(data: bytes) -> bytes:
+    """The bytes of one zstandard frame, never more than MAX_BLOB_BYTES of them."""
+    reader = _zstandard().ZstdDecompressor().stream_reader(bytes(data), read_across_frames=False)
+    out = reader.read(MAX_BLOB_BYTES + 1)
+    if len(out) > MAX_BLOB_BYTES:
+        raise _TooLarge()
+    return out
+
+
+def _connect(path: Path, wal: bool = False, mode: str = "rw") -> sqlite3.Connection:
+    """A connection; ``wal`` switches a new index to write-ahead logging (it persists).
+
+    ``mode`` "ro" reads without write access (a WAL index still needs its -shm file or a
+    writable folder), "immutable" reads a run nobody can be writing (a read-only folder).
+    Text that is not UTF-8 (a damaged or crafted index) is read with replacement characters.
+    """
+    if mode == "rw":
+        db = sqlite3.connect(path, timeout=60, isolation_level=None)
+    else:
+        query = "mode=ro" if mode == "ro" else "immutable=1"
+        uri = f"file:{urllib.parse.quote(str(Path(path).absolute()))}?{query}"
+        db = sqlite3.connect(uri, timeout=60, isolation_level=None, uri=True)
+    db.text_factory = lambda data: data.decode("utf-8", "replace")
     db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
+    if mode != "rw":
+        return db
     # With write-ahead logging a commit needs no fsync to keep the index consistent; a power
     # cut may lose the last ingest, never corrupt the run.
     db.execute("PRAGMA synchronous = NORMAL")
@@ -664,6 +891,14 @@ def _read_meta(path: Path) -> dict[str, Any]:
 _TMP_NAMES = itertools.count()
 
 
+def _unlink(path: str) -> int:
+    try:
+        os.unlink(path)
+    except OSError:
+        return 0
+    return 1
+
+
 def _atomic_write(target: Path, data: bytes) -> None:
     """Write to a private temporary name, then rename: readers never see a partial file."""
     tmp = os.path.join(os.path.dirname(target),
@@ -680,23 +915,45 @@ def _atomic_write(target: Path, data: bytes) -> None:
 
 
 def find_runs(root: Path | None = None) -> list[Path]:
-    """Run directories under ``root`` (default ./.irscope/runs), oldest first."""
+    """Run directories under ``root`` (default ./.irscope/runs), oldest first; a folder that
+    cannot be looked into is listed when it may be a run (``runs`` shows why it cannot)."""
     root = root or DEFAULT_ROOT
-    if not root.is_dir():
-        return []
-    return sorted(p for p in root.iterdir() if (p / INDEX).is_file())
+    try:
+        if not root.is_dir():
+            return []
+        entries = list(root.iterdir())
+    except PermissionError:
+        raise RunError(f"{root}: permission denied: cannot list the runs") from None
+    return sorted(p for p in entries if _is_run(p))
+
+
+def _modified(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _is_run(path: Path) -> bool:
+    try:
+        return (path / INDEX).is_file()
+    except PermissionError:
+        return path.is_dir()
 
 
 def locate_run(spec: str, root: Path | None = None) -> Path:
     """The run a user means by ``spec``: a path, "latest", or a run name/prefix under root."""
     path = Path(spec)
-    if (path / INDEX).is_file():
-        return path
+    try:
+        if (path / INDEX).is_file():
+            return path
+    except PermissionError:
+        raise RunError(f"{path}: permission denied: the run cannot be read") from None
     runs = find_runs(root)
     if spec == "latest":
         if not runs:
             raise RunError(f"no runs under {root or DEFAULT_ROOT}")
-        return max(runs, key=lambda p: ((p / INDEX).stat().st_mtime, p.name))
+        return max(runs, key=lambda p: (_modified(p / INDEX), p.name))
     by_name = [p for p in runs if p.name == spec or p.name.endswith(f"-{spec}")]
     if by_name:
         return by_name[-1]  # folders start with a timestamp: the newest run of that name

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptScreen,
                                  SourceScreen, stage_label)
+from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of,
                            first_code_line, is_ir, kernel_at, kernel_card, launch_line,
@@ -94,6 +96,7 @@ class IrscopeApp(App[None]):
         return run
 
     def on_mount(self) -> None:
+        asyncio.get_running_loop().set_default_executor(DaemonThreads())  # q never waits
         self.watch(self.viewer, "cursor", self._update_status, init=False)
         self.screen.set_class(self.size.width < NARROW, "narrow")
         self.load_run()

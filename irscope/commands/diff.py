@@ -32,6 +32,7 @@ def add_parser(subparsers) -> None:
 def load_side(spec: str, stages, unit_pattern):
     """A Report for one side: a report JSON file, an artifact file, or a run."""
     from irscope.errors import InputError
+    from irscope.files import read_artifact
     from irscope.parsers import registry
     from irscope.reports.records import (build_report, filtered, report_from_json,
                                          report_from_parsed)
@@ -39,10 +40,7 @@ def load_side(spec: str, stages, unit_pattern):
 
     path = Path(spec)
     if path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read as text ({exc})") from None
+        text = read_artifact(path, "a report or an artifact")
         if path.suffix.lower() == ".json" and '"schema"' in text[:4096]:
             try:
                 return filtered(report_from_json(json.loads(text), str(path)), stages,
