@@ -16,7 +16,7 @@ import time
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--remote-debugging-port=0", "--remote-allow-origins=*")
+         "--disable-dev-shm-usage", "--remote-debugging-port=0", "--remote-allow-origins=*")
 
 # The xterm.js terminal of a textual-serve page, read line by line (the page draws on a canvas,
 # so its text is not in the DOM). `this` is the array of the page's session objects.
