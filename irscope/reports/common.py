@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from irscope.analysis.figures import KernelFigures
+from irscope.console import printable as console_printable
 from irscope.parsers import registry
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report, StageRecord, UnitRecord
@@ -25,19 +25,17 @@ STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers"
                  ("shared_bytes", "Smem B"))
 
 
-# C0 controls and DEL, as in a kernel name carrying "\x1b[31m"; shown as their Unicode pictures.
-CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # Event kinds that are problems, with the words a report uses for them.
 PROBLEM_EVENTS = {"graph_break": "graph break", "recompile": "recompile",
                   "compile_failure": "compile failure"}
 EVENT_RULES = frozenset({"graph_break", "recompile"})  # lint rules that restate an event
 
 
-def printable(text: str) -> str:
-    """``text`` with control characters replaced by their pictures (ESC as ␛), so a name
-    from a run can neither move a terminal's cursor nor vanish from a page."""
-    return CONTROL_RE.sub(lambda m: chr(0x2421) if m.group() == "\x7f"
-                          else chr(0x2400 + ord(m.group())), text)
+def printable(name: str) -> str:
+    """A name from a run on one line: every control character shown as its picture (ESC as
+    ␛, as the console does), tab and newline too, so it can neither move a terminal's cursor
+    nor break a table row."""
+    return console_printable(name).replace("\n", "\u2424").replace("\t", "\u2409")
 
 
 @dataclass(frozen=True)
