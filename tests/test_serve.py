@@ -61,6 +61,13 @@ def test_the_served_app_opens_the_run_read_only(hostile_run):
     run.close()
 
 
+def test_serve_listens_on_this_machine_only_unless_told():
+    from irscope.cli import build_parser
+
+    args = build_parser("serve").parse_args(["serve", "some-run"])
+    assert (args.host, args.port) == ("127.0.0.1", 8000)
+
+
 def test_serve_refuses_a_missing_run(tmp_path):
     done = subprocess.run([sys.executable, "-m", "irscope", "serve", str(tmp_path / "nope")],
                           capture_output=True, text=True, timeout=60)

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 
 DEFAULT_PORT = 8000
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def add_parser(subparsers) -> None:
@@ -43,6 +44,7 @@ def app_command(run_path: Path, show_all: bool = False) -> str:
 
 
 def run(args) -> int:
+    from irscope.console import note
     from irscope.errors import UsageError
     from irscope.store import locate_run
 
@@ -55,6 +57,8 @@ def run(args) -> int:
                          "extra (README: Install)") from None
     if not 0 < args.port < 65536:
         raise UsageError(f"--port {args.port}: choose a port from 1 to 65535")
+    if args.host not in LOOPBACK:
+        note(f"serving on {args.host}: every machine that reaches this one can read {path.name}")
     server = Server(app_command(path, args.show_all), host=args.host, port=args.port,
                     title=f"irscope {path.name}")
     try:
