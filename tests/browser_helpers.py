@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +25,20 @@ TERMINAL_TEXT = """function() {
   const term = this[0].terminal, buffer = term.buffer.active, lines = [];
   for (let i = 0; i < term.rows; i++) lines.push(buffer.getLine(i).translateToString(true));
   return lines.join("\\n");
+}"""
+# Colours that each cover at least 0.1% of a PNG (a data: URL), counted on a canvas: the app's
+# screen has a dozen and more (highlighting, panels, bars); a blank or loading page a few.
+MAIN_COLOURS = """async (src) => {
+  const img = new Image(); img.src = src; await img.decode();
+  const canvas = document.createElement("canvas");
+  canvas.width = img.width; canvas.height = img.height;
+  const context = canvas.getContext("2d"); context.drawImage(img, 0, 0);
+  const data = context.getImageData(0, 0, img.width, img.height).data, seen = new Map();
+  for (let i = 0; i < data.length; i += 4) {
+    const rgb = (data[i] << 16) | (data[i + 1] << 8) | data[i + 2];
+    seen.set(rgb, (seen.get(rgb) || 0) + 1);
+  }
+  return [...seen.values()].filter(n => n * 1000 >= img.width * img.height).length;
 }"""
 KEY_CODES = {"ArrowDown": 40, "ArrowUp": 38, "Enter": 13, "Escape": 27, "Tab": 9}
 
@@ -112,6 +127,11 @@ class Page:
 
     async def screenshot(self) -> bytes:
         return base64.b64decode((await self.call("Page.captureScreenshot", format="png"))["data"])
+
+    async def main_colours(self, png: bytes) -> int:
+        """How many colours each cover at least 0.1% of the picture ``png``."""
+        source = "data:image/png;base64," + base64.b64encode(png).decode()
+        return await self.evaluate(f"({MAIN_COLOURS})({json.dumps(source)})")
 
     async def press(self, *keys: str) -> None:
         for key in keys:

@@ -146,6 +146,8 @@ def test_two_viewers_browse_a_served_run_which_stays_untouched(hostile_run, tmp_
                 await screen_showing(second, "add_kernel · TTGIR", "#ttg")
                 assert "add_kernel · PTX" in await first.terminal_text()
                 picture = await first.screenshot()
+                colours = await first.main_colours(picture)
+                assert colours >= 8, f"the screenshot shows {colours} colours: no app on it"
                 # (textual-serve's page asks for a web font and a favicon: failed loads)
                 assert first.exceptions == second.exceptions == []
                 return picture
