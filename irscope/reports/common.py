@@ -41,7 +41,8 @@ def printable(name: str) -> str:
 @dataclass(frozen=True)
 class Problem:
     """Something in a run worth a reader's attention: a graph break, a recompile, a lint
-    finding (``lint <rule>``); ``kind`` is its name as shown, ``unit`` its unit, if any."""
+    finding (``lint <rule>``), ranks that compiled differently; ``kind`` is its name as
+    shown, ``unit`` its unit, if any."""
 
     kind: str
     unit: str | None
@@ -62,6 +63,7 @@ class Details:
         read back from JSON)."""
         from irscope.run_figures import read_run_figures
         from irscope.run_lint import read_findings
+        from irscope.run_ranks import rank_problems
         from irscope.store import INDEX, Run
 
         if not path or not os.path.isfile(os.path.join(path, INDEX)):
@@ -75,6 +77,7 @@ class Details:
             problems += [  # the events above are listed once, as events
                 Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources)))
                 for f in read_findings(run) if f.rule not in EVENT_RULES]
+            problems += [Problem(*found) for found in rank_problems(run)]
         return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},
                    tuple(problems))
 
