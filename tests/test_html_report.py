@@ -124,3 +124,34 @@ def test_renders_in_chromium_without_errors_and_sorts(page, tmp_path):
     assert ascending[:4] == ["add_kernel", "softmax_kernel", "layernorm_gelu_kernel",
                              "matmul_kernel"]
     assert descending[0] == "matmul_kernel"
+
+
+ENVELOPE = "V1124 12:51:54.792000 21830 torch/_dynamo/convert_frame.py:961] "
+
+
+def _trace(rank: int, path: Path, frames: range) -> None:
+    """A TORCH_TRACE log of one rank that compiled one graph per frame."""
+    lines = []
+    for frame in frames:
+        ids = {"frame_id": frame, "frame_compile_id": 0, "attempt": 0, "rank": rank}
+        start = {"dynamo_start": {"stack": [{"line": 3, "name": f"f{frame}",
+                                             "filename": "m.py"}]}, **ids}
+        graph = {"dynamo_output_graph": {"sizes": {}}, "has_payload": "x", **ids}
+        lines.append(f"{ENVELOPE}{json.dumps(start)}\n{ENVELOPE}{json.dumps(graph)}\n"
+                     "\tclass GraphModule(torch.nn.Module):\n\t    def forward(self, x):\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_ranks_that_compiled_differently_are_problems(tmp_path):
+    from irscope.ingest import ingest
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _trace(0, logs / "dedicated_log_torch_trace_rank_0_a.log", range(1))
+    _trace(1, logs / "dedicated_log_torch_trace_rank_1_b.log", range(2))
+    with Run.create(tmp_path / "run") as run:
+        ingest(run, [logs])
+        page = html.render_report(build_report(run))
+    problems = page.split("<h2>Problems (")[1].split("</ul>")[0]
+    assert "rank divergence</span> in <code>[1/0] f1</code>: presence differs on rank 1" \
+        in problems
