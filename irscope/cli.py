@@ -78,7 +78,8 @@ def environment_error(exc: BaseException) -> tuple[str, int]:
     if isinstance(exc, OSError):
         where = f"{exc.filename}: " if exc.filename else ""
         if exc.errno in DISK_FULL:
-            return f"{where}disk full or file too large ({exc.strerror})", EXIT_ENVIRONMENT
+            return f"{where}cannot write: disk full or file too large ({exc.strerror})", \
+                EXIT_ENVIRONMENT
         if isinstance(exc, PermissionError):
             return f"{where}permission denied", EXIT_ENVIRONMENT
         return f"{where}{exc.strerror or exc}", EXIT_ENVIRONMENT

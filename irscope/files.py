@@ -91,3 +91,14 @@ def read_artifact(path: Path, what: str = "a text artifact") -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def contained(path: Path, root: Path) -> bool:
+    """Whether ``path`` stays inside ``root``: true of anything but a link, and of a link
+    whose target (all links followed) lies under ``root``'s own real place."""
+    if not os.path.islink(path):
+        return True
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
+    except (OSError, ValueError):
+        return False

@@ -4,6 +4,7 @@ script's exit status is kept and nothing lands outside the run."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -87,3 +88,28 @@ def test_torch_script_that_changes_directory(tmp_path, when):
     if any(state[0] == "file" for state in tree_state(away).values()):
         found.append("written outside the run: a trace in the script's new directory")
     check(f"inspect/chdir-torch/{when}", found, outcome)
+
+
+DISK_SCRIPT = """
+import sys
+import jax, jax.numpy as jnp
+jax.jit(lambda x: jnp.tanh(x) * 2.0)(jnp.ones(4)).block_until_ready()
+sys.exit(3)
+"""
+
+
+@pytest.mark.parametrize("room", [40_000, 90_000], ids=["no-room-for-the-index", "full-while-filing"])
+def test_disk_full_keeps_the_scripts_exit_status(tmp_path, room):
+    """A full disk (files past ``room`` bytes fail) while the run is made or filed: one clear
+    line, the script's own exit status, and a run that says it is partial."""
+    pytest.importorskip("jax")
+    (tmp_path / "script.py").write_text(DISK_SCRIPT)
+    outcome = irscope("inspect", "-o", "run", "script.py", cwd=tmp_path, memory=None,
+                      file_size=room, limit_s=180)
+    found = problems(outcome, ok=(3,))
+    if "irscope: error:" not in outcome.stderr:
+        found.append("the full disk went unsaid")
+    meta = tmp_path / "run" / "run.json"
+    if meta.is_file() and not json.loads(meta.read_text()).get("partial"):
+        found.append("the run is not marked partial")
+    check(f"inspect/disk-full/{room}", found, outcome)

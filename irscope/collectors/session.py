@@ -28,8 +28,9 @@ class Session:
         self.started = time.time()
         self.user_env = dict(os.environ)
         self._path = path
+        # partial until filed: a run whose filing was killed or failed says so
         self._meta = {"name": name, "kind": "capture", "started": environment.now(),
-                      "frameworks_selected": list(only), **meta}
+                      "frameworks_selected": list(only), "partial": True, **meta}
         self._run: Run | None = None
         # Absolute: the script may change directory (Hydra does) before it compiles.
         self.staging: Staging = staging_for(path.absolute()).create()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from irscope import environment
 from irscope.console import note, out, print_json, progress, warn
-from irscope.store import Run, default_run_dir, locate_run
+from irscope.store import INDEX, Run, default_run_dir, locate_run
 
 
 def add_parser(subparsers) -> None:
@@ -44,32 +44,51 @@ def run(args) -> int:
     from irscope.ingest import ingest
 
     path = _target(args)
-    fresh = not path.exists()
-    started = environment.now()
+    made_here = not path.exists()  # removed again when nothing could be filed into it
+    fresh = not (path / INDEX).is_file()
     description = environment.describe()
-    run_ = Run.create(path, {"name": args.name or path.name, **description,
-                             "started": started, "kind": "ingest"})
-    with run_:
-        with progress("ingesting") as bar:
-            report = ingest(run_, args.paths, progress=bar)
-        run_.update_meta({"ended": environment.now(), "exit_status": 0 if report.ingested else 1,
-                          "inputs": [str(p) for p in args.paths]})
-        frameworks = Counter(u.framework for u in run_.units())
-        summary = {
-            "run": str(run_.path), "artifacts": report.artifacts,
-            "units_added": report.units_after - report.units_before,
-            "stages_added": report.stages_after - report.stages_before,
-            "units": dict(frameworks), "sources": [{"path": p, "kind": k}
-                                                   for p, k in report.sources],
-            "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
-            "warnings": report.warnings,
-        }
+    this = {"command": description.get("command"), "cwd": description.get("cwd"),
+            "started": environment.now(), "inputs": [str(p) for p in args.paths]}
+    # A fresh run says where it came from; a run ingested into keeps its own provenance and
+    # lists each ingest. Until this one ends the run is marked partial: a killed ingest
+    # leaves it so, and its leftover blob files are collected by the next ingest.
+    meta = {"name": args.name or path.name, **description, "started": this["started"],
+            "kind": "ingest", "partial": True} if fresh else None
+    run_ = Run.create(path, meta)
+    try:
+        with run_:
+            earlier = [e for e in run_.meta.get("ingests") or [] if isinstance(e, dict)]
+            run_.update_meta({"ingests": [*earlier, this]})
+            with progress("ingesting") as bar:
+                report = ingest(run_, args.paths, progress=bar)
+            this.update(ended=environment.now(), exit_status=0 if report.ingested else 1,
+                        artifacts=report.artifacts)
+            finished = {"ingests": [*earlier, this],
+                        "inputs": [i for e in (*earlier, this) for i in e.get("inputs") or ()]}
+            if fresh:
+                finished.update(ended=this["ended"], exit_status=this["exit_status"],
+                                partial=False)
+            run_.update_meta(finished)
+            frameworks = Counter(u.framework for u in run_.units())
+            summary = {
+                "run": str(run_.path), "artifacts": report.artifacts,
+                "units_added": report.units_after - report.units_before,
+                "stages_added": report.stages_after - report.stages_before,
+                "units": dict(frameworks), "sources": [{"path": p, "kind": k}
+                                                       for p, k in report.sources],
+                "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+                "warnings": report.warnings,
+            }
+    except BaseException:
+        if made_here:  # a run that never got anything (disk full, Ctrl-C) is not left behind
+            shutil.rmtree(path, ignore_errors=True)
+        raise
     for p, reason in report.skipped:
         warn(f"{p}: skipped: {reason}")
     for message in report.warnings:
         warn(message)
     if not report.ingested:
-        if fresh:
+        if made_here:
             shutil.rmtree(path, ignore_errors=True)  # an empty run would only clutter `runs`
         note("irscope: nothing could be ingested")
         return 1

@@ -105,12 +105,18 @@ def run(args) -> int:
         children = [(command, {**env, **rank}) for rank in ranks]
     # The script starts first; the run's index and the machine's description (nvidia-smi,
     # package versions) are made while it runs, off its critical path.
-    status = _run_child(children, session.staging, lambda: session.open_run(
-        environment.describe(["irscope", *sys.argv[1:]], versions=False)))
+    try:
+        status = _run_child(children, session.staging, lambda: session.open_run(
+            environment.describe(["irscope", *sys.argv[1:]], versions=False)))
+    except _NotFiled as exc:
+        return _unfiled(session, exc.status, exc.cause)
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
-    with progress("filing the run") as bar:
-        session.finish(status, keep_staging=args.keep_staging, progress=bar)
+    try:
+        with progress("filing the run") as bar:
+            session.finish(status, keep_staging=args.keep_staging, progress=bar)
+    except Exception as exc:  # noqa: BLE001  a full disk, an unwritable run: said in one line
+        return _unfiled(session, status, exc)
     try:
         _report(session.run, args)
     finally:
@@ -148,8 +154,6 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
-    if failure is not None:
-        raise failure
     try:
         status = json.loads(staging.status.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # os._exit() or a signal: the child wrote nothing
@@ -160,7 +164,40 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
         status.update(exit_status=EXIT_SIGNAL_BASE + sig, ended=ended)
     else:
         status["exit_status"] = returncode
+    if failure is not None:
+        raise _NotFiled(status, failure)
     return status
+
+
+class _NotFiled(Exception):
+    """The script ran, but its run could not be made: how the script ended, and why."""
+
+    def __init__(self, status: dict, cause: BaseException):
+        super().__init__(str(cause))
+        self.status, self.cause = status, cause
+
+
+def _unfiled(session, status: dict, cause: BaseException) -> int:
+    """Say in one line why the run is not filed whole, mark it partial with the script's exit
+    status where the disk still allows, and end with that status (1 if the script succeeded:
+    irscope did not)."""
+    from irscope.cli import environment_error
+    from irscope.console import error
+    from irscope.errors import IrscopeError
+
+    message = str(cause) if isinstance(cause, IrscopeError) else environment_error(cause)[0]
+    code = int(status.get("exit_status", 0) or 0)
+    error(f"the run is not filed whole: {message}")
+    try:
+        session.run.update_meta({"partial": True, "exit_status": code, "filing_error": message,
+                                 "ended": status.get("ended", "exit")})
+    except Exception:  # noqa: BLE001  still no room: run.json says partial from the start
+        pass
+    try:
+        session.close()
+    except Exception:  # noqa: BLE001
+        pass
+    return code or 1
 
 
 def _preload() -> None:

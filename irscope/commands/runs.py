@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from irscope.console import note, out, print_json
@@ -18,18 +19,25 @@ def add_parser(subparsers) -> None:
 
 
 def describe(path: Path) -> dict:
-    """One row of the listing; a damaged or newer run is listed with its problem."""
+    """One row of the listing; a damaged, unreadable or newer run is listed with its problem.
+    ``partial``: the run's program failed, or an ingest into it never finished (killed)."""
     try:
         with Run.open(path) as run_:
             units = run_.counts()[0]
             meta = run_.meta
     except RunError as exc:
         return {"name": path.name, "path": str(path), "problem": str(exc)}
+    except (sqlite3.DatabaseError, OSError) as exc:
+        return {"name": path.name, "path": str(path), "problem": f"{path}: damaged ({exc})"}
     command = meta.get("command")
-    return {"name": meta.get("name") or path.name, "path": str(path),
+    ingests = meta.get("ingests") if isinstance(meta.get("ingests"), list) else []
+    unfinished = any(isinstance(e, dict) and "ended" not in e for e in ingests)
+    exit_status = meta.get("exit_status")
+    return {"name": str(meta.get("name") or path.name), "path": str(path),
             "date": meta.get("started") or meta.get("created"), "units": units,
-            "command": " ".join(command) if isinstance(command, list) else command,
-            "exit_status": meta.get("exit_status")}
+            "command": " ".join(map(str, command)) if isinstance(command, list) else command,
+            "exit_status": exit_status if isinstance(exit_status, int) else None,
+            "partial": bool(meta.get("partial")) or unfinished}
 
 
 def run(args) -> int:
@@ -47,6 +55,8 @@ def run(args) -> int:
             out(f"{Path(row['path']).name:<40} {row['problem']}")
             continue
         exit_status = "" if row["exit_status"] is None else str(row["exit_status"])
+        if row["partial"] and not exit_status:
+            exit_status = "partial"  # killed while filing: what it holds is not all
         out(f"{Path(row['path']).name:<40} {str(row['date'] or ''):<25} {row['units']:>5} "
-            f"{exit_status:>4}  {(row['command'] or '')[:80]}")
+            f"{exit_status:>4}  {str(row['command'] or '')[:80]}")
     return 0

@@ -3,7 +3,14 @@
 ``ingest(run, paths)`` walks every path, recognises each source by content (TORCH_TRACE
 logs, TORCH_LOGS text, Triton cache entries, XLA dump modules, single IR files), files
 them as units and stages, then links graphs to the kernels they launch. Everything is
-written in one transaction: an ingest that fails or is interrupted leaves the run as it was.
+written in one transaction: an ingest that fails or is interrupted leaves the run as it was
+(the blob files a killed ingest left are collected by the next one).
+
+Nothing collected is dropped: loose files of one name in different folders become units
+named after the folders that tell them apart, and a stage never replaces one of the same
+name holding other bytes (the newcomer is filed beside it, see ``Writer.keep_all``). Inside
+a folder, a link that leads out of it is not followed: a dump from elsewhere cannot pull
+the user's other files into a run.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from irscope.files import contained
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
 from . import (linking, single_file, torch_compile_debug, torch_logs, torch_trace, triton_cache,
@@ -83,7 +91,10 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
     # Graphs first (the trace names them), then what repeats them joins their units; C++
     # sources from Inductor's cache join the kernels that linking files from output code.
     later = [p for p in plan.files if p.suffix == ".cpp"]
+    names = single_file.unit_names(plan.files)
     with run.transaction() as writer:
+        writer.keep_all = True
+        writer.collect_orphans()
         for log in plan.traces:
             report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,
                                                          _share_reporter(progress, log.name))
@@ -104,11 +115,11 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
             step("xla dump")
         for path in plan.files:
             if path.suffix != ".cpp":
-                report.artifacts += single_file.ingest_file(writer, path, report)
+                report.artifacts += single_file.ingest_file(writer, path, report, names[path])
                 step(path.name)
         linking.link(run, writer, report)
         for path in later:
-            report.artifacts += single_file.ingest_file(writer, path, report)
+            report.artifacts += single_file.ingest_file(writer, path, report, names[path])
             step(path.name)
     report.units_after, report.stages_after = run.counts()
     return report
@@ -125,6 +136,13 @@ def _share_reporter(progress, name: str):
 
 def _classify(path: Path, plan: _Plan, report: IngestReport) -> None:
     """Sort one path (a file or a folder, walked) into the plan, or record why it is skipped."""
+    try:
+        _classify_path(path, plan, report)
+    except OSError as exc:  # a folder that cannot be looked into, a path too long
+        report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+
+
+def _classify_path(path: Path, plan: _Plan, report: IngestReport) -> None:
     if not path.exists() and not path.is_symlink():
         report.skipped.append((str(path), "no such file or folder"))
         return
@@ -162,10 +180,17 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
             continue
         for name in PICKLE_DIRS & set(dirs):
             report.skipped.append((str(here / name), "pickled cache entries, never loaded"))
+        for name in dirs:
+            if not contained(here / name, folder):
+                report.skipped.append((str(here / name), f"a link out of {folder}, not "
+                                                          f"followed"))
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS | PICKLE_DIRS
                          and not d.startswith("."))
-        if triton_cache.is_entry(here, files):
+        links = {name for name in files if os.path.islink(here / name)}
+        if triton_cache.is_entry(here, [name for name in files if name not in links]):
             plan.triton_entries.append(here)
+            report.skipped += [(str(here / name), "a link in a Triton cache entry, not followed")
+                               for name in sorted(links)]
             continue
         if torch_compile_debug.is_debug_folder(files):
             plan.debug_folders.append(here)
@@ -174,6 +199,10 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
         for name in sorted(files):
             if (name.startswith(".") or triton_cache.is_group_file(name)
                     or os.path.splitext(name)[1] in IGNORED_SUFFIXES):
+                continue
+            if not contained(here / name, folder):
+                report.skipped.append((str(here / name), f"a link out of {folder}, not "
+                                                         f"followed"))
                 continue
             if name in companions:
                 plan.xla_files.append(here / name)

@@ -1,7 +1,9 @@
 """Loose artifact files (.ptx, .cubin, .ttir, .ttgir, .llir/.ll, .mlir, HLO, jaxpr...), by content.
 
 Files are named by their stem, so ``k.ttir`` and ``k.ptx`` side by side become one unit
-``k`` with two stages. Binary files must be cubins (CUDA ELF); other bytes are refused.
+``k`` with two stages; files of one stem in different folders (``sm80/k.ptx``, ``sm90/k.ptx``)
+are told apart by the folders that differ (units ``sm80/k`` and ``sm90/k``, see
+``unit_names``). Binary files must be cubins (CUDA ELF); other bytes are refused.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 import struct
 from pathlib import Path
 
+from irscope.errors import InputError
+from irscope.files import read_bytes
 from irscope.store import Writer
 
 from . import graphs, triton_cache
@@ -45,21 +49,49 @@ def cubin_problem(data: bytes) -> str | None:
     return None
 
 
-def ingest_file(writer: Writer, path: Path, report) -> int:
-    """File one loose artifact; returns 1 when stored, 0 when skipped (with the reason)."""
+def unit_names(paths: list[Path]) -> dict[Path, str]:
+    """The unit name of each loose file: its stem, or, where files of that stem lie in
+    several folders, the stem behind as many trailing folder names as tell them apart."""
+    by_stem: dict[str, set[Path]] = {}
+    for path in paths:
+        by_stem.setdefault(path.stem, set()).add(path.parent)
+    names = {}
+    for path in paths:
+        folders = by_stem[path.stem]
+        if len(folders) == 1:
+            names[path] = path.stem
+        else:
+            names[path] = f"{_telling(path.parent, folders)}/{path.stem}"
+    return names
+
+
+def _telling(folder: Path, folders: set[Path]) -> str:
+    """The fewest trailing parts of ``folder`` that no other of ``folders`` ends with."""
+    parts = folder.parts
+    for n in range(1, len(parts) + 1):
+        tail = parts[-n:]
+        if not any(other.parts[-n:] == tail for other in folders if other != folder):
+            return "/".join(tail)
+    return str(folder)
+
+
+def ingest_file(writer: Writer, path: Path, report, name: str | None = None) -> int:
+    """File one loose artifact as (part of) the unit ``name`` (default: the file's stem);
+    returns 1 when stored, 0 when skipped (with the reason)."""
     from irscope.parsers import registry
 
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
+        data = read_bytes(path)
+    except InputError as exc:
+        report.skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
         return 0
+    name = name or path.stem
     if data[:4] == ELF_MAGIC:
         problem = cubin_problem(data)
         if problem:
             report.skipped.append((str(path), problem))
             return 0
-        unit = writer.add_unit(path.stem, "file", attrs={"origin": str(path)})
+        unit = writer.add_unit(name, "file", attrs={"origin": str(path)})
         triton_cache.file_cubin(writer, unit, data, str(path))
         report.sources.append((str(path), "cubin"))
         return 1
@@ -78,7 +110,7 @@ def ingest_file(writer: Writer, path: Path, report) -> int:
     if joined:
         report.sources.append((str(path), joined))
         return 1
-    unit = writer.add_unit(path.stem, FRAMEWORKS.get(kind, "file"), attrs={"origin": str(path)})
+    unit = writer.add_unit(name, FRAMEWORKS.get(kind, "file"), attrs={"origin": str(path)})
     if kind == graphs.OUTPUT_CODE:
         graphs.add_output_code(writer, unit, data, kind, str(path))
     else:

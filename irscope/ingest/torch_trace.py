@@ -7,7 +7,9 @@ A log is glog-prefixed JSON envelopes, each followed by its payload on tab-inden
 
 Records are grouped by (compiled autograd id, frame id, frame compile id) into torch units
 ``[frame/compile] fn``. Known records become stages and events; every other record is kept
-as a "raw" stage (on the run-level unit "(trace)" when it belongs to no frame).
+as a "raw" stage (on the run-level unit "(trace)" when it belongs to no frame). A record whose
+fields have the wrong types (a list where a name belongs) is kept raw on "(trace)" with a
+warning, and the rest of the log is filed.
 """
 
 from __future__ import annotations
@@ -141,6 +143,7 @@ class _TraceReader:
         self.lineno = 0
         self.bad_lines = 0
         self.bad_payloads = 0
+        self.bad_records = 0
         self._open: tuple | None = None  # (meta, envelope bytes, line number) of the record
         self._chunks: list[bytes] = []
         self._size = 0
@@ -184,6 +187,8 @@ class _TraceReader:
 
     def finish(self) -> None:
         self._close_record()
+        if self.bad_records > MAX_WARNINGS:
+            self.warn(f"{self.origin}: {self.bad_records} malformed records in all (kept raw)")
         if self.bad_payloads > MAX_WARNINGS:
             self.warn(f"{self.origin}: {self.bad_payloads} records in all with a malformed JSON "
                       f"payload (kept raw)")
@@ -212,13 +217,27 @@ class _TraceReader:
         self.records += 1
         if self.on_record is not None and self.records % PROGRESS_EVERY == 0:
             self.on_record()
-        self._record(meta, envelope, _Payload(self.run, text, ref), f"{self.origin}:{lineno}")
+        payload, origin = _Payload(self.run, text, ref), f"{self.origin}:{lineno}"
+        try:
+            self._record(meta, envelope, payload, origin)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+            self._malformed(meta, envelope, payload, origin, exc)
+
+    def _malformed(self, meta: dict, envelope: bytes, payload: "_Payload", origin: str,
+                   exc: Exception) -> None:
+        """Keep a record this reader could not make sense of raw, on the log's own unit."""
+        self.bad_records += 1
+        if self.bad_records <= MAX_WARNINGS:
+            self.warn(f"{origin}: malformed record kept raw ({type(exc).__name__}: {exc})")
+        kind = next((str(k) for k in meta if k not in ENVELOPE_KEYS), "unknown")
+        self._raw(self._compile({}), kind, None, envelope, payload, origin)
 
     # -- one record ------------------------------------------------------------------
     def _record(self, meta: dict, envelope: bytes, payload: "_Payload", origin: str):
         kind = next((k for k in meta if k not in ENVELOPE_KEYS), "unknown")
         body = meta.get(kind)
-        if kind == "str" and isinstance(body, list) and len(body) == 2:
+        if kind == "str" and isinstance(body, list) and len(body) == 2 and _is_id(body[1]) \
+                and isinstance(body[0], str):
             self.strings[body[1]] = body[0]
             return
         if payload.text and kind in JSON_PAYLOADS:
@@ -265,27 +284,34 @@ class _TraceReader:
         key = (meta.get("compiled_autograd_id"), frame, meta.get("frame_compile_id"))
         if frame is None:
             key = (None, None, None)
+        if not all(part is None or _is_id(part) for part in key):
+            raise TypeError(f"compile id {key!r} is not made of numbers")
+        rank = meta.get("rank")
+        if rank is not None and not _is_id(rank):
+            raise TypeError(f"rank {rank!r} is not a number")
         comp = self.compiles.get(key)
         if comp is None:
             comp = self.compiles[key] = Compile(key)
-            if "rank" in meta:
-                comp.attrs["rank"] = meta["rank"]
+            if rank is not None:
+                comp.attrs["rank"] = rank
         return comp
 
     def _start(self, comp: Compile, body: Any) -> None:
         stack = body.get("stack") if isinstance(body, dict) else None
-        if stack and isinstance(stack[-1], dict):
+        if stack and isinstance(stack, list) and isinstance(stack[-1], dict):
             frame = stack[-1]
-            comp.fn = comp.fn or frame.get("name")
+            comp.fn = comp.fn or _text_or_none(frame.get("name"))
             filename = frame.get("filename")
-            comp.source_file = self.strings.get(filename, filename if isinstance(filename, str)
-                                                else None)
-            comp.source_line = frame.get("line")
+            if _is_id(filename) and not isinstance(filename, str):
+                comp.source_file = self.strings.get(filename)
+            else:
+                comp.source_file = _text_or_none(filename)
+            comp.source_line = _int_or_none(frame.get("line"))
 
     def _metrics(self, comp: Compile, metrics: dict) -> None:
-        comp.fn = comp.fn or metrics.get("co_name")
-        comp.source_file = comp.source_file or metrics.get("co_filename")
-        comp.source_line = comp.source_line or metrics.get("co_firstlineno")
+        comp.fn = comp.fn or _text_or_none(metrics.get("co_name"))
+        comp.source_file = comp.source_file or _text_or_none(metrics.get("co_filename"))
+        comp.source_line = comp.source_line or _int_or_none(metrics.get("co_firstlineno"))
         times = {k: v for k, v in metrics.items()
                  if isinstance(v, (int, float)) and (k.endswith("_time_s") or
                                                      k.endswith("_time_us"))}
@@ -297,18 +323,21 @@ class _TraceReader:
                 "type": metrics.get("fail_type"), "reason": metrics.get("fail_reason"),
                 "file": metrics.get("fail_user_frame_filename"),
                 "line": metrics.get("fail_user_frame_lineno")}))
-        for reason in metrics.get("restart_reasons") or ():
+        reasons = metrics.get("restart_reasons") or ()
+        for reason in reasons if isinstance(reasons, (list, tuple, dict)) else [reasons]:
             comp.events.append(("graph_break", {"reason": str(reason)}))
         recompile = metrics.get("recompile_reason")
         if recompile:
             comp.events.append(("recompile", {"reason": str(recompile).strip()}))
         for key in ("guard_count", "graph_op_count", "graph_node_count"):
-            if metrics.get(key) is not None:
+            if _int_or_none(metrics.get(key)) is not None:
                 comp.attrs[key] = metrics[key]
 
     def _artifact(self, comp, body: dict, payload: "_Payload", origin: str) -> bool:
         """File a known artifact; False leaves it to be kept raw."""
         name = body.get("name") or ""
+        if not isinstance(name, str):
+            return False  # kept raw under the name it has
         ref = payload.ref
         if name in GRAPH_ARTIFACTS:
             comp.stages.append(("fx_graph", comp.stage_name(name), ref(), origin))
@@ -339,14 +368,26 @@ class _TraceReader:
         return False
 
     # -- into the index --------------------------------------------------------------
+    def _own_name(self, writer: Writer, name: str) -> str:
+        """``name``, or the first of ``name (trace.log)``, ``name (host1/trace.log)``,
+        ``name (trace.log #3)``... that no other log's unit holds."""
+        path = Path(self.origin)
+        candidates = [name, f"{name} ({path.name})", f"{name} ({path.parent.name}/{path.name})"]
+        n = 2
+        while True:
+            for candidate in candidates:
+                unit = writer.run.unit_named("torch", candidate)
+                if unit is None or unit.attrs.get("origin") == self.origin:
+                    return candidate
+            n += 1
+            candidates = [f"{name} ({path.name} #{n})"]
+
     def write(self, writer: Writer) -> None:
         for comp in self.compiles.values():
             rank = comp.attrs.get("rank", self.rank)
             name = ranked_name(TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name,
                                rank)
-            same_name = writer.run.unit_named("torch", name)
-            if same_name and same_name.attrs.get("origin") != self.origin:
-                name = f"{name} ({Path(self.origin).name})"  # same ids from another log
+            name = self._own_name(writer, name)  # the same ids from another log
             attrs = {"origin": self.origin, **comp.attrs}
             if rank is not None:
                 attrs["rank"] = rank
@@ -381,6 +422,19 @@ class _Payload:
         if self.spilled is None:
             self.spilled = BlobRef(self.run.put_blob(self.text), len(self.text))
         return self.spilled
+
+
+def _is_id(value: Any) -> bool:
+    """Whether ``value`` can be part of a compile id or a string-table key (a number)."""
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _json_or_text(payload: str, key: str) -> dict:

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from irscope import nvtools
+from irscope.errors import InputError
+from irscope.files import read_bytes
 from irscope.store import BlobRef, Writer, digest
 
 # Stage kind of each file extension, in pipeline order.
@@ -42,7 +44,8 @@ def ingest_entry(writer: Writer, folder: Path, report,
                  analysis: CubinAnalysis | None = None) -> int:
     """File one entry as a triton unit; returns the number of artifacts stored.
     ``analysis``: its cubin's, when computed ahead (``analysed_entries``)."""
-    found = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in EXTENSIONS)
+    found = sorted(p for p in folder.iterdir()  # a link is never part of an entry
+                   if p.is_file() and not p.is_symlink() and p.suffix in EXTENSIONS)
     stem = next(p.stem for p in found if p.suffix in IR_EXTENSIONS)
     # Triton's metadata is <kernel>.json; other JSON beside it (group indexes, a collector's
     # notes) is not the kernel's and must not stand in for it.
@@ -53,7 +56,7 @@ def ingest_entry(writer: Writer, folder: Path, report,
         if path.suffix == ".json":
             try:
                 meta = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:
                 report.warnings.append(f"{path}: unreadable kernel metadata ({exc})")
     if not isinstance(meta, dict):
         report.warnings.append(f"{folder}: kernel metadata is not a JSON object; kept as a stage")
@@ -222,26 +225,27 @@ def launch_metadata(attrs: Mapping[str, Any]) -> dict[str, Any]:
     metadata they keep."""
     metadata = dict(attrs.get("metadata") if isinstance(attrs.get("metadata"), dict) else {})
     metadata.update({k: attrs[k] for k in ("num_warps", "shared") if attrs.get(k) is not None})
-    return metadata
+    return {k: v for k, v in metadata.items()  # a count of another type is damage: left out
+            if k not in ("num_warps", "shared") or type(v) is int}
 
 
 def _entry_inputs(folder: Path) -> tuple[bytes | None, str | None, dict[str, Any]]:
     """An entry's cubin, its PTX text and metadata (<kernel>.ptx, .json), as far as readable."""
-    cubins = sorted(folder.glob("*.cubin"))
+    cubins = sorted(p for p in folder.glob("*.cubin") if not p.is_symlink())
     if not cubins:
         return None, None, {}
     stem = cubins[0].with_suffix("")
-    try:
-        cubin = cubins[0].read_bytes()
-    except OSError:
+    try:  # regular files only: a FIFO or device in a dump must not stall the analysis
+        cubin = read_bytes(cubins[0])
+    except InputError:
         return None, None, {}
     try:
-        ptx = stem.with_suffix(".ptx").read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        ptx = read_bytes(stem.with_suffix(".ptx")).decode("utf-8", errors="replace")
+    except InputError:
         ptx = None
     try:
-        metadata = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        metadata = json.loads(read_bytes(stem.with_suffix(".json")).decode("utf-8"))
+    except (InputError, ValueError, RecursionError):
         metadata = {}
     return cubin, ptx, launch_metadata(metadata if isinstance(metadata, dict) else {})
 

@@ -9,16 +9,23 @@ Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they 
 ``ptx · fusion.12``: the kernel the file defines, mapped back to the HLO instruction of
 that name (kernel names are HLO names with ``.`` made ``_``). Other files of the module are
 kept as text stages named by their suffix.
+
+Two processes dumping into one folder both number their modules from 1, and two dump folders
+may hold modules of one number and name: a module is its (folder, number, name), never just
+its number, and each becomes a unit of its own.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from irscope.errors import InputError
+from irscope.files import read_bytes
 from irscope.store import Writer
 
 # module_0001.jit_mlp.before_optimizations.txt
@@ -76,7 +83,9 @@ class DumpFile:
 
     @classmethod
     def of(cls, path: Path) -> "DumpFile":
-        return cls(dump_name(path), str(path.parent), str(path), path.read_bytes)
+        """A file of a dump folder (the dump is the folder above a ``module_NNNN.name/``)."""
+        folder = path.parent.parent if dump_name(path) != path.name else path.parent
+        return cls(dump_name(path), str(folder), str(path), lambda: read_bytes(path))
 
 
 def dump_name(path: Path | str) -> str:
@@ -103,21 +112,30 @@ def is_xla_file(path: Path) -> bool:
     return bool(MODULE_FILE.match(dump_name(path)))
 
 
-def module_names(names: list[str]) -> dict[str, str]:
-    """Module number -> module name, from file names whose suffix marks where the name ends."""
-    modules: dict[str, str] = {}
+def module_names(names: list[str]) -> dict[str, set[str]]:
+    """Module number -> the module names files of that number end at (several when two
+    processes dumped into one folder), from file names whose suffix marks where a name ends."""
+    modules: dict[str, set[str]] = defaultdict(set)
     for name in names:
         match = ANCHOR.match(name)
-        if match and (match.group(1) not in modules or len(match.group(2)) <
-                      len(modules[match.group(1)])):
-            modules[match.group(1)] = match.group(2)
-    return modules
+        if match:
+            modules[match.group(1)].add(match.group(2))
+    # "jit_f.__compute_module_add.ir-no-opt.ll" ends at an anchor too: a file of jit_f
+    return {number: {n for n in found if not any(n.startswith(o + ".") for o in found)}
+            for number, found in modules.items()}
+
+
+def _module_of(number: str, rest: str, names: dict[str, set[str]]) -> str:
+    """The module a file ``module_<number>.<rest>`` belongs to: the longest known name of
+    that number that ``rest`` starts with, else its first dotted part."""
+    known = [name for name in names.get(number, ()) if rest.startswith(name + ".")]
+    return max(known, key=len) if known else rest.split(".")[0]
 
 
 def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
     """File the files of XLA dumps, one unit per module; returns the number stored."""
     names = module_names([f.name for f in files])
-    groups: dict[tuple[int, str], list[tuple[str, DumpFile]]] = defaultdict(list)
+    groups: dict[tuple[int, str, str], list[tuple[str, DumpFile]]] = defaultdict(list)
     companions = []
     for file in files:
         match = MODULE_FILE.match(file.name)
@@ -125,27 +143,36 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
             companions.append(file)
             continue
         number, rest = match.groups()
-        name = names.get(number) or rest.split(".")[0]
+        name = _module_of(number, rest, names)
         suffix = rest[len(name) + 1:] if rest.startswith(name + ".") else rest
-        groups[(int(number), name)].append((suffix, file))
-    latest = {name: number for number, name in sorted(groups)}
+        groups[(int(number), name, file.folder)].append((suffix, file))
+    latest = {(folder, name): number for number, name, folder in sorted(groups)}
     for file in companions:  # joins the newest module of its name (the one that wrote it)
-        name = max((n for n in latest if file.name.startswith(n + ".")), key=len)
-        groups[(latest[name], name)].append((file.name[len(name) + 1:], file))
-    stored, seen = 0, set()
-    for (number, name), members in sorted(groups.items()):
-        # a recompiled function (same name, new module number) is a unit of its own
-        unit_name = name if name not in seen else f"{name} (module {number})"
-        seen.add(name)
-        folder = members[0][1].folder
+        name = max((n for f, n in latest if f == file.folder and file.name.startswith(n + ".")),
+                   key=len, default=None)
+        if name is None:
+            report.skipped.append((file.origin, "names no module of its dump"))
+            continue
+        groups[(latest[(file.folder, name)], name, file.folder)].append(
+            (file.name[len(name) + 1:], file))
+    stored, taken = 0, set()
+    for (number, name, folder), members in sorted(groups.items()):
+        # a recompiled function (same name, new module number) is a unit of its own, and so
+        # is a module of the same number and name from another process or dump folder
+        names_to_try = itertools.chain((name, f"{name} (module {number})"), (
+            f"{name} (module {number}, {k})" for k in itertools.count(2)))
+        unit_name = next(n for n in names_to_try if n not in taken)
+        taken.add(unit_name)
         unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": folder,
                                                         "xla_module": number})
         namer = EmitterNames(members)
         for suffix, file in sorted(members, key=lambda item: natural_key(item[0])):
             try:
                 data = file.read()
-            except OSError as exc:
-                report.skipped.append((file.origin, f"unreadable ({exc.strerror or exc})"))
+            except (OSError, InputError) as exc:
+                reason = getattr(exc, "strerror", None) or str(exc).removeprefix(
+                    f"{file.origin}: ")
+                report.skipped.append((file.origin, f"unreadable ({reason})"))
                 continue
             kind = next((k for pattern, k in SUFFIX_KINDS if pattern.search(suffix)), "text")
             if kind == "text" and b"\0" in data[:4096]:
