@@ -496,6 +496,32 @@ class Run:
             raise RunError(f"{self.path}: blob {blob[:12]} is damaged (more than "
                            f"{MAX_BLOB_BYTES >> 20} MiB once uncompressed)") from None
 
+    def blob_chunks(self, blob: str, size: int = 1 << 20) -> Iterator[bytes]:
+        """The blob's bytes (uncompressed) in pieces of about ``size``: a large blob is never
+        all in memory at once. The same checks as ``read_blob``."""
+        _checked_name(blob, self.path)
+        if self._blob_table:
+            try:
+                inline = self.db.execute("SELECT 1 FROM blob_data WHERE blob=?",
+                                         (blob,)).fetchone()
+            except sqlite3.OperationalError:
+                inline = None
+            if inline:
+                yield self.read_blob(blob)  # at most the inline limit
+                return
+        with os.fdopen(_open_blob_file(self.path, blob), "rb") as fh:
+            source = _zstandard().ZstdDecompressor().stream_reader(fh) if self.compressed else fh
+            total = 0
+            try:
+                while piece := source.read(size):
+                    total += len(piece)
+                    if total > MAX_BLOB_BYTES:
+                        raise RunError(f"{self.path}: blob {blob[:12]} is damaged (more than "
+                                       f"{MAX_BLOB_BYTES >> 20} MiB once uncompressed)")
+                    yield piece
+            except _zstandard().ZstdError as exc:
+                raise RunError(f"{self.path}: blob {blob[:12]} is damaged ({exc})") from None
+
     def read_text(self, stage: Stage) -> str:
         return self.read_blob(stage.blob).decode("utf-8", errors="replace")
 
@@ -800,9 +826,10 @@ def _checked_name(blob: Any, run_path: Path) -> str:
     return blob
 
 
-def _read_blob_file(run_path: Path, blob: str) -> bytes:
-    """The bytes of blobs/<ab>/<digest>, read without following a link at any step and only
-    from a regular file (a FIFO would block, a device never end), up to MAX_BLOB_BYTES."""
+def _open_blob_file(run_path: Path, blob: str) -> int:
+    """A descriptor of blobs/<ab>/<digest>, opened without following a link at any step and
+    only when it is a regular file (a FIFO would block, a device never end) of at most
+    MAX_BLOB_BYTES."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     opened: list[int] = []
     try:
@@ -811,21 +838,14 @@ def _read_blob_file(run_path: Path, blob: str) -> bytes:
         sub = os.open(blob[:2], flags | os.O_DIRECTORY, dir_fd=folder)
         opened.append(sub)
         fd = os.open(blob, flags | os.O_NONBLOCK, dir_fd=sub)
-        opened.append(fd)
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise RunError(f"{run_path}: blob {blob[:12]} is not a regular file: refused")
-        if info.st_size > MAX_BLOB_BYTES:
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BLOB_BYTES:
+            os.close(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise RunError(f"{run_path}: blob {blob[:12]} is not a regular file: refused")
             raise RunError(f"{run_path}: blob {blob[:12]} is damaged ({info.st_size:,} bytes, "
                            f"more than {MAX_BLOB_BYTES >> 20} MiB)")
-        chunks, size = [], 0
-        while chunk := os.read(fd, min(1 << 20, MAX_BLOB_BYTES + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > MAX_BLOB_BYTES:
-                raise RunError(f"{run_path}: blob {blob[:12]} is damaged (grew past "
-                               f"{MAX_BLOB_BYTES >> 20} MiB while read)")
-        return b"".join(chunks)
+        return fd
     except FileNotFoundError:
         raise RunError(f"{run_path}: blob {blob[:12]} is missing") from None
     except OSError as exc:
@@ -837,6 +857,25 @@ def _read_blob_file(run_path: Path, blob: str) -> bytes:
     finally:
         for fd in reversed(opened):
             os.close(fd)
+
+
+def _read_blob_file(run_path: Path, blob: str) -> bytes:
+    """The stored bytes of a blob's file (see ``_open_blob_file``), up to MAX_BLOB_BYTES."""
+    fd = _open_blob_file(run_path, blob)
+    try:
+        chunks, size = [], 0
+        while chunk := os.read(fd, min(1 << 20, MAX_BLOB_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BLOB_BYTES:
+                raise RunError(f"{run_path}: blob {blob[:12]} is damaged (grew past "
+                               f"{MAX_BLOB_BYTES >> 20} MiB while read)")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise RunError(f"{run_path}: blob {blob[:12]} cannot be read "
+                       f"({exc.strerror or exc})") from None
+    finally:
+        os.close(fd)
 
 
 def _bounded_decompress(data: bytes) -> bytes:

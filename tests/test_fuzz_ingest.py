@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tarfile
@@ -357,3 +358,22 @@ def test_ingest_writes_nothing_outside_the_run(tmp_path):
     found = problems(outcome, ok=(0,)) + ([f"written outside the run: {outside}"]
                                           if outside else [])
     check("ingest/writes-only-the-run", found, outcome)
+
+
+def test_output_code_over_the_spill_size_is_keyed_in_pieces(tmp_path):
+    """An output code past 4 MiB is streamed into its blob and keyed without being read
+    whole; the key is the one a small code of the same text gets (trailing blanks aside)."""
+    body = "def call(args):\n" + "".join(f"    buf{n} = empty((4,), 'ü')  # {n}\n"
+                                          for n in range(160_000)) + "\n\n  \n"
+    record = {"inductor_output_code": {"filename": "x.py"}, "frame_id": 0, "frame_compile_id": 0}
+    lines = [ENVELOPE + json.dumps(record)] + ["\t" + line for line in body.split("\n")]
+    path = _write(tmp_path / "trace.log", ("\n".join(lines) + "\n").encode())
+    run, outcome = _ingest(tmp_path, path)
+    found = problems(outcome, ok=(0,))
+    db = sqlite3.connect(run / "index.sqlite")
+    keys = [json.loads(a).get("output_codes", {})
+            for (a,) in db.execute("SELECT attrs FROM units")]
+    db.close()
+    if len(body) < 4 << 20 or not any(digest(body.rstrip().encode()) in k for k in keys):
+        found.append("the large output code's key is not the key of its text")
+    check("ingest/large-output-code", found, outcome)

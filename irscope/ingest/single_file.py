@@ -1,7 +1,7 @@
 """Loose artifact files (.ptx, .cubin, .ttir, .ttgir, .llir/.ll, .mlir, HLO, jaxpr...), by content.
 
 Files are named by their stem, so ``k.ttir`` and ``k.ptx`` side by side become one unit
-``k`` with two stages; files of one stem in different folders (``sm80/k.ptx``, ``sm90/k.ptx``)
+``k`` with two stages; files of one name in different folders (``sm80/k.ptx``, ``sm90/k.ptx``)
 are told apart by the folders that differ (units ``sm80/k`` and ``sm90/k``, see
 ``unit_names``). Binary files must be cubins (CUDA ELF); other bytes are refused.
 """
@@ -50,19 +50,17 @@ def cubin_problem(data: bytes) -> str | None:
 
 
 def unit_names(paths: list[Path]) -> dict[Path, str]:
-    """The unit name of each loose file: its stem, or, where files of that stem lie in
-    several folders, the stem behind as many trailing folder names as tell them apart."""
-    by_stem: dict[str, set[Path]] = {}
+    """The unit name of each loose file: its stem, or, where files of one stem and extension
+    lie in several folders, the stem behind as many trailing folder names as tell them apart
+    (for every file of that stem: ``sm80/k.ttir`` joins ``sm80/k.ptx``)."""
+    folders: dict[str, set[Path]] = {}
+    places: dict[tuple[str, str], set[Path]] = {}
     for path in paths:
-        by_stem.setdefault(path.stem, set()).add(path.parent)
-    names = {}
-    for path in paths:
-        folders = by_stem[path.stem]
-        if len(folders) == 1:
-            names[path] = path.stem
-        else:
-            names[path] = f"{_telling(path.parent, folders)}/{path.stem}"
-    return names
+        folders.setdefault(path.stem, set()).add(path.parent)
+        places.setdefault((path.stem, path.suffix), set()).add(path.parent)
+    clashing = {stem for (stem, _), where in places.items() if len(where) > 1}
+    return {path: f"{_telling(path.parent, folders[path.stem])}/{path.stem}"
+            if path.stem in clashing else path.stem for path in paths}
 
 
 def _telling(folder: Path, folders: set[Path]) -> str:

@@ -14,6 +14,9 @@ warning, and the rest of the log is filed.
 
 from __future__ import annotations
 
+import codecs
+import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -397,7 +400,7 @@ class _TraceReader:
             for kind, stage_name, ref, origin in comp.stages:
                 writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
                 if kind == graphs.OUTPUT_CODE:  # the key by which other sources find the graph
-                    key = graphs.output_code_key(self.run.read_blob(ref.blob))
+                    key = _output_code_key(self.run, ref)
                     graphs.note_output_code(writer, unit, key, stage_name)
             located = any(k == "graph_break" and "file" in d for k, d in comp.events)
             seen = set()
@@ -422,6 +425,22 @@ class _Payload:
         if self.spilled is None:
             self.spilled = BlobRef(self.run.put_blob(self.text), len(self.text))
         return self.spilled
+
+
+def _output_code_key(run: Run, ref: BlobRef) -> str:
+    """``graphs.output_code_key`` of a stored output code; one past SPILL_BYTES is read in
+    pieces (decoded, its trailing blank space held back until more text follows)."""
+    if ref.size <= SPILL_BYTES:
+        return graphs.output_code_key(run.read_blob(ref.blob))
+    sha = hashlib.sha256()
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    held = ""
+    for piece in itertools.chain(run.blob_chunks(ref.blob), [None]):
+        text = held + decoder.decode(piece or b"", final=piece is None)
+        body = text.rstrip()
+        sha.update(body.encode("utf-8"))
+        held = text[len(body):]
+    return sha.hexdigest()
 
 
 def _is_id(value: Any) -> bool:
