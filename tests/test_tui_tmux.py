@@ -1,4 +1,8 @@
-"""A real terminal: `irscope open` inside tmux, driven by keys, read back from the pane."""
+"""A real terminal: `irscope open` inside tmux, driven by keys, read back from the pane.
+
+Every key waits for the screen to show the state the previous key led to, never for a
+fixed time: a loaded machine makes the test slower, not flaky.
+"""
 
 from __future__ import annotations
 
@@ -16,21 +20,42 @@ if shutil.which("tmux") is None:
 
 from tui_helpers import build_run  # noqa: E402
 
+TIMEOUT = 60.0
+
 
 def tmux(*args: str) -> str:
     return subprocess.run(["tmux", *args], capture_output=True, text=True, check=True).stdout
 
 
-def wait_for_screen(session: str, text: str, timeout: float = 30.0) -> str:
-    """The captured pane once it shows ``text``; fails with the last screen otherwise."""
+def status_line(screen: str) -> str:
+    """The viewer's status line: the last line holding `line N/M`."""
+    return next((line for line in reversed(screen.splitlines()) if " line " in line
+                 and "/" in line), "")
+
+
+def wait_for(session: str, ready, what: str, timeout: float = TIMEOUT) -> str:
+    """The captured pane once ``ready(screen)`` holds; fails with the last screen otherwise."""
     screen = ""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         screen = tmux("capture-pane", "-p", "-t", session)
-        if text in screen:
+        if ready(screen):
             return screen
-        time.sleep(0.2)
-    raise AssertionError(f"{text!r} never appeared; screen was:\n{screen}")
+        time.sleep(0.1)
+    raise AssertionError(f"{what} never appeared; screen was:\n{screen}")
+
+
+def wait_for_screen(session: str, text: str) -> str:
+    return wait_for(session, lambda screen: text in screen, repr(text))
+
+
+def wait_for_status(session: str, *words: str) -> str:
+    return wait_for(session, lambda screen: all(w in status_line(screen) for w in words),
+                    f"status with {words}")
+
+
+def keys(session: str, *names: str) -> None:
+    tmux("send-keys", "-t", session, *names)
 
 
 @pytest.fixture
@@ -39,32 +64,64 @@ def session(tmp_path):
     name = f"irscope-{uuid.uuid4().hex[:8]}"
     command = f"{sys.executable} -m irscope open {run}"
     env = {**os.environ, "TERM": "xterm-256color"}
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "100", "-y", "30", command],
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "32", command],
                    check=True, env=env)
     yield name
     subprocess.run(["tmux", "kill-session", "-t", name], capture_output=True)
 
 
 def test_open_in_a_real_terminal_navigates_searches_and_quits(session):
-    screen = wait_for_screen(session, "softmax_kernel · TTIR")
+    screen = wait_for_status(session, "line 1/", "TTIR", "softmax_kernel")
     assert "add_kernel" in screen and "tt.func public @softmax_kernel" in screen
-    tmux("send-keys", "-t", session, "Down", "Down", "Down")
-    screen = wait_for_screen(session, "softmax_kernel · PTX")
+    keys(session, "BTab")  # the viewer has the focus at start; the tree is before it
+    keys(session, "Down")
+    wait_for_status(session, "TTGIR", "softmax_kernel")
+    keys(session, "Down", "Down")
+    screen = wait_for_status(session, "PTX", "softmax_kernel")
     assert ".version" in screen
-    tmux("send-keys", "-t", session, "/")
-    wait_for_screen(session, "Search")
-    tmux("send-keys", "-t", session, "bar.sync", "Enter")
-    screen = wait_for_screen(session, "/bar.sync:")
-    assert "bar.sync" in screen.split("/bar.sync:")[0]  # the cursor's line is on screen
-    tmux("send-keys", "-t", session, "?")
+    keys(session, "/")
+    wait_for_screen(session, "text to find")  # the prompt's input is drawn
+    keys(session, "bar.sync")
+    wait_for(session, lambda screen: any("bar.sync" in line and "▎" in line or "│ bar.sync"
+                                         in line for line in screen.splitlines()),
+             "the pattern in the prompt")
+    keys(session, "Enter")
+    screen = wait_for_status(session, "/bar.sync:")
+    assert "bar.sync" in screen.split(status_line(screen))[0]  # the cursor's line is on screen
+    keys(session, "?")
     wait_for_screen(session, "irscope keys")
-    tmux("send-keys", "-t", session, "Escape")  # alone: tmux reads "Escape q" as alt+q
-    time.sleep(1.0)
-    tmux("send-keys", "-t", session, "q")
-    deadline = time.monotonic() + 15
+    keys(session, "Escape")  # alone: tmux reads "Escape q" as alt+q
+    wait_for(session, lambda screen: "irscope keys" not in screen, "the help closing")
+    keys(session, "q")
+    deadline = time.monotonic() + TIMEOUT
     while time.monotonic() < deadline:
         if subprocess.run(["tmux", "has-session", "-t", session],
                           capture_output=True).returncode:
             return  # the session ended with the app
         time.sleep(0.2)
     raise AssertionError("q did not quit the app")
+
+
+def test_follow_a_line_from_python_source_down_to_sass(session):
+    """The committed H100 softmax kernel: from its `tl.load` line in the Python source stage,
+    `]` through TTIR, TTGIR, LLVM IR and PTX (the same source marked each time) to SASS."""
+    wait_for_status(session, "line 1/", "TTIR", "softmax_kernel")
+    keys(session, "BTab", "Up")  # the tree: from TTIR up to the Python source stage
+    wait_for_status(session, "Python source", "softmax_kernel")
+    keys(session, "Enter")  # enter reads the stage: the focus moves to the viewer
+    wait_for(session, lambda screen: "▶def softmax_kernel" in screen.replace(" ", "")
+             or "▶ def softmax_kernel" in screen or "▶def" in screen, "the focused viewer")
+    keys(session, ":")
+    wait_for_screen(session, "Go to line")
+    keys(session, "4", "Enter")
+    screen = wait_for_status(session, "line 4/", "Python source")
+    assert "tl.load(in_ptr" in screen
+    for title in ("TTIR", "TTGIR", "LLVM IR", "PTX"):
+        keys(session, "]")
+        screen = wait_for_status(session, title, "followed 1/")
+    assert ".loc" in screen or "ld.global" in screen
+    keys(session, "]")
+    screen = wait_for_status(session, "SASS", "softmax_kernel")
+    assert "/*0000*/" in screen and ".byte" not in screen
+    keys(session, "b")  # back to the PTX line the last follow left
+    wait_for_status(session, "PTX", "followed 1/")

@@ -68,8 +68,9 @@ class IrscopeApp(App[None]):
         self.parsed: dict[str, Any] = {}
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
-        self.back_stack: list[tuple[Stage, int]] = []  # where following came from
-        self.forward_stack: list[tuple[Stage, int]] = []
+        # where following came from: stage, cursor line and the lines it had marked
+        self.back_stack: list[tuple[Stage, int, tuple[int, ...]]] = []
+        self.forward_stack: list[tuple[Stage, int, tuple[int, ...]]] = []
 
         self.navigator = Navigator(id="navigator", show_all=show_all)
         self.viewer = IrViewer(id="viewer")
@@ -215,7 +216,7 @@ class IrscopeApp(App[None]):
     def _to_graph(self, run: Run, stage: Stage) -> msg.FollowResolved:
         """From a kernel's first stage back to the output code launching it."""
         graphs = [r.src for r in run.relations("launches") if r.dst == stage.unit_id]
-        for unit_id, cursor in ((s.unit_id, c) for s, c in reversed(self.back_stack)):
+        for unit_id in (place[0].unit_id for place in reversed(self.back_stack)):
             if unit_id in graphs:  # the graph we came from first
                 graphs.insert(0, unit_id)
                 break
@@ -353,7 +354,7 @@ class IrscopeApp(App[None]):
             self.viewer.show_message("This run has no stages.")
         else:
             self.open_stage(first)
-            self.navigator.select_stage(first)
+            self.navigator.select_stage(first, quiet=True)
         self.viewer.focus()  # the stage's keys work from the start; tab reaches the tree
 
     @on(Navigator.StageSelected)
@@ -415,13 +416,13 @@ class IrscopeApp(App[None]):
         self.notify(message.note, timeout=4)
         if message.target is not None:
             if self.current is not None:
-                self.back_stack.append((self.current, self.viewer.cursor))
+                self.back_stack.append(self._place())
                 self.forward_stack.clear()
             self._go(message.target, message.cursor, message.lines)
 
     def _go(self, stage: Stage, cursor: int, marks: tuple[int, ...] = ()) -> None:
         """Open ``stage`` at ``cursor`` and keep the navigator and the focus with it."""
-        self.navigator.select_stage(stage)
+        self.navigator.select_stage(stage, quiet=True)
         self.open_stage(stage, cursor, marks)
         self.viewer.focus()
 
@@ -465,12 +466,12 @@ class IrscopeApp(App[None]):
         return stage_label(stage, unit.name if unit else "?")
 
     def _update_status(self) -> None:
-        """Line, matches and mark first, the stage's long label last: a narrow status line
-        cuts the label, never the figures."""
+        """Stage, line, matches and mark first, the unit's name (which may be long) last: a
+        narrow status line cuts the name, never the figures."""
         if self.current is None:
             return
         viewer = self.viewer
-        parts = []
+        parts = [stage_title(self.current)]
         if viewer.lines:
             parts.append(f"line {viewer.cursor + 1}/{len(viewer.lines)}")
         if self.collapsed and self.current.kind == "ptx":
@@ -484,7 +485,6 @@ class IrscopeApp(App[None]):
             parts.append(f"followed {at}/{len(runs)} (n/N)")
         if self.marked:
             parts.append(f"marked: {self.marked.kind}")
-        parts.append(stage_title(self.current))
         unit = self.units.get(self.current.unit_id)
         if unit is not None:
             parts.append(unit.name)
@@ -508,10 +508,13 @@ class IrscopeApp(App[None]):
         if not source:
             self.notify(f"nothing to go {word} to", timeout=2)
             return
-        stage, cursor = source.pop()
+        stage, cursor, marks = source.pop()
         if self.current is not None:
-            other.append((self.current, self.viewer.cursor))
-        self._go(stage, cursor)
+            other.append(self._place())
+        self._go(stage, cursor, marks)
+
+    def _place(self) -> tuple[Stage, int, tuple[int, ...]]:
+        return self.current, self.viewer.cursor, tuple(sorted(self.viewer.marks))
 
     def action_focus_panel(self) -> None:
         if not self.panel.display:

@@ -127,6 +127,7 @@ class Navigator(Vertical):
         self.hidden: dict[str, int] = {}  # units hidden by default, per framework
         self.filter = Input(placeholder="filter units…", id="filter")
         self.stage_tree = StageTree()
+        self._quiet: set[int] = set()  # stages selected by the app: their highlight is no choice
 
     def compose(self) -> ComposeResult:
         yield self.filter
@@ -153,9 +154,13 @@ class Navigator(Vertical):
         return next((s for s in stages if is_ir(s) and s.kind != "python_source"),
                     stages[0] if stages else None)
 
-    def select_stage(self, stage: Stage) -> None:
+    def select_stage(self, stage: Stage, quiet: bool = False) -> None:
+        """Move the tree's cursor to ``stage``, which is then chosen; ``quiet``: the app opened
+        it already (at a line, with marks) and the late highlight must not reopen it plain."""
         node = self.stage_tree.node_for_stage(stage)
         if node is not None:  # the node has a line only once the tree has re-rendered
+            if quiet and self.stage_tree.cursor_node is not node:
+                self._quiet.add(stage.id)
             self.stage_tree.call_after_refresh(self.stage_tree.move_cursor, node, animate=False)
 
     @on(Input.Changed, "#filter")
@@ -181,5 +186,8 @@ class Navigator(Vertical):
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+        if isinstance(event.node.data, Stage) and event.node.data.id in self._quiet:
+            self._quiet.discard(event.node.data.id)
+            return
         if isinstance(event.node.data, Stage):
             self.post_message(self.StageChosen(event.node.data))
