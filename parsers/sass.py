@@ -333,7 +333,9 @@ class SassLexer(RegexLexer):
             (r"/\*(?:.|\n)*?\*/", Comment.Multiline),
             (r"//[^\n]*", Comment.Single),
             (r"#[^\n]*", Comment.Single),
-            (r"(\[)([BRWY\-:0-9S]*)(\])", bygroups(Punctuation, Comment.Special, Punctuation)),
+            # a control code "[B------:R-:W-:Y:S04]", not an address operand "[R120]"
+            (r"(\[)(B[-0-5]+:R[-0-5]:W[-0-5]:[-Y]:S\d+)(\])",
+             bygroups(Punctuation, Comment.Special, Punctuation)),
             (r"[0-9a-fA-F-]{2}:[-\w]:[-\w]:[-\w]:[-\w]+(?=[ \t])", Comment.Special),
             (r"^[ \t]*[.\w$]+:(?=\s)", Name.Label),
             (r"\.[A-Za-z_][\w.]*", Keyword.Pseudo),

@@ -6,6 +6,7 @@ import ast
 import re
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -282,3 +283,22 @@ def test_stages_sort_in_pipeline_order_then_filing_order():
               stage(4, "python_source", "src")]
     assert [s.name for s in sorted(stages, key=pipeline_key)] == [
         "src", "dynamo_output_graph", "before_pre_grad", "after_joint", "out"]
+
+
+def test_lexers_tell_opcodes_modifiers_symbols_and_operands_apart():
+    from pygments.token import Comment, Keyword, Name, Number
+
+    from irscope.parsers import registry
+
+    def tokens(kind: str, text: str) -> list[tuple[Any, str]]:
+        return [(t, v) for t, v in registry.lexer(kind).get_tokens(text) if v.strip()]
+
+    ptx = tokens("ptx", "\tld.param.u64 \t%rd1, [add_kernel_param_0];\n"
+                        "\t@%p1 setp.lt.s32 \t%p2, %r2, 4;\n\tcvt.rn.f32.s32 %f1, %r1;\n")
+    assert (Name, "add_kernel_param_0") in ptx and (Keyword, "add") not in ptx
+    assert (Keyword, "setp") in ptx and (Keyword.Type, ".lt.s32") in ptx
+    assert (Keyword.Type, ".rn.f32.s32") in ptx and (Number.Integer, "4") in ptx or (
+        Number, "4") in ptx
+    sass = tokens("sass", "        /*0010*/ LDG.E R2, desc[UR4][R120.64] ;  [B------:R-:W2:Y:S04]\n")
+    assert (Name.Variable, "R120") in sass
+    assert (Comment.Special, "B------:R-:W2:Y:S04") in sass

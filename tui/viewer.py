@@ -28,7 +28,8 @@ HSCROLL = 8  # columns one left/right key moves
 # Token type -> theme variable giving its colour (with an optional text style).
 TOKEN_COLOURS = (
     (Token.Comment, "text-muted", "italic"),
-    (Token.Keyword, "text-accent", ""),
+    (Token.Keyword.Type, "text-accent", "italic"),  # an opcode's modifiers: .lt.s32, .rn
+    (Token.Keyword, "text-accent", "bold"),
     (Token.Name.Function, "text-warning", ""),
     (Token.Name.Label, "text-warning", "bold"),
     (Token.Name.Builtin, "text-accent", ""),
@@ -37,7 +38,7 @@ TOKEN_COLOURS = (
     (Token.Name.Tag, "text-primary", "bold"),
     (Token.Name, "text-primary", ""),
     (Token.Literal.String, "text-success", ""),
-    (Token.Literal.Number, "text-warning", ""),
+    (Token.Literal.Number, "text-success", ""),  # immediates apart from opcodes and names
     (Token.Operator, "", "bold"),
     (Token.Error, "text-error", "underline"),
 )
