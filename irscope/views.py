@@ -448,3 +448,64 @@ def kernel_card(unit: Unit, figures: Any = None) -> list[tuple[str, str]]:
     if isinstance(candidates, list) and candidates:
         rows.append(("candidates", str(len(candidates))))
     return rows
+
+
+# -- a line-aligned diff of two stages -------------------------------------------------------
+# SSA values, registers and labels whose numbers change between two compiles of one kernel:
+# "%x_12", "%r34", "%rd1", "%p2", "R120", "UR4", "P0", "#loc33", "$L__BB0_1", "!dbg !42"
+NUMBERING_RE = re.compile(r"(%[A-Za-z_]*|\bU?R|\bU?P|#loc|\$L__BB\d+_|![a-z]*\s?!|\^bb)\d+")
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    """One row of an aligned diff: the line of each side (None: a gap) and how they differ:
+    "same", "changed", "removed" (left only) or "added" (right only)."""
+
+    left: int | None
+    right: int | None
+    tag: str
+
+
+def unnumbered(line: str) -> str:
+    """A line with SSA value, register and label numbers blanked (`%r34` -> `%r#`)."""
+    return NUMBERING_RE.sub(lambda m: m.group(1) + "#", line)
+
+
+def aligned_diff(left: Sequence[str], right: Sequence[str],
+                 ignore_numbering: bool = False) -> list[DiffLine]:
+    """The two stages' lines aligned row by row, gaps where one side has no counterpart."""
+    import difflib
+
+    norm = unnumbered if ignore_numbering else (lambda line: line)
+    a = [norm(line).strip() for line in left]
+    b = [norm(line).strip() for line in right]
+    rows: list[DiffLine] = []
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            rows += [DiffLine(i, j, "same") for i, j in zip(range(i1, i2), range(j1, j2))]
+            continue
+        pairs = max(i2 - i1, j2 - j1)
+        for k in range(pairs):
+            i = i1 + k if i1 + k < i2 else None
+            j = j1 + k if j1 + k < j2 else None
+            tag = "changed" if i is not None and j is not None else (
+                "removed" if j is None else "added")
+            rows.append(DiffLine(i, j, tag))
+    return rows
+
+
+def figure_deltas(left: Mapping[str, str], right: Mapping[str, str]) -> tuple[str, ...]:
+    """The kernel-card rows (see ``kernel_card``) that differ: "registers 29 → 26 (-3)"."""
+    out = []
+    for label in ("registers", "spills", "shared static", "shared dynamic", "occupancy",
+                  "num warps", "num stages", "constexprs"):
+        a, b = left.get(label), right.get(label)
+        if a is None or b is None or a == b:
+            continue
+        delta = ""
+        if a.split()[0].replace(",", "").isdigit() and b.split()[0].replace(",", "").isdigit():
+            change = int(b.split()[0].replace(",", "")) - int(a.split()[0].replace(",", ""))
+            delta = f" ({change:+d})"
+        out.append(f"{label} {a} → {b}{delta}")
+    return tuple(out)

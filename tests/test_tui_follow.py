@@ -199,3 +199,49 @@ async def test_keys_do_nothing_on_a_hidden_screen_and_escape_leaves_the_filter(t
         assert app.focused is app.navigator.stage_tree
         await pilot.press("enter")
         assert app.focused is app.viewer or app.navigator.stage_tree.cursor_node is not None
+
+
+@synchronous
+async def test_compare_is_a_line_aligned_diff_with_linked_cursors(triton_run):
+    from irscope.tui.screens import CompareScreen
+
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "softmax_kernel", "ttgir")
+        await pilot.press("m")
+        await open_stage(app, pilot, "add_kernel", "ttgir")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        screen = app.screen
+        left, right = screen.viewer(0), screen.viewer(1)
+        assert len(left.lines) == len(right.lines) == len(screen.rows)
+        assert {row.tag for row in screen.rows} >= {"same", "changed"}
+        changed = [i for i, row in enumerate(screen.rows) if row.tag != "same"]
+        assert left.cursor == changed[0] and left.marks == frozenset(changed)
+        for i, row in enumerate(screen.rows):
+            marker = left.lines[i][:2]
+            assert marker == ("  " if row.left is None else screen.MARKERS[row.tag])
+        await pilot.press("n")
+        assert left.cursor > changed[0] and right.cursor == left.cursor  # linked
+        before = sum(row.tag != "same" for row in screen.rows)
+        await pilot.press("i")  # numbering ignored: fewer rows differ
+        assert sum(row.tag != "same" for row in screen.rows) < before
+        assert "numbering ignored" in str(screen.query_one("#compare-summary").render())
+        await pilot.press("m")  # main-screen keys do nothing here
+        assert app.marked.unit_id != app.current.unit_id
+
+
+@synchronous
+async def test_search_marks_the_matched_columns_of_a_tab_indented_line(triton_run):
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_stage(app, pilot, "add_kernel", "ptx")
+        await pilot.press("slash", *"ld.global", "enter")
+        await until(pilot, lambda: app.viewer.matches)
+        number = app.viewer.matches[0]
+        assert "\t" in app.viewer.lines[number]
+        segments = app.viewer._mark_matches(number, app.viewer._highlighted(number))
+        match = app.viewer.get_component_rich_style("ir-viewer--match")
+        hit = "".join(seg.text for seg in segments if seg.style and match.bgcolor
+                      and seg.style.bgcolor == match.bgcolor and seg.style.reverse)
+        assert hit.lower() == "ld.global"

@@ -16,7 +16,7 @@ from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
-from irscope.run_figures import read_run_figures
+from irscope.run_figures import read_run_figures, unit_figures_of
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
@@ -26,7 +26,7 @@ from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptS
                                  SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
-from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of,
+from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of, figure_deltas,
                            first_code_line, is_ir, kernel_at, kernel_card, launch_line,
                            launched_unit, line_locations, navigator_groups, neighbour_stage,
                            node_keys, normal_key, output_code_kernels, python_location,
@@ -290,7 +290,9 @@ class IrscopeApp(App[None]):
             title = stage_label(stage, self.units[stage.unit_id].name)
             sides.append((stage, title, lines, lexer_for(stage.kind),
                           self._parse_quietly(run, stage)))
-        self.post_message(msg.CompareReady(sides))
+        units = [self.units[stage.unit_id] for stage in (left, right)]
+        cards = [dict(kernel_card(unit, unit_figures_of(run, unit))) for unit in units]
+        self.post_message(msg.CompareReady(sides, figure_deltas(*cards)))
 
     def _without_run_path(self, exc: Exception) -> str:
         """The error as the user needs it here: the run's path is already in the title."""
@@ -446,7 +448,7 @@ class IrscopeApp(App[None]):
 
     @on(msg.CompareReady)
     def _compare_ready(self, message: msg.CompareReady) -> None:
-        self.push_screen(CompareScreen(message.sides))
+        self.push_screen(CompareScreen(message.sides, message.figures))
 
     @on(msg.Problem)
     def _problem(self, message: msg.Problem) -> None:

@@ -78,6 +78,7 @@ class CompareReady(Message):
     """Both sides of a comparison: titles, lines, lexers and parsed histograms."""
 
     sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]]
+    figures: tuple[str, ...] = ()  # the two units' figures where they differ
 
 
 @dataclass

@@ -17,7 +17,7 @@ from irscope.store import Stage
 from irscope.tui.analysis_panel import bar_rows
 from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
-from irscope.views import histogram, histogram_diff, stage_title
+from irscope.views import DiffLine, aligned_diff, histogram, histogram_diff, stage_title
 
 CLOSE = [Binding("escape", "dismiss", "Close", id="close"),
          Binding("q", "dismiss", "Close", show=False, id="close-q")]
@@ -66,15 +66,27 @@ class PromptScreen(ModalScreen[str | None]):
 
 
 class CompareScreen(Screen[None]):
-    """Two stages side by side with the difference of their histograms."""
+    """Two stages as a line-aligned diff: gaps where a side has no counterpart, changed rows
+    marked (n/N step through them), the cursors linked, figure and histogram deltas below."""
 
     BINDINGS = CLOSE + [Binding("h", "cycle_histogram", "Histogram mode", id="compare-mode"),
+                        Binding("i", "toggle_numbering", "Ignore numbering",
+                                id="compare-numbering"),
+                        Binding("n", "change(1)", "Next change", id="compare-next"),
+                        Binding("N", "change(-1)", "Previous change", show=False,
+                                id="compare-prev"),
                         Binding("tab", "focus_next", "Next pane", show=False, id="compare-tab")]
 
-    def __init__(self, sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]]) -> None:
+    MARKERS = {"same": "  ", "changed": "~ ", "removed": "- ", "added": "+ "}
+
+    def __init__(self, sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]],
+                 figures: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.sides = sides
+        self.figures = figures  # "registers 29 → 26 (-3)" rows
         self.mode = "opcode"
+        self.ignore_numbering = False
+        self.rows: list[DiffLine] = []
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="compare-viewers"):
@@ -82,14 +94,47 @@ class CompareScreen(Screen[None]):
                 with Vertical(classes="compare-side"):
                     yield Label(title, classes="compare-title")
                     yield IrViewer(id=f"compare-{i}")
+        yield Label("", id="compare-summary")
         yield DataTable(id="compare-diff", cursor_type="row", zebra_stripes=True)
         yield Footer()
 
     def on_mount(self) -> None:
-        for i, (_stage, _title, lines, lexer, _parsed) in enumerate(self.sides):
-            self.query_one(f"#compare-{i}", IrViewer).show(lines, lexer)
+        self._align()
         self._fill_diff()
-        self.query_one("#compare-0", IrViewer).focus()
+        for i in (0, 1):
+            self.watch(self.viewer(i), "cursor", self._linked(i), init=False)
+        self.viewer(0).focus()
+
+    def viewer(self, side: int) -> IrViewer:
+        return self.query_one(f"#compare-{side}", IrViewer)
+
+    def _linked(self, side: int):
+        def follow(cursor: int) -> None:  # both sides show the same row: one cursor for both
+            other = self.viewer(1 - side)
+            if other.cursor != cursor:
+                other.cursor = cursor
+                other.scroll_to(y=self.viewer(side).scroll_y, animate=False)
+        return follow
+
+    def _align(self) -> None:
+        (_s0, _t0, left, lexer0, _p0), (_s1, _t1, right, lexer1, _p1) = self.sides
+        self.rows = aligned_diff(left, right, self.ignore_numbering)
+        changed = tuple(i for i, row in enumerate(self.rows) if row.tag != "same")
+        for side, lines, lexer in ((0, left, lexer0), (1, right, lexer1)):
+            shown = []
+            for row in self.rows:
+                number = row.left if side == 0 else row.right
+                marker = self.MARKERS[row.tag] if number is not None else "  "
+                shown.append(marker + (lines[number] if number is not None else ""))
+            self.viewer(side).show(shown, lexer, cursor=changed[0] if changed else 0,
+                                   marks=changed)
+        counts = {tag: sum(1 for r in self.rows if r.tag == tag)
+                  for tag in ("changed", "removed", "added")}
+        summary = (f"~{counts['changed']} changed  -{counts['removed']} only left  "
+                   f"+{counts['added']} only right"
+                   + ("  (numbering ignored)" if self.ignore_numbering else "")
+                   + ("  │  " + "  ·  ".join(self.figures) if self.figures else ""))
+        self.query_one("#compare-summary", Label).update(summary)
 
     def _fill_diff(self) -> None:
         table = self.query_one(DataTable)
@@ -105,6 +150,14 @@ class CompareScreen(Screen[None]):
 
         self.mode = HISTOGRAM_MODES[(HISTOGRAM_MODES.index(self.mode) + 1) % len(HISTOGRAM_MODES)]
         self._fill_diff()
+
+    def action_toggle_numbering(self) -> None:
+        """Compare with SSA value, register and label numbers blanked."""
+        self.ignore_numbering = not self.ignore_numbering
+        self._align()
+
+    def action_change(self, step: int) -> None:
+        self.viewer(0).next_match(step)
 
 
 class SourceScreen(Screen[None]):
