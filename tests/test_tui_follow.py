@@ -245,3 +245,25 @@ async def test_search_marks_the_matched_columns_of_a_tab_indented_line(triton_ru
         hit = "".join(seg.text for seg in segments if seg.style and match.bgcolor
                       and seg.style.bgcolor == match.bgcolor and seg.style.reverse)
         assert hit.lower() == "ld.global"
+
+
+@synchronous
+async def test_compare_with_another_run_diffs_the_same_stage(triton_run, tmp_path):
+    """`irscope open A --compare B`: c diffs the stage shown against B's stage of that unit."""
+    from irscope.tui.screens import CompareScreen
+
+    other = build_run(tmp_path / "other", kernels=("add_kernel", "softmax_kernel"))
+    app = IrscopeApp(triton_run, compare_with=other)
+    async with app.run_test(size=SIZE) as pilot:
+        stage = await open_stage(app, pilot, "add_kernel", "ptx")
+        await pilot.press("c")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        sides = app.screen.sides
+        assert sides[0][0].id == stage.id and sides[1][0].kind == "ptx"
+        assert sides[1][1].startswith("other: add_kernel")
+        assert all(row.tag == "same" for row in app.screen.rows)  # the same capture
+
+
+def test_open_takes_a_run_to_compare_with(triton_run, cli):
+    result = cli("open", triton_run, "--compare", "no-such-run")
+    assert result.returncode != 0 and "no-such-run" in result.stderr

@@ -54,9 +54,11 @@ class IrscopeApp(App[None]):
     TITLE = "irscope"
     BINDINGS = bindings("app")
 
-    def __init__(self, run_path: str | Path, show_all: bool = False) -> None:
+    def __init__(self, run_path: str | Path, show_all: bool = False,
+                 compare_with: str | Path | None = None) -> None:
         super().__init__()
         self.run_path = Path(run_path)
+        self.other_path = Path(compare_with) if compare_with else None  # `--compare OTHER`
         self.sub_title = self.run_path.name
         self._local = threading.local()
         self._locations: dict[tuple[str, str], LineLocations] = {}
@@ -292,6 +294,32 @@ class IrscopeApp(App[None]):
                           self._parse_quietly(run, stage)))
         units = [self.units[stage.unit_id] for stage in (left, right)]
         cards = [dict(kernel_card(unit, unit_figures_of(run, unit))) for unit in units]
+        self.post_message(msg.CompareReady(sides, figure_deltas(*cards)))
+
+    @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
+    def compare_runs_worker(self, stage: Stage) -> None:
+        """The stage shown beside the same unit's stage (kind and name) in the other run."""
+        run, unit = self.store(), self.units[stage.unit_id]
+        with Run.open(self.other_path) as other:
+            match = next((u for u in other.units() if u.name == unit.name), None)
+            twin = next((s for s in other.stages(match.id) if s.kind == stage.kind
+                         and s.name == stage.name), None) if match else None
+            if twin is None:
+                self.post_message(msg.Problem(f"{self.other_path.name} has no {unit.name} · "
+                                              f"{stage_title(stage)}", "warning"))
+                return
+            sides = []
+            for source, this, owner, where in ((run, stage, unit, self.run_path),
+                                               (other, twin, match, self.other_path)):
+                try:
+                    lines = readable_text(this.kind, source.read_text(this)).splitlines()
+                except IrscopeError as exc:
+                    lines = [f"⚠ {exc}"]
+                title = f"{where.name}: {stage_label(this, owner.name)}"
+                sides.append((this, title, lines, lexer_for(this.kind),
+                              self._parse_quietly(source, this)))
+            cards = [dict(kernel_card(owner, unit_figures_of(source, owner)))
+                     for source, owner in ((run, unit), (other, match))]
         self.post_message(msg.CompareReady(sides, figure_deltas(*cards)))
 
     def _without_run_path(self, exc: Exception) -> str:
@@ -609,6 +637,9 @@ class IrscopeApp(App[None]):
             self._update_status()
 
     def action_compare(self) -> None:
+        if self.other_path is not None and self.marked is None and self.current is not None:
+            self.compare_runs_worker(self.current)
+            return
         if self.marked is None or self.current is None:
             self.notify("mark a stage with m, select another, then press c", severity="warning")
             return
@@ -634,10 +665,12 @@ def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
     return [i.text for i in items], [(i.first_line - 1, i.last_line - 1) for i in items]
 
 
-def run_app(run_path: str | Path, theme: str | None = None, show_all: bool = False) -> None:
+def run_app(run_path: str | Path, theme: str | None = None, show_all: bool = False,
+            compare_with: str | Path | None = None) -> None:
     """Open the TUI on a run directory (already checked to open), in ``theme`` if given;
-    ``show_all`` lists the units hidden by default (JAX's eager ops) too."""
-    app = IrscopeApp(run_path, show_all)
+    ``show_all`` lists the units hidden by default (JAX's eager ops) too; with
+    ``compare_with`` (a second run) c diffs the stage shown against that run's."""
+    app = IrscopeApp(run_path, show_all, compare_with)
     if theme:
         if theme not in app.available_themes:
             raise UsageError(f"unknown theme {theme!r}; choose one of "

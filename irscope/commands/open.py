@@ -16,6 +16,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--all", action="store_true", dest="show_all",
                    help="show JAX's eager ops too (jits JAX makes for itself, such as jit_add; "
                         "hidden by default), folded under 'eager ops'")
+    p.add_argument("--compare", metavar="OTHER",
+                   help="a second run: c compares the stage shown with the same unit's stage "
+                        "of OTHER as a line-aligned diff with figure deltas")
     p.set_defaults(func=run)
 
 
@@ -24,7 +27,11 @@ def run(args) -> int:
 
     path = locate_run(args.run)
     Run.open(path).close()  # a missing or damaged index is one clear line, before any UI
+    other = None
+    if getattr(args, "compare", None):
+        other = locate_run(args.compare)
+        Run.open(other).close()
     from irscope.tui.app import run_app
 
-    run_app(path, theme=args.theme, show_all=args.show_all)
+    run_app(path, theme=args.theme, show_all=args.show_all, compare_with=other)
     return 0
