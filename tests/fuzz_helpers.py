@@ -8,7 +8,9 @@ exit without a one-line ``irscope:`` message, a secret planted outside the run s
 output, an escape sequence reaching the terminal, or (checked by the suites) a lost artifact.
 
 With IRSCOPE_FUZZ_LOG set, each case appends ``{"case", "problems"}`` to that file: the figures
-of a campaign (``tests/fuzz_campaign.md`` says how they are made).
+of a campaign. To compare with an older irscope, check it out elsewhere (``git worktree add``),
+lay it out as installed (its ``parsers/`` and ``tui/`` inside ``irscope/``) and put that on
+PYTHONPATH: the cases run ``python -m irscope``, which then is the older one.
 """
 
 from __future__ import annotations
@@ -130,6 +132,27 @@ def check(case: str, found: list[str], outcome: Outcome | None = None) -> None:
         raise AssertionError(f"{case}: {'; '.join(found)}{detail}")
 
 
+class Checks:
+    """The cases of one test that runs several: each is logged as it ends, and the test fails
+    at the end on the first that found something (so a campaign counts every case)."""
+
+    def __init__(self) -> None:
+        self.failures: list[AssertionError] = []
+
+    def __call__(self, case: str, found: list[str], outcome: Outcome | None = None) -> None:
+        try:
+            check(case, found, outcome)
+        except AssertionError as failure:
+            self.failures.append(failure)
+
+    def __enter__(self) -> "Checks":
+        return self
+
+    def __exit__(self, kind, *_) -> None:
+        if kind is None and self.failures:
+            raise self.failures[0]
+
+
 def rng(case: str) -> random.Random:
     """A random source of its own per case: the same mutations every run of a seed."""
     return random.Random(f"{SEED}:{case}")
@@ -201,6 +224,27 @@ def stage_digests(run: Path) -> set[str]:
         return {row[0] for row in db.execute("SELECT blob FROM stages")}
     finally:
         db.close()
+
+
+def uncompressed_copy(source: Path, target: Path) -> Path:
+    """A copy of the run ``source`` as schema 2 wrote runs: blobs kept as they are, not
+    compressed (what a blob file of such a run holds is shown to the reader verbatim)."""
+    import shutil
+
+    import zstandard
+
+    shutil.copytree(source, target)
+    plain = zstandard.ZstdDecompressor()
+    db = sqlite3.connect(target / "index.sqlite")
+    for blob, data in db.execute("SELECT blob, data FROM blob_data").fetchall():
+        db.execute("UPDATE blob_data SET data=? WHERE blob=?",
+                   (plain.decompressobj().decompress(data), blob))
+    db.execute("UPDATE meta SET value='2' WHERE key='schema_version'")
+    db.commit()
+    db.close()
+    for path in (target / "blobs").glob("*/*"):
+        path.write_bytes(plain.decompressobj().decompress(path.read_bytes()))
+    return target
 
 
 def digest(data: bytes) -> str:

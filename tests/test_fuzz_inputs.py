@@ -7,12 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import (MUTATIONS, SAMPLES, SECRET, check, irscope, mutate, problems, rng)
+from fuzz_helpers import (MUTATIONS, SAMPLES, SECRET, Checks, check, irscope, mutate,
+                          problems, rng)
 
 # Commands that read one artifact file; each must refuse what it cannot read in one line.
 FILE_COMMANDS = {
     "stats": ("stats",), "stats-json": ("stats", "--json"), "ptx": ("ptx",),
     "ptx-all": ("ptx", "--json", "--collapsed", "--loops"), "sass": ("sass",),
+    "ingest": ("ingest",),
 }
 SAMPLE_FILES = sorted(p for p in SAMPLES.glob("*/*") if p.is_file() and p.parent.name in (
     "ptx", "mlir", "llir", "hlo", "jaxpr", "inductor", "fx"))
@@ -95,9 +97,11 @@ def test_kernel_named_with_markup_and_escapes(tmp_path):
     text = (SAMPLES / "ptx" / "add_kernel.sm80.ptx").read_text()
     path = tmp_path / "k.ptx"
     path.write_text(text.replace("add_kernel", "add_[/]kernel[bold"))
-    for args in (("ptx", path), ("ptx", path, "--loops", "--collapsed"), ("stats", path)):
-        outcome = irscope(*args, cwd=tmp_path)
-        check(f"input/kernel-markup/{args[0]}{len(args)}", problems(outcome, ok=(0,)), outcome)
+    with Checks() as checked:
+        for args in (("ptx", path), ("ptx", path, "--loops", "--collapsed"), ("stats", path)):
+            outcome = irscope(*args, cwd=tmp_path)
+            checked(f"input/kernel-markup/{args[0]}{len(args)}", problems(outcome, ok=(0,)),
+                    outcome)
 
 
 def test_one_line_ttir_is_not_ptx(tmp_path):
@@ -145,6 +149,8 @@ def test_mutated_samples(tmp_path, sample, how):
         commands = [("ptx", path, "--loops", "--collapsed"), ("ptx", "--json", path)]
     elif source.suffix == ".cubin":
         commands = [("sass", path)]
-    for args in commands:
-        outcome = irscope(*args, cwd=tmp_path)
-        check(f"input/mutated/{sample}/{how}/{args[0]}{len(args)}", problems(outcome), outcome)
+    with Checks() as checked:
+        for args in commands:
+            outcome = irscope(*args, cwd=tmp_path)
+            checked(f"input/mutated/{sample}/{how}/{args[0]}{len(args)}", problems(outcome),
+                    outcome)

@@ -12,7 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import SAMPLES, SECRET, changed, check, irscope, problems, rng, tree_state
+from fuzz_helpers import (SAMPLES, SECRET, Checks, changed, check, irscope, problems, rng,
+                          tree_state, uncompressed_copy)
 
 INPUTS = ("ptx/add_kernel.sm80.ptx", "mlir/add_kernel.sm80.ttir", "llir/add_kernel.sm80.llir",
           "ptx/add_kernel.sm90.cubin")
@@ -39,12 +40,9 @@ def base_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def schema2_run(tmp_path_factory) -> Path:
-    """The committed H100 Triton run: schema 2, blobs kept uncompressed (a leak shows as is)."""
-    run = tmp_path_factory.mktemp("schema2") / "run"
-    shutil.copytree(SAMPLES / "gpu" / "triton_kernels", run)
-    _sql(run, "UPDATE units SET name=? WHERE name='add_kernel'", args=(UNIT,))
-    return run
+def schema2_run(tmp_path_factory, base_run) -> Path:
+    """The base run as schema 2 kept runs: blobs uncompressed (a leak shows as it is)."""
+    return uncompressed_copy(base_run, tmp_path_factory.mktemp("schema2") / "run")
 
 
 @pytest.fixture
@@ -186,14 +184,15 @@ def _hostile_run(run: Path, around: Path, name: str, label: str = "") -> None:
     _tamper(name, run, around)
     before = tree_state(around, skip=run)
     readers = ("show", "report", "ls-json") if name in BLOB_CASES else tuple(READERS)
-    for reader in readers:
-        args, ok = READERS[reader]
-        outcome = irscope(*(a.format(run=run) for a in args), cwd=around)
-        found = problems(outcome, ok=ok)
-        outside = changed(before, tree_state(around, skip=run))
-        if outside:
-            found.append(f"written outside the run: {outside[:3]}")
-        check(f"run/{label}{name}/{reader}", found, outcome)
+    with Checks() as checked:
+        for reader in readers:
+            args, ok = READERS[reader]
+            outcome = irscope(*(a.format(run=run) for a in args), cwd=around)
+            found = problems(outcome, ok=ok)
+            outside = changed(before, tree_state(around, skip=run))
+            if outside:
+                found.append(f"written outside the run: {outside[:3]}")
+            checked(f"run/{label}{name}/{reader}", found, outcome)
 
 
 WRONG_VALUES = ("x", "[/]", 7, -1, 3.5, True, [1, "a"], {"k": [1]}, {"entire_frame_compile_time_s":
@@ -226,10 +225,12 @@ def test_attributes_of_random_types(tmp_path, sample, variant):
                    (json.dumps({"order": r.choice(WRONG_VALUES)}), rowid))
     db.commit()
     db.close()
-    for reader in ("ls", "ls-json", "report", "report-csv"):
-        args, ok = READERS[reader]
-        outcome = irscope(*(a.format(run=run) for a in args), cwd=tmp_path)
-        check(f"run/attrs-random/{sample}/{variant}/{reader}", problems(outcome, ok=ok), outcome)
+    with Checks() as checked:
+        for reader in ("ls", "ls-json", "report", "report-csv"):
+            args, ok = READERS[reader]
+            outcome = irscope(*(a.format(run=run) for a in args), cwd=tmp_path)
+            checked(f"run/attrs-random/{sample}/{variant}/{reader}", problems(outcome, ok=ok),
+                    outcome)
 
 
 HOSTILE_NAMES = ("\x1b]0;pwned\x07\x1b[2J=HYPERLINK(\"http://x\")", "[/]evil[bold", "@SUM(A1)",

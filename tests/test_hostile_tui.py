@@ -20,11 +20,13 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import SAMPLES, SECRET, check
+from fuzz_helpers import SAMPLES, SECRET, check, uncompressed_copy
 
 ALT_SCREEN = b"\x1b[?1049h"  # Textual has taken the terminal
 CSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]")  # "\x1b[38;2;1;2;3m": styles, moves
 QUIT_LIMIT_S = 8.0
+SHOWN_WAIT_S = 8.0
+SHOWN = ("blob", SECRET, "def add_kernel")  # the first stage's text, or the reason it is not
 # `irscope open` with every stage read stuck for a minute, as on a hung network file system.
 STUCK_READS = ("import sys, time\n"
                "import irscope.store as store\n"
@@ -64,7 +66,11 @@ def _open_in_terminal(argv: list[str], cwd: Path) -> tuple[str, float | None]:
     deadline = time.monotonic() + 30
     while ALT_SCREEN not in screen and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    time.sleep(2.0)  # the first stage's worker is under way
+    shown = time.monotonic() + SHOWN_WAIT_S  # the first stage, or why it cannot be shown
+    while time.monotonic() < shown and not any(
+            mark in CSI.sub("", screen.decode("utf-8", "replace")) for mark in SHOWN):
+        time.sleep(0.1)
+    time.sleep(0.5)
     pressed = time.monotonic()
     try:
         os.write(master, b"q")
@@ -80,8 +86,7 @@ def _open_in_terminal(argv: list[str], cwd: Path) -> tuple[str, float | None]:
 
 
 def _hostile_copy(tmp_path: Path, how: str) -> Path:
-    run = tmp_path / "runs" / "run"
-    shutil.copytree(SAMPLES / "gpu" / "triton_kernels", run)
+    run = uncompressed_copy(SAMPLES / "gpu" / "triton_kernels", tmp_path / "runs" / "run")
     (tmp_path / "secret.txt").write_text(SECRET)
     fake = "cd" * 32
     db = sqlite3.connect(run / "index.sqlite")
