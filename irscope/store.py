@@ -579,8 +579,11 @@ class Run:
 
     def counts(self) -> tuple[int, int]:
         """How many units and stages the run holds."""
-        units = self.db.execute("SELECT count(*) FROM units").fetchone()[0]
-        stages = self.db.execute("SELECT count(*) FROM stages").fetchone()[0]
+        try:
+            units = self.db.execute("SELECT count(*) FROM units").fetchone()[0]
+            stages = self.db.execute("SELECT count(*) FROM stages").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise RunError(f"{self.path / INDEX}: damaged index ({exc})") from None
         return units, stages
 
     def unit_named(self, framework: str, name: str) -> Unit | None:

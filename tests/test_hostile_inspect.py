@@ -98,7 +98,8 @@ sys.exit(3)
 """
 
 
-@pytest.mark.parametrize("room", [40_000, 90_000], ids=["no-room-for-the-index", "full-while-filing"])
+@pytest.mark.parametrize("room", [40_000, 90_000],
+                         ids=["no-room-for-the-index", "full-while-filing"])
 def test_disk_full_keeps_the_scripts_exit_status(tmp_path, room):
     """A full disk (files past ``room`` bytes fail) while the run is made or filed: one clear
     line, the script's own exit status, and a run that says it is partial."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from irscope.console import note, out, print_json
@@ -27,8 +26,8 @@ def describe(path: Path) -> dict:
             meta = run_.meta
     except RunError as exc:
         return {"name": path.name, "path": str(path), "problem": str(exc)}
-    except (sqlite3.DatabaseError, OSError) as exc:
-        return {"name": path.name, "path": str(path), "problem": f"{path}: damaged ({exc})"}
+    except OSError as exc:
+        return {"name": path.name, "path": str(path), "problem": f"{path}: unreadable ({exc})"}
     command = meta.get("command")
     ingests = meta.get("ingests") if isinstance(meta.get("ingests"), list) else []
     unfinished = any(isinstance(e, dict) and "ended" not in e for e in ingests)

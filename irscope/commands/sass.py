@@ -99,7 +99,8 @@ def _print(args, module, cards) -> None:
 
     console = rich_console()
     arch = f"sm_{module.arch}" if module.arch else "unknown arch"
-    console.print(f"[bold]{markup_escape(args.file)}[/]  {markup_escape(module.format)}, {arch}, "
+    console.print(f"[bold]{markup_escape(args.file)}[/]  {markup_escape(module.format)}, "
+                  f"{arch}, "
                   f"{len(module.kernels)} kernel(s), {module.totals['instructions']:,} instructions", soft_wrap=True)
     for kernel, card in zip(module.kernels, cards):
         res = kernel.resources
