@@ -181,6 +181,7 @@ async def test_metadata_is_pretty_printed_and_the_card_shows_launch_facts(torch_
         assert card["num warps"] == "2" and card["num stages"] == "1"
         assert card["constexprs"] == "XBLOCK=1" and card["target"] == "sm90"
         assert card["shared dynamic"] == "8 B" and "(warps)" in card["occupancy"]
+        assert card["launched by"] == "[3/0] post_norm_block"
 
 
 @synchronous
@@ -267,3 +268,30 @@ async def test_compare_with_another_run_diffs_the_same_stage(triton_run, tmp_pat
 def test_open_takes_a_run_to_compare_with(triton_run, cli):
     result = cli("open", triton_run, "--compare", "no-such-run")
     assert result.returncode != 0 and "no-such-run" in result.stderr
+
+
+@synchronous
+async def test_problems_view_lists_breaks_recompiles_and_slowest_and_jumps(torch_run):
+    """The committed run is read-only and broke no graph: one break and one recompile are
+    added to what the app read; the slowest compiles are the sample's own."""
+    from irscope.store import Event
+    from irscope.tui.screens import ProblemsScreen
+
+    app = IrscopeApp(torch_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None and app.events)
+        graph = next(u for u in app.units.values() if u.name == "[1/0] activation_chain")
+        app.events = [Event(900, graph.id, "graph_break", {"reason": "call_function print"}),
+                      Event(901, graph.id, "recompile", {
+                          "reason": "tensor 'x' size mismatch at index 0. expected 32, "
+                                    "actual 64"}), *app.events]
+        await pilot.press("e")
+        assert isinstance(app.screen, ProblemsScreen)
+        kinds = [row.kind for row in app.screen.rows]
+        assert kinds[:2] == ["graph_break", "recompile"] and "slow_compile" in kinds
+        assert "expected 32, actual 64" in app.screen.rows[1].text
+        slow = [row for row in app.screen.rows if row.kind == "slow_compile"]
+        assert slow[0].unit == "[0/0] mlp"  # the slowest frame of the sample
+        await pilot.press("down", "enter")  # the recompile: open its graph
+        await until(pilot, lambda: app.shown.unit_id == graph.id)
+        assert not isinstance(app.screen, ProblemsScreen)

@@ -159,3 +159,22 @@ def test_tree_focused_cursor_row_is_dimmed(run_path, snap_compare):
         await goto("add_kernel", "ttgir", "tab")(pilot)
 
     assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 30), run_before=hook)
+
+
+def test_problems_view(torch_run, snap_compare):
+    """`e`: a graph break and a recompilation (added to the read-only sample's events) above
+    the sample's slowest compiles."""
+    from irscope.store import Event
+
+    async def hook(pilot) -> None:
+        await goto("[1/0] activation_chain", "inductor_output_code")(pilot)
+        app = pilot.app
+        graph = app.current.unit_id
+        app.events = [Event(900, graph, "graph_break", {"reason": "call_function print"}),
+                      Event(901, graph, "recompile", {
+                          "reason": "tensor 'x' size mismatch at index 0. expected 32, "
+                                    "actual 64"}), *app.events]
+        await pilot.press("e")
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(torch_run), terminal_size=(120, 30), run_before=hook)

@@ -22,14 +22,15 @@ from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.navigator import Navigator
-from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PromptScreen,
-                                 SourceScreen, stage_label)
+from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, ProblemsScreen,
+                                 PromptScreen, SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of, figure_deltas,
                            first_code_line, is_ir, kernel_at, kernel_card, launch_line,
                            launched_unit, line_locations, navigator_groups, neighbour_stage,
-                           node_keys, normal_key, output_code_kernels, python_location,
+                           node_keys, normal_key, output_code_kernels, problems,
+                           python_location,
                            python_source_locations, readable_text, stage_title)
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
@@ -80,6 +81,8 @@ class IrscopeApp(App[None]):
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
+        self.launches: list = []  # the run's "launches" relations
+        self.events: list = []
 
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
@@ -108,7 +111,8 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def load_run(self) -> None:
         run = self.store()
-        self.post_message(msg.RunLoaded(navigator_groups(run), run.events()))
+        self.post_message(msg.RunLoaded(navigator_groups(run), run.events(),
+                                        run.relations("launches")))
 
     @work(thread=True, exclusive=True, group="badges", exit_on_error=False)
     def load_badges(self) -> None:
@@ -374,6 +378,8 @@ class IrscopeApp(App[None]):
     def _run_loaded(self, message: msg.RunLoaded) -> None:
         self.units = {row.unit.id: row.unit for g in message.groups for row in g.rows}
         self.stages_by_unit = {row.unit.id: row.stages for g in message.groups for row in g.rows}
+        self.launches = message.launches
+        self.events = message.events
         self.navigator.set_groups(message.groups)
         problems = [e for e in message.events if e.kind in ("graph_break", "compile_failure")]
         stage_count = sum(len(s) for s in self.stages_by_unit.values())
@@ -397,19 +403,28 @@ class IrscopeApp(App[None]):
         self.navigator.stage_tree.set_badges(message.badges)
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
-            self.panel.card = tuple(kernel_card(unit, self.figures.get(unit.id)))
+            self.panel.card = self._card(unit)
 
     @on(Navigator.StageChosen)
     def _stage_chosen(self, message: Navigator.StageChosen) -> None:
         if self.current is None or message.stage.id != self.current.id:
             self.open_stage(message.stage)
 
+    def _card(self, unit) -> tuple[tuple[str, str], ...]:
+        """The kernel card of ``unit`` with the graphs that launch it."""
+        rows = kernel_card(unit, self.figures.get(unit.id))
+        graphs = sorted({self.units[r.src].name for r in self.launches
+                         if r.dst == unit.id and r.src in self.units})
+        if graphs:
+            rows.append(("launched by", ", ".join(graphs)))
+        return tuple(rows)
+
     def open_stage(self, stage: Stage, cursor: int | None = None,
                    marks: tuple[int, ...] = ()) -> None:
         self.current = stage
         self.panel.title = self._label(stage)
         unit = self.units.get(stage.unit_id)
-        self.panel.card = tuple(kernel_card(unit, self.figures.get(unit.id))) if unit else ()
+        self.panel.card = self._card(unit) if unit else ()
         self.panel.parsed = None
         self.load_stage(stage, cursor, marks)
 
@@ -545,6 +560,16 @@ class IrscopeApp(App[None]):
 
     def _place(self) -> tuple[Stage, int, tuple[int, ...]]:
         return self.current, self.viewer.cursor, tuple(sorted(self.viewer.marks))
+
+    def action_problems(self) -> None:
+        def chosen(unit_id: int | None) -> None:
+            stages = [s for s in self.stages_by_unit.get(unit_id, ()) if is_ir(s)]
+            if stages:
+                self._go(stages[0], 0)
+            elif unit_id is not None:
+                self.notify("that unit has no stage to open", severity="warning")
+
+        self.push_screen(ProblemsScreen(problems(self.events, self.units)), chosen)
 
     def action_focus_panel(self) -> None:
         if not self.panel.display:

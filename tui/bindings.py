@@ -46,6 +46,8 @@ ACTIONS: tuple[KeyAction, ...] = (
               label="P (shift+p)"),
     KeyAction("wider", "greater_than_sign", "wider(4)", "Widen the navigator", label=">"),
     KeyAction("narrower", "less_than_sign", "wider(-4)", "Narrow the navigator", label="<"),
+    KeyAction("problems", "e", "problems", "Problems: breaks, recompiles, failures, slowest",
+              True, short="Problems"),
     KeyAction("python-source", "p", "python_source", "Open the Python source line"),
     KeyAction("collapse", "z", "toggle_collapsed", "Collapsed (folded) listing", True,
               short="Fold"),

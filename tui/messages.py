@@ -7,7 +7,7 @@ from typing import Any
 
 from textual.message import Message
 
-from irscope.store import Event, Stage
+from irscope.store import Event, Relation, Stage
 from irscope.views import Badges, FrameworkGroup
 
 
@@ -17,6 +17,7 @@ class RunLoaded(Message):
 
     groups: list[FrameworkGroup]
     events: list[Event] = field(default_factory=list)
+    launches: list[Relation] = field(default_factory=list)  # graph --launches--> kernel
 
 
 @dataclass

@@ -11,13 +11,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 from irscope.store import Stage
 from irscope.tui.analysis_panel import bar_rows
 from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
-from irscope.views import DiffLine, aligned_diff, histogram, histogram_diff, stage_title
+from irscope.views import (DiffLine, Problem, aligned_diff, histogram, histogram_diff,
+                           stage_title)
 
 CLOSE = [Binding("escape", "dismiss", "Close", id="close"),
          Binding("q", "dismiss", "Close", show=False, id="close-q")]
@@ -212,3 +214,33 @@ class LoopsScreen(ModalScreen[None]):
 
 def stage_label(stage: Stage, unit_name: str) -> str:
     return f"{unit_name} · {stage_title(stage)}"
+
+
+class ProblemsScreen(ModalScreen[int | None]):
+    """Compile failures, graph breaks, recompilations and the slowest compiles; enter jumps
+    to the unit (dismisses with its id)."""
+
+    BINDINGS = CLOSE
+
+    def __init__(self, rows: list[Problem]) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static(f"Problems ({len(self.rows)})  enter opens the unit, escape closes",
+                         classes="box-title")
+            options = OptionList(id="problems", *[
+                Option(Text.assemble((f"{row.kind:<16}", "bold"), f"{row.unit}  ",
+                                     (row.text, "dim")), id=str(i))
+                for i, row in enumerate(self.rows)])
+            yield options if self.rows else Static("No graph breaks, recompilations or "
+                                                   "failures in this run.")
+
+    def on_mount(self) -> None:
+        if self.rows:
+            self.query_one("#problems").focus()
+
+    @on(OptionList.OptionSelected, "#problems")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.rows[int(event.option.id)].unit_id)
