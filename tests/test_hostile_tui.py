@@ -133,3 +133,30 @@ def test_q_quits_while_a_worker_is_stuck(tmp_path):
     if "Traceback" in screen:
         found.append("traceback")
     check("tui/stuck-worker", found)
+
+
+def test_show_to_a_terminal_shows_escape_sequences_as_text(tmp_path):
+    """A stage holding escape sequences, printed by `irscope show` to a terminal."""
+    run = tmp_path / "run"
+    ptx = (SAMPLES / "ptx" / "add_kernel.sm80.ptx").read_text()
+    (tmp_path / "k.ptx").write_text(ptx.replace("//", "// \x1b]0;pwned\x07\x1b[2J", 1))
+    subprocess.run([sys.executable, "-m", "irscope", "ingest", str(tmp_path / "k.ptx"), "-o",
+                    str(run)], check=True, capture_output=True, cwd=tmp_path)
+    master, slave = os.openpty()
+    done = subprocess.run([sys.executable, "-m", "irscope", "show", str(run), "k", "ptx"],
+                          stdout=slave, stderr=slave, timeout=60, cwd=tmp_path)
+    os.close(slave)
+    shown = b""
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and all was read
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(master)
+    found = [] if done.returncode == 0 else [f"exit status {done.returncode}"]
+    if b"\x1b]0;pwned" in shown or b"\x1b[2J" in shown:
+        found.append("an escape sequence reached the terminal")
+    check("tui/show-escapes", found)

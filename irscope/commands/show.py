@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from irscope.console import printable
 from irscope.errors import InputError
 from irscope.store import Run, locate_run
 
@@ -30,5 +31,7 @@ def run(args) -> int:
         raise InputError(f"stage {stage.name!r} of {unit.name!r} is binary "
                          f"({len(data)} bytes){hint}")
     text = data.decode("utf-8", "replace")
+    if sys.stdout.isatty():  # to a terminal, an escape sequence in the stage is shown, not run
+        text = printable(text)
     sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
     return 0
