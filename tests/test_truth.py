@@ -261,3 +261,15 @@ def test_ls_and_report_show_one_shared_memory_figure(cli):
                if u["name"] == "matmul_kernel")
     figures = next(u["figures"] for u in reported["units"] if u["name"] == "matmul_kernel")
     assert row["figures"]["smem_B"] == figures["shared_bytes"] == kernel.shared_bytes
+
+
+def test_a_cached_kernel_s_source_ir_is_not_called_python(trust_run):
+    """Triton's <name>.source is the TTIR a compile started from when it began from an AST:
+    filed as TTIR ('ttir source'), never as the kernel's Python source."""
+    run = trust_run[0]
+    for unit in run.units("triton"):
+        for stage in run.stages(unit.id):
+            head = run.read_text(stage)[:200] if stage.kind == "python_source" else ""
+            assert not head.startswith(("#loc", "module")), (unit.name, stage.origin)
+    sources = [s for u in run.units("triton") for s in run.stages(u.id) if s.name == "ttir source"]
+    assert sources and all("tt.func" in run.read_text(s) for s in sources)

@@ -23,6 +23,10 @@ from irscope.store import BlobRef, Writer, digest
 EXTENSIONS = {".source": "python_source", ".ttir": "ttir", ".ttgir": "ttgir", ".llir": "llir",
               ".ptx": "ptx", ".cubin": "cubin", ".json": "metadata"}
 IR_EXTENSIONS = {".ttir", ".ttgir", ".llir", ".ptx", ".cubin"}
+# Triton's <name>.source holds the compile's input: Python source, or (for a kernel Triton
+# compiled from its AST, Inductor's among them) the TTIR it built first:
+#   #loc = loc("/tmp/torchinductor_u/ab/cabc.py":18:0)      module {      tt.func public @k(
+SOURCE_IR_RE = re.compile(rb"^(?:#loc\d* = loc\(|module\b|\s*tt\.func\b)", re.M)
 # #loc = loc("/tmp/torchinductor_u/ab/cabc.py":18:0)
 LOC_FILE_RE = re.compile(r'loc\("([^"]+)":\d+')
 ATTRS = ("num_warps", "num_stages", "num_ctas", "shared", "target", "hash", "arch")
@@ -77,11 +81,13 @@ def ingest_entry(writer: Writer, folder: Path, report,
         writer.add_unit(writer.run.unit(unit).name, "triton", attrs=attrs)
     stored = 0
     for path, data in contents:
-        kind = EXTENSIONS[path.suffix]
+        kind, name = EXTENSIONS[path.suffix], None
+        if kind == "python_source" and SOURCE_IR_RE.search(data[:4096]):
+            kind, name = "ttir", "ttir source"  # the IR the compile started from, not Python
         if kind == "cubin":
             file_cubin(writer, unit, data, str(path), analysis=analysis)
         else:
-            writer.add_stage(unit, kind, data, origin=str(path))
+            writer.add_stage(unit, kind, data, name=name, origin=str(path))
         stored += 1
     report.sources.append((str(folder), "triton_cache"))
     return stored
