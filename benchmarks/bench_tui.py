@@ -1,8 +1,9 @@
 """TUI speed with Textual's headless driver: opening a 1,000-unit run, showing 50,000 PTX
-lines, diffing two 10,000-line stages.
+lines, diffing two 10,000-line stages, four 10,000-line stages side by side.
 
 Baseline: the same 50,000 lines loaded into Textual's own read-only TextArea, the
-stock widget one would otherwise use. Targets: open < 1 s, big stage < 150 ms, diff < 500 ms.
+stock widget one would otherwise use. Targets: open < 1 s, big stage < 150 ms, diff < 500 ms,
+side by side < 300 ms.
 The kernels' IR comes from the committed H100 sample run: no compiler is needed.
 """
 
@@ -23,7 +24,8 @@ from tui_helpers import build_run, sample_stages  # noqa: E402
 from irscope.store import Run  # noqa: E402
 
 UNITS, BIG_LINES, DIFF_LINES = 1000, 50_000, 10_000
-OPEN_TARGET, STAGE_TARGET, DIFF_TARGET = 1.0, 0.150, 0.500
+OPEN_TARGET, STAGE_TARGET, DIFF_TARGET, SIDE_TARGET = 1.0, 0.150, 0.500, 0.300
+SIDE_KINDS = ("ttir", "ttgir", "llir", "ptx")
 SIZE = (120, 40)
 REPEATS = 3
 
@@ -34,6 +36,16 @@ async def wait_for(pilot, condition, step: float = 0.002, timeout: float = 30.0)
         if time.perf_counter() > deadline:
             raise TimeoutError("benchmark condition never held")
         await pilot.pause(step)
+
+
+async def idle(app) -> None:
+    """Wait for the app's workers; one an exclusive newer one replaced counts as done."""
+    from textual.worker import WorkerCancelled
+
+    try:
+        await app.workers.wait_for_complete()
+    except WorkerCancelled:
+        pass
 
 
 def first_render_probe(widget, has_text) -> dict:
@@ -70,7 +82,7 @@ async def time_big_stage(path: Path, stage) -> float:
     app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.viewer.lines)
-        await app.workers.wait_for_complete()
+        await idle(app)
         await pilot.pause(0.2)
         probe = first_render_probe(app.viewer, lambda: len(app.viewer.lines) >= BIG_LINES)
         start = time.perf_counter()
@@ -93,12 +105,33 @@ async def time_diff(path: Path, left, right) -> float:
         app.action_mark()
         app.navigator.select_stage(right)
         await wait_for(pilot, lambda: app.shown and app.shown.id == right.id)
-        await app.workers.wait_for_complete()
+        await idle(app)
         await pilot.pause(0.2)
         start = time.perf_counter()
         app.action_compare()
         await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen)
                        and app.screen.rows and len(app.screen.viewer(1).lines) >= DIFF_LINES)
+        await pilot.pause()  # the frame that draws it
+        return time.perf_counter() - start
+
+
+async def time_side_by_side(path: Path, stage) -> float:
+    """Seconds from `v` on a 10k-line TTIR to four 10k-line stages drawn side by side."""
+    from irscope.tui.app import IrscopeApp
+    from irscope.tui.screens import SideBySideScreen
+
+    app = IrscopeApp(path)
+    async with app.run_test(size=(200, 40)) as pilot:
+        await wait_for(pilot, lambda: app.viewer.lines)
+        app.navigator.select_stage(stage)
+        await wait_for(pilot, lambda: app.shown and app.shown.id == stage.id)
+        await idle(app)
+        await pilot.pause(0.2)
+        start = time.perf_counter()
+        app.action_side_by_side()
+        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+                       and app.screen.is_mounted
+                       and len(app.screen.viewer(3).lines) >= DIFF_LINES)
         await pilot.pause()  # the frame that draws it
         return time.perf_counter() - start
 
@@ -140,17 +173,23 @@ def build(workdir: Path) -> tuple[Path, Path, object, tuple]:
         for name, text in zip(names, texts):
             unit = writer.add_unit(name, "triton", None, None, {})
             writer.add_stage(unit, "ptx", text, origin="benchmark")
+        unit = writer.add_unit("side_by_side", "triton", None, None, {})
+        texts = {kind: d for kind, d, _ in found["softmax_kernel"][1]}
+        for kind in SIDE_KINDS:
+            writer.add_stage(unit, kind, repeated(texts[kind], DIFF_LINES), origin="benchmark")
     stage, left, right = (run.stage(run.unit(name), "ptx") for name in names)
+    side = run.stage(run.unit("side_by_side"), "ttir")
     run.close()
-    return run_path, big_path, (stage, big), (left, right)
+    return run_path, big_path, (stage, big), (left, right, side)
 
 
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
-        run_path, big_path, (stage, big), (left, right) = build(Path(tmp))
+        run_path, big_path, (stage, big), (left, right, side) = build(Path(tmp))
         opens = [asyncio.run(time_open(run_path)) for _ in range(REPEATS)]
         stages = [asyncio.run(time_big_stage(big_path, stage)) for _ in range(REPEATS)]
         diffs = [asyncio.run(time_diff(big_path, left, right)) for _ in range(REPEATS)]
+        sides = [asyncio.run(time_side_by_side(big_path, side)) for _ in range(REPEATS)]
         baseline = asyncio.run(time_textarea(big))
     open_s, stage_s = statistics.median(opens), statistics.median(stages)
     rows = [
@@ -158,6 +197,8 @@ def main() -> int:
         (f"show {big.count(chr(10)) + 1:,}-line PTX", stage_s, baseline, STAGE_TARGET),
         (f"diff two {DIFF_LINES // 1000}k-line PTX", statistics.median(diffs), None,
          DIFF_TARGET),
+        (f"side by side, 4 x {DIFF_LINES // 1000}k lines", statistics.median(sides), None,
+         SIDE_TARGET),
     ]
     print(f"{'measure':<28} {'irscope':>10} {'TextArea':>10} {'ratio':>7} {'target':>8}  result")
     ok = True
@@ -170,7 +211,8 @@ def main() -> int:
               f"{'pass' if passed else 'FAIL'}")
     print(f"(each of {REPEATS} runs, ms: open {' '.join(f'{v * 1000:.0f}' for v in opens)}; "
           f"big stage {' '.join(f'{v * 1000:.0f}' for v in stages)}; "
-          f"diff {' '.join(f'{v * 1000:.0f}' for v in diffs)}; the first open includes "
+          f"diff {' '.join(f'{v * 1000:.0f}' for v in diffs)}; "
+          f"side by side {' '.join(f'{v * 1000:.0f}' for v in sides)}; the first open includes "
           "imports)")
     return 0 if ok else 1
 

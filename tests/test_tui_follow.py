@@ -295,3 +295,25 @@ async def test_problems_view_lists_breaks_recompiles_and_slowest_and_jumps(torch
         await pilot.press("down", "enter")  # the recompile: open its graph
         await until(pilot, lambda: app.shown.unit_id == graph.id)
         assert not isinstance(app.screen, ProblemsScreen)
+
+
+@synchronous
+async def test_side_by_side_links_the_cursor_by_source(triton_run):
+    from irscope.tui.screens import SideBySideScreen
+
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await open_stage(app, pilot, "softmax_kernel", "ttir")
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        screen = app.screen
+        assert [p[0] for p in screen.panes] == ["TTIR", "TTGIR", "LLVM IR", "PTX"]
+        first = screen.viewer(0)
+        first.cursor = next(i for i, line in enumerate(first.lines) if "tt.load" in line)
+        await until(pilot, lambda: all(p[3].index for p in screen.panes))  # read on first use
+        await pilot.pause(0.1)
+        for pane in (1, 2, 3):
+            viewer = screen.viewer(pane)
+            assert viewer.marks and viewer.cursor == min(viewer.marks)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, SideBySideScreen)

@@ -178,3 +178,20 @@ def test_problems_view(torch_run, snap_compare):
         await settle(pilot)
 
     assert snap_compare(IrscopeApp(torch_run), terminal_size=(120, 30), run_before=hook)
+
+
+def test_side_by_side_stages(run_path, snap_compare):
+    """`v` on the softmax TTIR: TTIR, TTGIR, LLVM IR and PTX side by side; the cursor on the
+    tt.load line marks that line's source in the three other panes."""
+    async def hook(pilot) -> None:
+        await goto("softmax_kernel", "ttir", "v")(pilot)
+        app = pilot.app
+        await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
+                    and app.screen.is_mounted, "the side-by-side screen")
+        first = app.screen.viewer(0)
+        first.cursor = next(i for i, line in enumerate(first.lines) if "tt.load" in line)
+        await until(pilot, lambda: all(p[3].index for p in app.screen.panes)
+                    and app.screen.viewer(3).marks, "the linked panes")
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(160, 32), run_before=hook)

@@ -23,7 +23,7 @@ from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, ProblemsScreen,
-                                 PromptScreen, SourceScreen, stage_label)
+                                 PromptScreen, SideBySideScreen, SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of, figure_deltas,
@@ -34,6 +34,7 @@ from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of, 
                            python_source_locations, readable_text, stage_title)
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
+SIDE_BY_SIDE = 4  # stages the side-by-side view shows at most
 KERNEL_IR = ("ttir", "ttgir", "llir", "ptx")  # stages whose locations place a kernel's `def`
 # actions that act on the main screen: refused while another screen is on top
 GLOBAL_ACTIONS = frozenset({"quit", "help", "toggle_dark", "focus_next", "focus_previous",
@@ -326,6 +327,40 @@ class IrscopeApp(App[None]):
                      for source, owner in ((run, unit), (other, match))]
         self.post_message(msg.CompareReady(sides, figure_deltas(*cards)))
 
+    @work(thread=True, exclusive=True, group="side", exit_on_error=False)
+    def side_by_side_worker(self, stage: Stage) -> None:
+        """The stage shown and the next IR stages of its unit (four at most), with the
+        source locations of every line, for the side-by-side screen."""
+        run = self.store()
+        stages = [s for s in self.stages_by_unit.get(stage.unit_id, ()) if is_ir(s)]
+        at = next((i for i, s in enumerate(stages) if s.id == stage.id), 0)
+        chosen = stages[at:at + SIDE_BY_SIDE] or [stage]
+        if len(chosen) < 2:
+            chosen = stages[max(at - 1, 0):at + 1]
+        if len(chosen) < 2:
+            self.post_message(msg.Problem("this unit has one stage to show", "warning"))
+            return
+        panes = []
+        for this in chosen:
+            try:
+                lines = self._lines_of(run, this)
+            except IrscopeError as exc:
+                lines = [f"⚠ {self._without_run_path(exc)}"]
+            panes.append((stage_title(this), lines, lexer_for(this.kind), LineLocations()))
+        screen = SideBySideScreen(panes, tuple(chosen))
+        self.call_from_thread(self.push_screen, screen)  # the links are read on first use
+
+    @work(thread=True, exclusive=True, group="side-links", exit_on_error=False)
+    def side_links_worker(self, screen: SideBySideScreen) -> None:
+        """Source locations of the side-by-side panes, read when the cursor first moves."""
+        run = self.store()
+        for pane, this in enumerate(screen.stages):
+            try:
+                locations = self._locations_of(run, this)
+            except IrscopeError:
+                continue
+            self.call_from_thread(screen.set_locations, pane, locations)
+
     def _without_run_path(self, exc: Exception) -> str:
         """The error as the user needs it here: the run's path is already in the title."""
         return str(exc).removeprefix(f"{self.run_path}: ")
@@ -570,6 +605,10 @@ class IrscopeApp(App[None]):
                 self.notify("that unit has no stage to open", severity="warning")
 
         self.push_screen(ProblemsScreen(problems(self.events, self.units)), chosen)
+
+    def action_side_by_side(self) -> None:
+        if self.current is not None:
+            self.side_by_side_worker(self.current)
 
     def action_focus_panel(self) -> None:
         if not self.panel.display:

@@ -244,3 +244,65 @@ class ProblemsScreen(ModalScreen[int | None]):
     @on(OptionList.OptionSelected, "#problems")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.rows[int(event.option.id)].unit_id)
+
+
+class SideBySideScreen(Screen[None]):
+    """Two to four stages of one unit side by side; the focused pane's cursor line marks the
+    lines of the same source in the others and moves their cursors there."""
+
+    BINDINGS = CLOSE + [Binding("tab", "focus_next", "Next pane", id="side-tab")]
+
+    def __init__(self, panes: list[tuple[str, list[str], Any, Any]],
+                 stages: tuple[Stage, ...] = ()) -> None:
+        super().__init__()
+        self.panes = panes  # (title, lines, lexer, LineLocations) per stage
+        self.stages = stages
+        self.links_asked = False
+        self.last: tuple[int, int] | None = None  # the pane and line to link once read
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="side-viewers"):
+            for i, (title, *_rest) in enumerate(self.panes):
+                with Vertical(classes="compare-side"):
+                    yield Label(title, classes="compare-title")
+                    yield IrViewer(id=f"side-{i}")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for i, (_title, lines, lexer, _locations) in enumerate(self.panes):
+            viewer = self.viewer(i)
+            viewer.show(lines, lexer)
+            self.watch(viewer, "cursor", self._linked(i), init=False)
+        self.viewer(0).focus()
+
+    def viewer(self, pane: int) -> IrViewer:
+        return self.query_one(f"#side-{pane}", IrViewer)
+
+    def set_locations(self, pane: int, locations: Any) -> None:
+        """A pane's source locations, read after its text is on screen."""
+        title, lines, lexer, _old = self.panes[pane]
+        self.panes[pane] = (title, lines, lexer, locations)
+        if self.last is not None and all(p[3].lines for p in self.panes):
+            self._link(*self.last)
+
+    def _linked(self, pane: int):
+        def follow(cursor: int) -> None:
+            if not self.viewer(pane).has_focus:  # moved by another pane: no echo back
+                return
+            self.last = (pane, cursor)
+            if not self.links_asked and self.stages:
+                self.links_asked = True
+                self.app.side_links_worker(self)
+            self._link(pane, cursor)
+        return follow
+
+    def _link(self, pane: int, cursor: int) -> None:
+        """Mark the lines of ``cursor``'s source in the other panes; move their cursors."""
+        keys = self.panes[pane][3].same_source(cursor)
+        for other in range(len(self.panes)):
+            if other != pane:
+                hits = self.panes[other][3].find(keys) if keys else []
+                viewer = self.viewer(other)
+                viewer.set_marks(hits)
+                if hits:
+                    viewer.cursor = hits[0]

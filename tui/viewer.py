@@ -93,6 +93,12 @@ class IrViewer(ScrollView, can_focus=True):
         self.scroll_to(0, max(self.cursor - self.size.height // 3, 0), animate=False)
         self.refresh()
 
+    def set_marks(self, marks: tuple[int, ...] | list[int]) -> None:
+        """Mark ``marks`` (lines from the same source as another pane's cursor line)."""
+        self.marks = frozenset(marks)
+        self.mark_runs = mark_runs(marks)
+        self.refresh()
+
     def show_message(self, text: str) -> None:
         """Replace the listing by one message (e.g. what is missing in a damaged run)."""
         self.lines, self.message, self.matches = [], text, []
