@@ -302,3 +302,15 @@ def test_lexers_tell_opcodes_modifiers_symbols_and_operands_apart():
     sass = tokens("sass", "  /*0010*/ LDG.E R2, desc[UR4][R120.64] ;  [B------:R-:W2:Y:S04]\n")
     assert (Name.Variable, "R120") in sass
     assert (Comment.Special, "B------:R-:W2:Y:S04") in sass
+
+
+def test_a_python_source_stage_holding_ttir_is_highlighted_as_ttir():
+    pytest.importorskip("textual")
+    from irscope.store import Stage as StageRow
+    from irscope.tui.app import shown_kind
+
+    ttir = _sample_text("triton_kernels", "softmax_kernel", "ttir")
+    source = _sample_text("triton_kernels", "softmax_kernel", "python_source")
+    stage = StageRow(1, 1, "python_source", "python_source", 5, "b", 0)
+    assert shown_kind(stage, ttir) == "ttir"
+    assert shown_kind(stage, source) == "python_source"

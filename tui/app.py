@@ -150,8 +150,8 @@ class IrscopeApp(App[None]):
             cursor = next((i for i, (first, last) in enumerate(spans) if cursor <= last), 0)
         else:
             lines, spans = text.splitlines(), []
-        self.post_message(msg.StageLoaded(stage, lines, lexer_for(stage.kind), cursor, marks,
-                                          spans))
+        self.post_message(msg.StageLoaded(stage, lines, lexer_for(shown_kind(stage, text)),
+                                          cursor, marks, spans))
 
     @work(thread=True, exclusive=True, group="analysis", exit_on_error=False)
     def load_analysis(self, stage: Stage) -> None:
@@ -719,6 +719,16 @@ class IrscopeApp(App[None]):
 
     def action_toggle_dark(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+
+def shown_kind(stage: Stage, text: str) -> str:
+    """The kind to highlight ``text`` as: a Python source stage some caches fill with the
+    kernel's TTIR is highlighted as what it holds."""
+    if stage.kind == "python_source" and text.lstrip().startswith(("#loc", "module", "#")):
+        detected = registry.detect(text)
+        if detected in ("ttir", "ttgir"):
+            return detected
+    return stage.kind
 
 
 def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
