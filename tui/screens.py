@@ -266,7 +266,9 @@ class SideBySideScreen(Screen[None]):
                 with Vertical(classes="compare-side"):
                     yield Label(title, classes="compare-title")
                     yield IrViewer(id=f"side-{i}")
-        yield Footer()
+        # a plain line, not Footer: Footer rebuilds its widgets on each focus change
+        yield Static(Text.assemble((" tab ", "reverse bold"), " next pane  ",
+                                   (" escape ", "reverse bold"), " close"), id="side-keys")
 
     def on_mount(self) -> None:
         for i, (_title, lines, lexer, _locations) in enumerate(self.panes):
