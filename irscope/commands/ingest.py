@@ -57,14 +57,17 @@ def run(args) -> int:
     run_ = Run.create(path, meta)
     try:
         with run_:
-            earlier = [e for e in run_.meta.get("ingests") or [] if isinstance(e, dict)]
+            listed = run_.meta.get("ingests")
+            earlier = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) \
+                else []
             run_.update_meta({"ingests": [*earlier, this]})
             with progress("ingesting") as bar:
                 report = ingest(run_, args.paths, progress=bar)
             this.update(ended=environment.now(), exit_status=0 if report.ingested else 1,
                         artifacts=report.artifacts)
             finished = {"ingests": [*earlier, this],
-                        "inputs": [i for e in (*earlier, this) for i in e.get("inputs") or ()]}
+                        "inputs": [i for e in (*earlier, this) if isinstance(e.get("inputs"), list)
+                                   for i in e["inputs"]]}
             if fresh:
                 finished.update(ended=this["ended"], exit_status=this["exit_status"],
                                 partial=False)
