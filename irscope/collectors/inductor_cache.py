@@ -83,10 +83,13 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) ->
             if entry.name in known:
                 continue
             known.add(entry.name)
-            target = staging.triton / entry.name  # the cache key names the compile
+            compile_hash = _sidecar(entry / f"{name}.json").get("hash")
+            # named as the compile hook names its folders, so that filing meets the compiles
+            # of a warm run in the order of a cold one, and names them alike
+            target = staging.triton / (str(compile_hash)[:32] if compile_hash else entry.name)
             shutil.copytree(entry, target, dirs_exist_ok=True)
             sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path,
-                       "source_line": 1}
+                       "source_line": 1, "hash": compile_hash}
             try:
                 sidecar["python_source"] = Path(kernel_path).read_text(encoding="utf-8")
             except OSError:
