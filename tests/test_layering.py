@@ -16,11 +16,6 @@ from conftest import ROOT
 
 STORE = "irscope/store.py"
 SQL_CALLS = {"execute", "executemany", "executescript"}
-# Modules that ran SQL of their own when this test was written; each should ask the store.
-# The list may only shrink (test_no_other_module_runs_sql).
-KNOWN_OFFENDERS = {
-    "irscope/collectors/filing.py",
-}
 
 
 def sql_uses(path: Path) -> list[int]:
@@ -52,14 +47,6 @@ def sql_outside_the_store() -> dict[str, list[int]]:
 OFFENDERS = sql_outside_the_store()
 
 
-@pytest.mark.xfail(strict=True, reason="SQL outside the store: " + ", ".join(
-    f"{name}:{','.join(map(str, lines))}" for name, lines in OFFENDERS.items()))
 def test_only_the_store_runs_sql():
-    """Flips to a pass (and, strict, a failure to remove this mark) once the store is the only
-    way into a run's index."""
+    """The store is the only way into a run's index."""
     assert OFFENDERS == {}
-
-
-def test_no_other_module_runs_sql():
-    """New code asks the store: no module beyond those known runs SQL of its own."""
-    assert set(OFFENDERS) <= KNOWN_OFFENDERS

@@ -174,12 +174,10 @@ def _jax_unit_name(run: Run, module: str, compile_number: int) -> str:
     """
     if compile_number == 1:
         return module
-    rows = run.db.execute(
-        "SELECT name FROM units WHERE framework='jax' AND name LIKE ? ESCAPE '\\' "
-        "ORDER BY json_extract(attrs, '$.xla_module')",
-        (module.replace("_", "\\_").replace("%", "\\%") + " (module %",)).fetchall()
-    if compile_number - 2 < len(rows):
-        return rows[compile_number - 2][0]
+    modules = sorted((u for u in run.units("jax") if u.name.startswith(f"{module} (module ")),
+                     key=lambda u: _number(u.attrs.get("xla_module")))
+    if compile_number - 2 < len(modules):
+        return modules[compile_number - 2].name
     return f"{module} (compile {compile_number})"
 
 
@@ -212,16 +210,22 @@ def _unit_id(run: Run, framework: str | None, name: str | None, kernel_hash: str
     if kernel_hash:
         candidates.insert(0, f"{name}-{kernel_hash[:8]}")
     for candidate in candidates:
-        row = run.db.execute("SELECT id FROM units WHERE framework=? AND name=?",
-                             (framework, candidate)).fetchone()
-        if row:
-            return row[0]
+        unit = run.unit_named(framework, candidate)
+        if unit is not None:
+            return unit.id
     return None
 
 
 def _unit_name(run: Run, unit_id: int) -> str | None:
-    row = run.db.execute("SELECT name FROM units WHERE id=?", (unit_id,)).fetchone()
-    return row[0] if row else None
+    return run.unit_by_id(unit_id).name
+
+
+def _number(value: Any) -> int:
+    """An XLA module number as stored (int or text), for ordering; 0 when there is none."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _read_json(path: Path) -> dict[str, Any]:
