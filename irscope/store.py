@@ -743,6 +743,10 @@ class Writer:
             (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
         return cur.lastrowid
 
+    def rename_unit(self, unit_id: int, name: str) -> None:
+        """Give the unit another name (unique within its framework, like every name)."""
+        self.db.execute("UPDATE units SET name=? WHERE id=?", (name, unit_id))
+
     def update_attrs(self, unit_id: int, attrs: dict[str, Any]) -> None:
         """Merge ``attrs`` into the unit's attributes."""
         unit = self.run.unit_by_id(unit_id)

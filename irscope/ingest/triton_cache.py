@@ -117,10 +117,16 @@ def _kernel_file(contents: list[tuple[Path, bytes]]) -> str | None:
 
 def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
           source_file: str | None = None) -> int:
-    """The kernel's unit; a different compile of a name already in the run gets name-<hash8>."""
+    """The kernel's unit. Several compiles of one name (autotuning configurations) are told
+    apart by hash: the smallest hash keeps the plain name, the others are name-<hash8>, in
+    whatever order they are filed, so a warm run names them as the cold run did."""
     same_name = writer.run.unit_named("triton", name)
-    if same_name and same_name.attrs.get("hash") not in (None, entry_hash):
-        name = f"{name}-{entry_hash[:8]}"
+    held = same_name.attrs.get("hash") if same_name else None
+    if same_name and held not in (None, entry_hash):
+        if str(entry_hash) < str(held):  # the newcomer takes the plain name
+            writer.rename_unit(same_name.id, f"{name}-{str(held)[:8]}")
+        else:
+            name = f"{name}-{entry_hash[:8]}"
     return writer.add_unit(name, "triton", source_file, attrs=attrs)
 
 
