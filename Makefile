@@ -23,7 +23,7 @@ LAYOUT := build/layers
 layers: setup
 	@rm -rf $(LAYOUT) && mkdir -p $(LAYOUT)/irscope
 	@ln -s $(CURDIR)/irscope/* $(CURDIR)/parsers $(CURDIR)/tui $(LAYOUT)/irscope/
-	cd $(LAYOUT) && $(CURDIR)/$(VENV)/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
+	cd $(LAYOUT) && $(CURDIR)/$(VENV)/bin/lint-imports --no-cache $(CURDIR)/pyproject.toml
 
 test: layers
 	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
