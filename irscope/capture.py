@@ -41,7 +41,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         from irscope.collectors.bootstrap import Collectors
         from irscope.collectors.session import Session
         from irscope.collectors import xla_dumps
-        from irscope.collectors.staging import owns_xla_dumps
+        from irscope.collectors.staging import gpu_visible, owns_xla_dumps
         from irscope.collectors.torch import LiveTrace
 
         self._session = session = Session(self._output, self._name, self._only, {
@@ -50,7 +50,8 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         self._trace = LiveTrace(session.staging) if "torch" in self._only else None
         if self._trace:
             self._trace.start()
-        self._threads = _single_compile_thread() if "torch" in self._only else None
+        self._threads = (_single_compile_thread() if "torch" in self._only
+                         and gpu_visible(dict(os.environ)) else None)
         self._collectors = Collectors(session.staging, self._only,
                                       owns_xla_dumps(dict(os.environ)), xla_dumps.cache_dir())
         return self

@@ -33,6 +33,8 @@ _appending_lock = threading.Lock()
 
 # --xla_dump_to=/tmp/dump  or  --xla_dump_to /tmp/dump
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
+# Device nodes of GPUs Triton compiles for: NVIDIA's driver, AMD's ROCm, WSL's GPU.
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
 # Where launchers put a process's rank: torchrun and --nproc, Open MPI, MPICH, Slurm.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
@@ -173,8 +175,11 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = str(staging.torch_trace)
         elif not os.path.isabs(trace):  # the script may change directory before it compiles
             env["TORCH_TRACE"] = os.path.abspath(trace)
-        # Inductor's parallel compile workers would bypass the Triton hooks of this process.
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        # Inductor's parallel compile workers would bypass the Triton hooks of this process;
+        # with no GPU to compile Triton kernels for, its C++ kernels compile in parallel.
+        if gpu_visible(environ):
+            env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS",
+                                                               "1")
     flags = environ.get("XLA_FLAGS", "")
     dump_to = XLA_DUMP_TO.search(flags)
     if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
@@ -220,6 +225,15 @@ def user_dump_files(environ: dict[str, str], since: float) -> list[Path]:
             fresh += sorted(p for p in folder.rglob("*")
                             if p.is_file() and p.stat().st_mtime >= since)
     return fresh
+
+
+def gpu_visible(environ: dict[str, str]) -> bool:
+    """Whether the program may see a GPU that Triton compiles for (NVIDIA, AMD, or WSL's), as
+    far as can be told without importing a framework: a device node, not hidden by
+    CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES set empty."""
+    hidden = all(environ.get(name) in ("", "-1") for name in ("CUDA_VISIBLE_DEVICES",
+                                                             "HIP_VISIBLE_DEVICES"))
+    return not hidden and any(os.path.exists(node) for node in GPU_DEVICE_NODES)
 
 
 def _gpu_jax(environ: dict[str, str]) -> bool:
