@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -208,3 +209,127 @@ def test_jax_seed_functions_are_the_users_and_eager_ops_are_set_apart(jax_run, j
         assert "jit_double" not in hidden and "jit_add" in hidden
         line = script.read_text().splitlines().index("print(jnp.ones(2) + 1)") + 1
         assert hidden["jit_add"].attrs["called_from"] == f"{script}:{line}"
+
+
+# -- filing while the script runs ---------------------------------------------------------
+def wait_for(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_json_lines_are_taken_once_their_line_is_complete(tmp_path):
+    from irscope.collectors.watch import JsonLines
+
+    path = tmp_path / "records.jsonl"
+    lines = JsonLines(path)
+    assert lines.read() == []
+    path.write_bytes(b'{"a": 1}\n{"b":')
+    assert lines.read() == [{"a": 1}]
+    with open(path, "ab") as fh:
+        fh.write(b' 2}\nnot json\n{"c": 3}')
+    assert lines.read() == [{"b": 2}]
+    assert lines.read(final=True) == [{"c": 3}]  # the program has ended: the last line too
+
+
+def test_a_finished_compile_is_kept_in_the_dump_cache_while_the_script_runs(tmp_path):
+    from irscope.collectors import xla_dumps
+    from irscope.collectors.staging import Staging, append_record, close_records
+    from irscope.collectors.watch import StagingWatch
+
+    staging, cache, key = Staging(tmp_path / "staging").create(), tmp_path / "cache", "jit_f-0a"
+    watch = StagingWatch(staging)
+    watch.start()
+    folder = staging.xla_compiles / "0001"
+    folder.mkdir(parents=True)
+    (folder / "module_0001.jit_f.before_optimizations.txt").write_text("HloModule jit_f")
+    append_record(staging.xla_dump_records, {"compile": 1, "module": "jit_f", "key": key,
+                                             "folder": str(folder), "cache": str(cache)})
+    assert not wait_for(lambda: xla_dumps.lookup(cache, key), seconds=0.5)  # still compiling
+    append_record(staging.xla_dump_records, {"compile": 1, "done": True})
+    try:
+        assert wait_for(lambda: xla_dumps.lookup(cache, key))  # before the program ends
+    finally:
+        close_records()
+        prepared = watch.finish()[staging.root]
+    assert prepared.compiles == [{"compile": 1, "module": "jit_f", "key": key,
+                                  "folder": str(folder), "cache": str(cache), "done": True}]
+    assert xla_dumps.load(xla_dumps.lookup(cache, key)) == {
+        "module_0001.jit_f.before_optimizations.txt": b"HloModule jit_f"}
+
+
+def test_a_compiled_kernel_is_analysed_and_stored_while_the_script_runs(tmp_path):
+    from kernels import compile_aot
+
+    from irscope import nvtools
+    from irscope.collectors.staging import Staging
+    from irscope.collectors.watch import StagingWatch
+    from irscope.errors import RunError
+    from irscope.store import digest
+
+    if not any(nvtools.find_tool(tool) for tool in nvtools.TOOLS):
+        pytest.skip("no nvdisasm or cuobjdump")
+    asm = compile_aot("add_kernel", arch=80)
+    run = Run.create(tmp_path / "run")
+    staging = Staging(run.path / "staging").create()
+    watch = StagingWatch(staging, run.path)
+    watch.start()
+    folder = staging.triton / "0123abcd"
+    folder.mkdir()
+    for kind in ("ttir", "ttgir", "llir", "ptx"):
+        (folder / f"add_kernel.{kind}").write_text(asm[kind])
+    (folder / "add_kernel.cubin").write_bytes(asm["cubin"])
+    (folder / "add_kernel.json").write_text(json.dumps(asm["metadata"], default=str))
+    (folder / "_irscope.json").write_text("{}")  # the collector's notes: the kernel is whole
+
+    def stored(data: bytes) -> bool:
+        try:
+            return run.read_blob(digest(data)) == data
+        except RunError:
+            return False
+
+    # the kernel's bytes reach the run before the program ends, and so does its SASS
+    arrived = wait_for(lambda: stored(asm["cubin"]) and stored(asm["ptx"].encode()))
+    analysis = watch.finish()[staging.root].analyses[folder.name]
+    try:
+        assert arrived and stored(analysis.sass.encode())
+    finally:
+        run.close()
+    assert "add_kernel" in analysis.resources
+
+
+def test_filing_draws_a_progress_bar_only_once_it_takes_a_second(monkeypatch):
+    from contextlib import contextmanager
+
+    from irscope.commands import inspect as command
+
+    drawn = []
+
+    @contextmanager
+    def progress(description, total=None):
+        bar = {"description": description, "total": total, "advances": []}
+        drawn.append(bar)
+
+        class Handle:
+            def advance(self, n=1, description=None):
+                bar["advances"].append(n)
+
+            def total(self, total):
+                bar["total"] = total
+
+        yield Handle()
+
+    monkeypatch.setattr("irscope.console.progress", progress)
+    with command._late_progress("filing the run", delay=1.0) as bar:
+        bar.total(3)
+        bar.advance(3)
+    assert drawn == []  # done in well under a second: nothing drawn
+    with command._late_progress("filing the run", delay=0.05) as bar:
+        bar.total(3)
+        bar.advance(2)
+        assert wait_for(lambda: drawn, seconds=5)
+        bar.advance(1)
+    assert drawn == [{"description": "filing the run", "total": 3, "advances": [2, 1]}]

@@ -1,10 +1,13 @@
-"""Turn a filled staging folder into a run: ingest the standard dumps, then file irscope's extras.
+"""Turn a filled staging folder into a run: the compiled kernels and dumps, the trace, the extras.
 
-The standard dumps (TORCH_TRACE, Triton kernel folders, XLA dump) go through
-``irscope.ingest``; what only the collectors know (JAX jaxpr/StableHLO/analyses, a Triton
-kernel's Python source and cache state, compile failures and timings) is written here into
-the same units, named as the ingest names them (``jit_<fn>`` for JAX, the kernel name for
-Triton).
+The staged Triton kernels (compile hooks' and those Inductor loaded from a warm cache) and
+the XLA dump of each compile are filed first, with what a ``StagingWatch`` prepared while the
+program ran (cubin analyses, dump files, bytes already in the blob store); the rest (the
+TORCH_TRACE logs, a whole-process XLA dump, the user's own dumps) goes through
+``irscope.ingest``, which links graphs to the kernels they launch. What only the collectors
+know (JAX jaxpr/StableHLO/analyses, a Triton kernel's Python source and cache state, compile
+failures and timings) is written last into the same units, named as the ingest names them
+(``jit_<fn>`` for JAX, the kernel name for Triton).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 
 from irscope.collectors import xla_dumps
 from irscope.collectors.inductor_cache import stage_cached_kernels
-from irscope.collectors.staging import Staging, read_records
+from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
+from irscope.collectors.watch import Prepared, StagingWatch
+from irscope.ingest import triton_cache
 from irscope.store import Run, Writer
 from irscope.units import eager_op_attrs
 
@@ -37,33 +42,49 @@ def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
 
 
 def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
-                 progress=None, environ: dict[str, str] | None = None) -> tuple[list[str], bool]:
-    """Ingest everything staged into ``run``: (notes on what went wrong, whether all was read)."""
+                 progress=None, environ: dict[str, str] | None = None,
+                 prepared: Prepared | None = None) -> tuple[list[str], bool]:
+    """File everything staged into ``run``: (notes on what went wrong, whether all was read).
+
+    ``extra``: files from the user's own dump folders; ``prepared``: what a StagingWatch
+    did while the program ran (without it, that work is done here first, in parallel).
+    """
+    progress = progress if isinstance(progress, Passes) else Passes(progress)
+    if prepared is None:
+        prepared = StagingWatch(staging).finish(progress).get(staging.root, Prepared())
     notes: list[str] = []
     complete = True
-    paths = dump_paths(staging, list(extra))
-    compiles = _compile_records(staging)
-    dumps = _compile_dumps(compiles, notes)
-    if paths or dumps:
-        try:
-            from irscope.ingest import ingest
+    environ = dict(environ or os.environ)
+    dumps = _compile_dumps(prepared.compiles, prepared.cached_dumps, notes)
+    try:
+        from irscope.ingest import IngestReport, ingest
 
-            report = ingest(run, paths, progress=progress, dumps=dumps)
-            cached = stage_cached_kernels(run, staging, dict(environ or os.environ))
-            if cached:  # kernels Inductor loaded from its warm cache without compiling
+        if prepared.inductor_kernels:  # those no compile hook saw: from Inductor's warm cache
+            stage_cached_kernels(run, staging, environ, prepared.inductor_kernels)
+        kernels, paths = _triton_kernels(staging), []
+        for path in dump_paths(staging, list(extra)):
+            if path == staging.triton:  # anything but kernel folders: the ingest's to tell
+                paths += [p for p in sorted(path.iterdir()) if p not in kernels]
+            else:
+                paths.append(path)
+        report = IngestReport()
+        if kernels or dumps:
+            _file_compiled(run, kernels, prepared.analyses, dumps, report, progress)
+        if paths:
+            report.warnings += ingest(run, paths, progress=progress).warnings
+        if extra:  # the user's own trace: its output code is read from the run
+            cached = stage_cached_kernels(run, staging, environ)
+            if cached:
                 ingest(run, cached, progress=progress)
-            warnings = list(getattr(report, "warnings", []))
-            if warnings:
-                more = f" (+{len(warnings) - 1} more)" if len(warnings) > 1 else ""
-                notes.append(f"ingest: {warnings[0]}{more}")
-        except Exception as exc:  # keep the staging folder and everything filed below
-            notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
-                         f"kept in {staging.root}")
-            complete = False
-        else:
-            _cache_dumps(compiles)
+        if report.warnings:
+            more = f" (+{len(report.warnings) - 1} more)" if len(report.warnings) > 1 else ""
+            notes.append(f"ingest: {report.warnings[0]}{more}")
+    except Exception as exc:  # keep the staging folder and everything filed below
+        notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
+                     f"kept in {staging.root}")
+        complete = False
     with run.transaction() as writer:
-        _file_jax(run, writer, staging)
+        _file_jax(run, writer, prepared.functions)
         _file_triton_sidecars(run, writer, staging)
         for event in staging.read_events():
             kind = event.pop("kind", None)
@@ -76,18 +97,60 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
     return notes, complete
 
 
-def _compile_records(staging: Staging) -> list[dict[str, Any]]:
-    """The JAX collector's record of each XLA compile, in compile order."""
-    compiles: dict[int, dict[str, Any]] = {}
-    for record in read_records(staging.xla_dump_records):
-        if isinstance(record.get("compile"), int):
-            compiles.setdefault(record["compile"], {}).update(record)
-    return [compiles[number] for number in sorted(compiles)]
+class Passes:
+    """A progress handle over several passes, each announcing its own total: the bar's total
+    is what earlier passes did plus what the current one announces."""
+
+    def __init__(self, progress):
+        self._progress = progress
+        self._done = 0
+
+    def total(self, total: int) -> None:
+        if self._progress is not None:
+            self._progress.total(self._done + total)
+
+    def advance(self, n: int = 1, description: str | None = None) -> None:
+        self._done += n
+        if self._progress is not None:
+            self._progress.advance(n, description=description)
 
 
-def _compile_dumps(compiles: list[dict[str, Any]], notes: list[str]) -> list:
-    """The dump files of every compile, from its own folder or from the dump cache, with
-    module numbers counted over the run in compile order."""
+def _triton_kernels(staging: Staging) -> list[Path]:
+    """The staged Triton kernel folders (compile hooks' and warm-cache copies alike), in the
+    order an ingest of the folder takes them."""
+    if not staging.triton.is_dir():
+        return []
+    return [folder for folder in sorted(staging.triton.iterdir())
+            if folder.is_dir() and not folder.is_symlink() and triton_cache.is_entry(
+                folder, [n for n in os.listdir(folder) if not os.path.islink(folder / n)])]
+
+
+def _file_compiled(run: Run, kernels: list[Path], analyses: dict, dumps: list, report,
+                   progress) -> None:
+    """File the staged Triton kernels (each with the analysis of its cubin made while the
+    program ran; one without is analysed here) and the XLA dumps, in one transaction."""
+    from irscope.ingest import xla_dump
+
+    progress.total(len(kernels) + len(dumps))
+    missing = [folder for folder in kernels if folder.name not in analyses]
+    if missing:  # found only now: analysed on every core before filing
+        analyses = {**analyses, **{folder.name: analysis for folder, analysis
+                                   in triton_cache.analysed_entries(missing)}}
+    with run.transaction() as writer:
+        writer.keep_all = True  # as an ingest files them: no stage replaces another
+        for folder in kernels:
+            report.artifacts += triton_cache.ingest_entry(writer, folder, report,
+                                                          analyses.get(folder.name))
+            progress.advance(1, description=folder.name)
+        if dumps:
+            report.artifacts += xla_dump.ingest_dump(writer, dumps, report)
+            progress.advance(len(dumps), description="xla dumps")
+
+
+def _compile_dumps(compiles: list[dict[str, Any]], cached: dict[int, Any],
+                   notes: list[str]) -> list:
+    """The dump files of every compile, from its own folder or from the dump cache (as read
+    while the script ran), with module numbers counted over the run in compile order."""
     from irscope.ingest.xla_dump import DumpFile, dump_name
 
     files = []
@@ -95,13 +158,12 @@ def _compile_dumps(compiles: list[dict[str, Any]], notes: list[str]) -> list:
     for record in compiles:
         if record.get("cached"):
             entry = Path(record["cached"])
-            try:
-                members = xla_dumps.load(entry)
-                os.utime(entry)  # recently used: the last to be pruned
-            except Exception as exc:  # noqa: BLE001  a damaged cache entry: dropped, noted
+            members = cached.get(record["compile"])
+            if not isinstance(members, dict):  # a damaged cache entry: dropped, noted
                 entry.unlink(missing_ok=True)  # the next run dumps this module afresh
+                error = members if members is not None else "not read"
                 notes.append(f"cached XLA dump of {record.get('module')} unreadable "
-                             f"({type(exc).__name__}: {exc}); removed from the cache")
+                             f"({type(error).__name__}: {error}); removed from the cache")
                 continue
             names, read = list(members), members.__getitem__
         elif record.get("folder"):
@@ -124,23 +186,10 @@ def _read_relative(folder: Path, name: str) -> bytes:
     return (folder / name).read_bytes()
 
 
-def _cache_dumps(compiles: list[dict[str, Any]]) -> None:
-    """Keep the dump of every finished compile in the cache the collector was given."""
-    for record in compiles:
-        if record.get("cache") and record.get("done") and record.get("folder"):
-            try:
-                xla_dumps.store(Path(record["cache"]), record["key"], Path(record["folder"]))
-            except OSError:  # a full or read-only cache: the run itself is complete
-                pass
-
-
-def _file_jax(run: Run, writer: Writer, staging: Staging) -> None:
-    functions: dict[int, dict[str, Any]] = {}
-    for record in read_records(staging.jax_functions):
-        functions.setdefault(record.get("id", 0), {}).update(record)
+def _file_jax(run: Run, writer: Writer, functions: list[dict[str, Any]]) -> None:
     seen: dict[str, int] = {}
     origin = "irscope jax collector"
-    for function in (functions[k] for k in sorted(functions)):
+    for function in functions:
         module = function.get("module") or "jit_unknown"
         seen[module] = seen.get(module, 0) + 1
         name = _jax_unit_name(run, module, seen[module])

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from irscope.collectors.staging import Staging
-from irscope.collectors.triton import SIDECAR
+from irscope.collectors.triton import SIDECAR, kernel_module
 from irscope.store import Run
 
 # # kernel path: /tmp/torchinductor_root/ab/cabc123.py
@@ -68,35 +68,43 @@ def find_entries(name: str, kernel_path: str, environ: dict[str, str]) -> list[P
     return sorted(matches)
 
 
-def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str]) -> list[Path]:
+def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str],
+                         kernels: list[tuple[str, str]] | None = None) -> list[Path]:
     """Copy the cache entries of Inductor kernels no compile hook saw; returns the new folders.
 
     Every cached compile of a kernel is taken, not only those compiled this time: on a warm
     run Inductor compiles just the configuration its autotuning picked before, and the run
-    must hold what a cold run holds (each candidate a unit).
+    must hold what a cold run holds (each candidate a unit). ``kernels``: (name, kernel path)
+    pairs already read from the output code (default: the run's output code's).
     """
     known = {_cache_folder(_sidecar(p).get("hash")) for p in staging.triton.glob(f"*/{SIDECAR}")}
     known |= {_cache_folder(u.attrs.get("hash")) for u in run.units("triton")}
     added = []
-    for name, kernel_path in inductor_triton_kernels(run):
+    for name, kernel_path in inductor_triton_kernels(run) if kernels is None else kernels:
         for entry in find_entries(name, kernel_path, environ):
             if entry.name in known:
                 continue
             known.add(entry.name)
             compile_hash = _sidecar(entry / f"{name}.json").get("hash")
-            # named as the compile hook names its folders, so that filing meets the compiles
-            # of a warm run in the order of a cold one, and names them alike
-            target = staging.triton / (str(compile_hash)[:32] if compile_hash else entry.name)
+            target = staging.triton / staged_name(entry, name)
             shutil.copytree(entry, target, dirs_exist_ok=True)
             sidecar = {"name": name, "cache_hit": True, "source_file": kernel_path,
                        "source_line": 1, "hash": compile_hash}
-            try:
-                sidecar["python_source"] = Path(kernel_path).read_text(encoding="utf-8")
+            try:  # its source as the compile hook records an Inductor kernel's
+                sidecar.update(kernel_module(kernel_path, name))
             except OSError:
                 pass  # the Inductor cache was cleaned since: the Triton stages still tell it
             (target / SIDECAR).write_text(json.dumps(sidecar, indent=2), encoding="utf-8")
             added.append(target)
     return added
+
+
+def staged_name(entry: Path, name: str) -> str:
+    """The staging folder of the cache entry of kernel ``name``: named as the compile hook
+    names its folders, so that filing meets the compiles of a warm run in the order of a
+    cold one, and names them alike."""
+    compile_hash = _sidecar(entry / f"{name}.json").get("hash")
+    return str(compile_hash)[:32] if compile_hash else entry.name
 
 
 def _sidecar(path: Path) -> dict:

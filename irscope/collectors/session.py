@@ -13,6 +13,7 @@ from irscope.collectors.staging import Staging, collection_env, staging_for, use
 from irscope.errors import RunError
 
 if TYPE_CHECKING:
+    from irscope.collectors.watch import StagingWatch
     from irscope.store import Run
 
 
@@ -35,6 +36,7 @@ class Session:
         # Absolute: the script may change directory (Hydra does) before it compiles.
         self.staging: Staging = staging_for(path.absolute()).create()
         self._cleanup: threading.Thread | None = None
+        self._watch: StagingWatch | None = None
 
     def open_run(self, meta: dict[str, Any] | None = None) -> Run:
         """Create the run's index, adding ``meta`` to run.json.
@@ -58,6 +60,16 @@ class Session:
     def path(self) -> Path:
         return self._path
 
+    def watch(self) -> None:
+        """Start filing work on what is staged while the program still runs (the run is
+        opened first: that work stores bytes in it ahead)."""
+        from irscope.collectors.watch import StagingWatch  # once the program runs
+
+        if self._watch is None:
+            self._watch = StagingWatch(self.staging, self.run.path,
+                                       {**self.user_env, **self.env()}, self.started)
+            self._watch.start()
+
     def env(self) -> dict[str, str]:
         """Variables to add to the environment of whatever compiles (child or this process)."""
         return collection_env(self.staging, self.only, self.user_env)
@@ -65,16 +77,19 @@ class Session:
     def finish(self, status: dict[str, Any], keep_staging: bool = False,
                progress=None) -> list[str]:
         """File the staging folder into the run and record how the program ended."""
-        from irscope.collectors.filing import file_staging  # after the script: not on its path
+        from irscope.collectors.filing import Passes, file_staging  # not on the script's path
         from irscope.collectors.pallas import file_kernels
 
         filing_started = time.time()
+        progress = Passes(progress)
+        prepared = self._watch.finish(progress) if self._watch is not None else {}
         ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
         notes, complete = [], True
         extra = user_dump_files(self.user_env, self.started - 1)
         for rank, staging in [*ranks, (None, self.staging)]:  # then what no rank staged
             filed, whole = file_staging(self.run, staging, extra, progress,
-                                        {**self.user_env, **self.env()})
+                                        {**self.user_env, **self.env()},
+                                        prepared.get(staging.root))
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []

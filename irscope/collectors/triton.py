@@ -2,7 +2,9 @@
 
 Triton's compilation listener fires on both paths with the kernel's cache files
 (``metadata_group``: file name -> path), so a warm cache is read, never bypassed. A wrapper
-around ``triton.compile`` records kernels that fail to compile.
+around ``triton.compile`` records kernels that fail to compile. A kernel Inductor generated
+is recorded with its whole module as its source, as ``inductor_cache`` records one that a
+warm run loads from Inductor's cache without compiling.
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -95,6 +99,11 @@ def _source_of(src) -> dict[str, Any]:
     text = getattr(fn, "src", None)
     if isinstance(text, str):
         info["python_source"] = text
+    if _made_by_inductor(code.co_filename):  # as a warm run finds it in Inductor's cache
+        try:
+            info.update(kernel_module(code.co_filename, getattr(src, "name", "")))
+        except OSError:
+            pass
     signature = getattr(src, "signature", None)
     if isinstance(signature, dict):
         info["signature"] = {str(k): str(v) for k, v in signature.items()}
@@ -103,6 +112,27 @@ def _source_of(src) -> dict[str, Any]:
         names = getattr(fn, "arg_names", [])
         info["constexprs"] = {_arg_name(k, names): _plain(v) for k, v in constants.items()}
     return info
+
+
+def kernel_module(path: str, name: str) -> dict[str, Any]:
+    """Where a kernel Inductor generated is, and its source: the whole module (imports, launch
+    heuristics, the kernel) and the line of the kernel's ``def``. The same for a compile seen
+    here and for a kernel found in Inductor's cache, so a warm run holds what a cold one did.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    found = re.search(rf"^def {re.escape(name)}\(", text, re.MULTILINE)
+    line = text.count("\n", 0, found.start()) + 1 if found else 1
+    return {"source_file": path, "source_line": line, "python_source": text}
+
+
+def _made_by_inductor(path: str) -> bool:
+    """Whether a kernel's file is one of Inductor's generated modules (in its cache folder)."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+    try:
+        root = os.path.realpath(utils.cache_dir()) if utils is not None else None
+    except Exception:  # noqa: BLE001  a torch that keeps its cache elsewhere
+        return False
+    return root is not None and os.path.realpath(path).startswith(os.path.join(root, ""))
 
 
 def _arg_name(key, names) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 
 CACHE_ENV = "IRSCOPE_CACHE_DIR"
@@ -64,20 +65,29 @@ def load(entry: Path) -> dict[str, bytes]:
                 if not info.is_dir() and _safe_name(info.filename)}
 
 
+def read_folder(folder: Path) -> dict[str, bytes]:
+    """The files of one compile's dump folder by relative path, in ``folder_files`` order."""
+    return {name: (folder / name).read_bytes() for name in folder_files(folder)}
+
+
 def store(cache: Path, key: str, folder: Path) -> Path | None:
     """Keep one compile's dump folder under ``key`` (written whole, then renamed into place)."""
+    return store_files(cache, key, read_folder(folder))
+
+
+def store_files(cache: Path, key: str, files: dict[str, bytes]) -> Path | None:
+    """Keep one compile's dump, given as its files' bytes by relative path, under ``key``."""
     import zipfile
 
     target = entry_path(cache, key)
-    names = folder_files(folder)
-    if target is None or not names:
+    if target is None or not files:
         return None
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    partial = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
         with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive:
-            for name in names:
-                archive.write(folder / name, arcname=name)
+            for name, data in files.items():
+                archive.writestr(name, data)
         os.replace(partial, target)
     finally:
         if partial.exists():

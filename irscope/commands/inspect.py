@@ -13,9 +13,11 @@ import signal
 import subprocess
 import sys
 import threading
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 EXIT_SIGNAL_BASE = 128
+LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
 
 
 def add_parser(subparsers) -> None:
@@ -68,11 +70,9 @@ def _target(args) -> list[str]:
 
 
 def run(args) -> int:
-    from irscope import environment
     from irscope.collectors import launch, xla_dumps
     from irscope.collectors.session import Session
     from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
-    from irscope.console import progress
 
     target = _target(args)
     only = frameworks_arg(args.only)
@@ -103,17 +103,14 @@ def run(args) -> int:
         command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
         ranks = launch.rank_envs(args.nproc) if args.nproc > 1 else [{}]
         children = [(command, {**env, **rank}) for rank in ranks]
-    # The script starts first; the run's index and the machine's description (nvidia-smi,
-    # package versions) are made while it runs, off its critical path.
     try:
-        status = _run_child(children, session.staging, lambda: session.open_run(
-            environment.describe(["irscope", *sys.argv[1:]], versions=False)))
+        status = _run_child(children, session.staging, lambda: _while_running(session))
     except _NotFiled as exc:
         return _unfiled(session, exc.status, exc.cause)
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
     try:
-        with progress("filing the run") as bar:
+        with _late_progress("filing the run") as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar)
     except Exception as exc:  # noqa: BLE001  a full disk, an unwritable run: said in one line
         return _unfiled(session, status, exc)
@@ -198,6 +195,72 @@ def _unfiled(session, status: dict, cause: BaseException) -> int:
     except Exception:  # noqa: BLE001
         pass
     return code or 1
+
+
+def _while_running(session) -> None:
+    """What is done while the script runs, off its critical path: the run's index, filing
+    work on what the script stages as it stages it, the machine's description."""
+    from irscope import environment
+
+    session.open_run()
+    session.watch()
+    session.open_run(environment.describe(["irscope", *sys.argv[1:]], versions=False))
+
+
+@contextmanager
+def _late_progress(description: str, delay: float = LATE_BAR_S):
+    """console.progress that appears only once the work has taken ``delay`` seconds."""
+    bar = _LateBar(description)
+    timer = threading.Timer(delay, bar.show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield bar
+    finally:
+        timer.cancel()
+        bar.close()
+
+
+class _LateBar:
+    """A progress handle that counts from the start and draws a bar only when shown."""
+
+    def __init__(self, description: str):
+        self._description = description
+        self._lock = threading.Lock()
+        self._stack = ExitStack()
+        self._bar = None
+        self._closed = False
+        self._total: int | None = None
+        self._done = 0
+        self._label: str | None = None
+
+    def show(self) -> None:
+        from irscope.console import progress
+
+        with self._lock:
+            if self._closed:
+                return
+            self._bar = self._stack.enter_context(progress(self._description, self._total))
+            if self._done:
+                self._bar.advance(self._done, description=self._label)
+
+    def total(self, total: int) -> None:
+        with self._lock:
+            self._total = total
+            if self._bar is not None:
+                self._bar.total(total)
+
+    def advance(self, n: int = 1, description: str | None = None) -> None:
+        with self._lock:
+            self._done += n
+            self._label = description or self._label
+            if self._bar is not None:
+                self._bar.advance(n, description=description)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stack.close()
 
 
 def _preload() -> None:
