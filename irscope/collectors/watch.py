@@ -29,6 +29,7 @@ from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 
 POLL_S = 0.1  # how often the staging folder is looked at while the script runs
+LEAST_PRIORITY = 19  # the nice value of the threads that work while the program runs
 # \t# kernel path: /tmp/torchinductor_me/ab/cabc123.py   (output code in a trace log)
 TRACE_KERNEL_PATH = re.compile(r"^\t# kernel path: (\S+)$")
 # \ttriton_poi_fused_exp_tanh_0 = async_compile.triton('triton_poi_fused_exp_tanh_0', '''
@@ -113,10 +114,11 @@ class StagingWatch:
         self.environ = dict(os.environ if environ is None else environ)
         self.started = started  # older cache entries are a warm cache's: no compile hook sees them
         self._run_path = run_path
-        self._pool = ThreadPoolExecutor(workers or nvtools.default_workers(),
-                                        thread_name_prefix="irscope-filing")
+        self._workers = workers or nvtools.default_workers()
+        self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="irscope-filing",
+                                        initializer=yield_to_the_program)
         self._folders: dict[Path, _Folder] = {}
-        self._work: list[Future] = []
+        self._work: list[_Job] = []
         self._ahead: deque[bytes] = deque()  # bytes for the blob store, put by the watch thread
         self._storing_ahead = run_path is not None
         self._stop = threading.Event()
@@ -134,13 +136,20 @@ class StagingWatch:
             self._thread.join()
         self._storing_ahead = False  # filing stores whatever is still to come
         self._ahead.clear()
+        # The program has ended: what is left runs at the usual priority, on every core.
+        background, self._pool = self._pool, ThreadPoolExecutor(
+            self._workers, thread_name_prefix="irscope-filing")
+        for job in self._work:
+            if job.future.cancel():
+                job.future = self._pool.submit(job.function, *job.args)
         self._poll(final=True)
         if progress is not None and self._work:
             progress.total(len(self._work))
-        for future in self._work:  # in the order the work was found
-            future.exception()  # waits; each job's own result says what went wrong
+        for job in self._work:  # in the order the work was found
+            job.future.exception()  # waits; each job's own result says what went wrong
             if progress is not None:
                 progress.advance(1, description="kernels and dumps")
+        background.shutdown()
         self._pool.shutdown()
         return {root: folder.prepared() for root, folder in self._folders.items()}
 
@@ -148,6 +157,7 @@ class StagingWatch:
     def _follow(self) -> None:
         from irscope.store import Run
 
+        yield_to_the_program()
         try:
             run = Run.open(self._run_path) if self._run_path is not None else None
         except Exception:  # noqa: BLE001  no bytes ahead; filing stores them all at the end
@@ -169,10 +179,10 @@ class StagingWatch:
                 folder = self._folders[staging.root] = _Folder(staging)
             folder.poll(self, final)
 
-    def submit(self, job, *args) -> Future:
-        future = self._pool.submit(job, *args)
-        self._work.append(future)
-        return future
+    def submit(self, function, *args) -> _Job:
+        job = _Job(function, args, self._pool.submit(function, *args))
+        self._work.append(job)
+        return job
 
     def queue(self, data: bytes) -> None:
         """Bytes filing will store: put into the run's blob store ahead, while following."""
@@ -200,9 +210,9 @@ class _Folder:
         self._function_records = JsonLines(staging.jax_functions)
         self._compiles: dict[int, dict[str, Any]] = {}
         self._functions: dict[int, dict[str, Any]] = {}
-        self._cached: dict[int, Future] = {}
+        self._cached: dict[int, _Job] = {}
         self._kept: set[int] = set()
-        self._kernels: dict[str, Future] = {}
+        self._kernels: dict[str, _Job] = {}
         self._traces: dict[Path, OutputCodeKernels] = {}
         self._inductor: dict[tuple[str, str], None] = {}  # (name, kernel path), in order
 
@@ -356,7 +366,26 @@ def _entry_files(folder: Path) -> list[Path]:
     return [p for p in found if p.suffix != ".json" or p.stem == stem]
 
 
-def _outcome(future: Future):
+def yield_to_the_program() -> None:
+    """Lower this thread's priority (and that of the tools it starts) to the least, so that
+    work done while the program runs takes only the cores it leaves idle (Linux: a thread's
+    nice value is its own; elsewhere nothing changes)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), LEAST_PRIORITY)
+    except (AttributeError, OSError):
+        pass
+
+
+@dataclass
+class _Job:
+    """Work on the pool: what it runs, and its future (moved to another pool at the end)."""
+
+    function: Any
+    args: tuple
+    future: Future
+
+
+def _outcome(job: _Job):
     """A finished job's result, or the exception it raised."""
-    error = future.exception()
-    return error if error is not None else future.result()
+    error = job.future.exception()
+    return error if error is not None else job.future.result()

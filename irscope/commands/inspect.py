@@ -264,7 +264,11 @@ class _LateBar:
 
 
 def _preload() -> None:
-    """Import what filing and the summary need while the script runs (this process idles)."""
+    """Import what filing and the summary need while the script runs (this process idles),
+    on the cores the script leaves idle."""
+    from irscope.collectors.watch import yield_to_the_program
+
+    yield_to_the_program()
     import zipfile  # noqa: F401  (cached XLA dumps)
 
     import irscope.collectors.filing  # noqa: F401
