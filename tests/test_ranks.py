@@ -43,6 +43,20 @@ def test_digest_ignores_addresses_object_ids_and_times():
     assert process_neutral_digest([a]) != process_neutral_digest([a.replace("'x'", "'y'")])
 
 
+
+def test_digest_ignores_which_gpu_each_rank_runs_on():
+    """Texts of one graph traced by ranks 0 and 1 of a DDP job on two H200s (NCCL)."""
+    rank0 = ('h: "f32[4, 16][16, 1]cuda:0" = torch._C._nn.linear(l_x_, w, b)\n'
+             "buf0 = reader.storage(None, 512, device=device(type='cuda', index=0))\n"
+             "TENSOR_MATCH: check_tensor(L['x'], Tensor, DispatchKeySet(CUDA), torch.float32, "
+             "device=0, requires_grad=False, size=[4, 8], stride=[8, 1])")
+    rank1 = rank0.replace("cuda:0", "cuda:1").replace("index=0", "index=1").replace(
+        "device=0", "device=1")
+    assert rank1 != rank0
+    assert process_neutral_digest([rank0]) == process_neutral_digest([rank1])
+    assert process_neutral_digest([rank0]) != process_neutral_digest(
+        [rank0.replace("size=[4, 8]", "size=[4, 9]")])
+
 # -- the comparison --------------------------------------------------------------------------
 def _unit(rank, name="[0/0] forward", **kw):
     return RankUnit(rank=rank, framework="torch", name=name, **{

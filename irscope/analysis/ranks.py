@@ -17,9 +17,13 @@ from dataclasses import dataclass, field
 RANK_SUFFIX = re.compile(r" \(rank (\d+)\)$")
 # .../staging/rank_1/torch_trace/dedicated_log_torch_trace_rank_1_3gdv6b3d.log
 RANK_IN_PATH = re.compile(r"rank_(\d+)")
-# 0x7f3a2c1d5e40 (an address), 140234812345 (an object id in a TYPE_MATCH guard) or
-# "65.99 us" (a time, as in "Guard latency = 65.99 us")
-PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us|ms|s)\b")
+# 0x7f3a2c1d5e40 (an address), 140234812345 (an object id in a TYPE_MATCH guard),
+# "65.99 us" (a time, as in "Guard latency = 65.99 us"), or which GPU the rank runs on: each
+# rank of a data-parallel job holds its own, so "f32[4, 8][8, 1]cuda:1",
+# "device(type='cuda', index=1)" and a guard's "torch.float32, device=1" name rank 1's copy of
+# what rank 0 calls cuda:0
+PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us|ms|s)\b"
+                           r"|(?<=cuda:)\d+|(?<=type='cuda', index=)\d+|(?<=, device=)\d+")
 
 ASPECTS = ("presence", "graph", "guards", "recompiles", "kernels", "kernel_count")
 RUN_UNIT = "(run)"  # the unit name of run-wide differences
