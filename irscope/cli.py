@@ -14,7 +14,7 @@ from irscope.errors import IrscopeError
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats", "ptx", "sass",
-            "report", "diff", "lint", "ranks", "compile", "repro", "cache", "completion")
+            "report", "diff", "lint", "passes", "ranks", "compile", "repro", "cache", "completion")
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
 EXIT_ENVIRONMENT, EXIT_INTERNAL = 1, 70  # the machine refused (disk, permissions); a bug

@@ -12,9 +12,12 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import os
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from types import ModuleType
+from typing import Any
 
 from .base import Diagnostic, ParseResult
 
@@ -48,6 +51,7 @@ FORMATS: tuple[Format, ...] = (
     Format("hlo_after_opt", "HLO after opt", 70, (), "hlo", "hlo:HloLexer", sniffed=False),
     Format("buffer_assignment", "Buffer assignment", 75, (), "xla_memory", None),
     Format("memory_usage", "Memory usage", 76, (), "xla_memory", None, sniffed=False),
+    Format("mlir_passes", "MLIR pass dump", 78, (), "mlir_passes", "_mlir:MlirLexer"),
     Format("ttir", "TTIR", 80, (".ttir",), "ttir", "_mlir:MlirLexer"),
     Format("ttgir", "TTGIR", 90, (".ttgir",), "ttgir", "_mlir:MlirLexer"),
     Format("cpp_kernel", "C++ kernel", 98, (".cpp",), None, "cpp", sniffed=False),
@@ -59,6 +63,9 @@ FORMATS: tuple[Format, ...] = (
     Format("sass", "SASS", 130, (".sass",), "sass", "sass:SassLexer"),
     Format("metadata", "Metadata", 140, (".json",), None, "json", sniffed=False),
     Format("cost_analysis", "Cost analysis", 145, (), None, "json", sniffed=False),
+    # one pass of a unit's pipeline: the IR after it (irscope.ingest.passes files them)
+    Format("pass_list", "Passes", 880, (), None, "json", sniffed=False),
+    Format("pass_ir", "IR after a pass", 890, (), None, None, sniffed=False),
     Format("raw", "Raw record", 900, (), None, None, sniffed=False),
     Format(TEXT, "Text", 999, (".txt",), None, None, sniffed=False),
 )
@@ -87,11 +94,18 @@ def parser_version(kind: str) -> int:
     return int(getattr(module, "VERSION", 1)) if module else 0
 
 
+@lru_cache(maxsize=None)
+def result_type(kind: str) -> type[ParseResult]:
+    """The frozen result class ``parse`` gives for ``kind`` (``ParseResult`` for opaque kinds)."""
+    module = parser_module(kind)
+    return typing.get_type_hints(module.parse)["return"] if module else ParseResult
+
+
 def parse(kind: str, text: str) -> ParseResult:
     """Parse ``text`` as ``kind``; opaque kinds give an empty result.
 
-    A parser that crashes on one artifact yields a result carrying the error as a
-    diagnostic, so a run with one odd artifact still reports the rest.
+    A parser that crashes on one artifact yields an empty result of its type carrying the
+    error as a diagnostic, so a run with one odd artifact still reports the rest.
     """
     module = parser_module(kind)
     if module is None:
@@ -100,9 +114,14 @@ def parse(kind: str, text: str) -> ParseResult:
         result = module.parse(text)
     except Exception as exc:  # a parser bug must not hide the other artifacts
         message = f"parser error: {type(exc).__name__}: {exc}"
-        return ParseResult(kind=kind, diagnostics=(Diagnostic(0, message, "error"),))
+        return result_type(kind)(kind=kind, diagnostics=(Diagnostic(0, message, "error"),))
     # one module can serve several kinds (llir and llvm_ir): the result names the kind asked for
     return result if result.kind == kind else dataclasses.replace(result, kind=kind)
+
+
+def from_json(kind: str, data: Mapping[str, Any]) -> ParseResult:
+    """The result of ``kind`` that ``to_jsonable(result)`` gave ``data`` (the stats cache)."""
+    return result_type(kind).from_json(data)
 
 
 def detect(text: str, filename: str | None = None) -> str:

@@ -15,8 +15,9 @@ import io
 import os
 import re
 import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ class Job:
     constexprs: dict[str, Any]
     capability: int
     options: dict[str, int]
+    passes: bool = False  # dump the IR before every MLIR pass into a file (Outcome.pass_dump)
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class Outcome:
     error_source: str | None = None
     cubin_stages: tuple[tuple[str, str, bytes, str | None], ...] = ()
     cubin_attrs: dict[str, Any] = field(default_factory=dict)
+    pass_dump: str | None = None  # a file the caller files pass by pass, then removes
 
 
 @dataclass(frozen=True)
@@ -212,12 +215,13 @@ def compile_job(job: Job) -> Outcome:
                        constexprs=dict(job.constexprs), attrs=attrs)
     captured = io.StringIO()  # ptxas's -v report, and the PTX dump Triton prints on failure
     knobs.nvidia.dump_ptxas_log = True
+    dump = _new_dump_file() if job.passes else None
     try:
-        with contextlib.redirect_stdout(captured):
+        with contextlib.redirect_stdout(captured), _passes_into(dump):
             kernel = triton.compile(source, target=GPUTarget("cuda", job.capability, 32),
                                     options=dict(job.options))
     except Exception as exc:
-        return _failure(exc, fn, time.perf_counter() - start)
+        return replace(_failure(exc, fn, time.perf_counter() - start), pass_dump=dump)
     log = captured.getvalue().strip()
     seconds = time.perf_counter() - start
     cubin = kernel.asm.get("cubin", b"")
@@ -226,7 +230,46 @@ def compile_job(job: Job) -> Outcome:
     return Outcome(
         ok=True, seconds=seconds, asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
         cubin=cubin, metadata=metadata, ptxas=parse_ptxas_log(log),
-        ptxas_log=log, cubin_stages=stages, cubin_attrs=attrs)
+        ptxas_log=log, cubin_stages=stages, cubin_attrs=attrs, pass_dump=dump)
+
+
+def _new_dump_file() -> str:
+    handle, path = tempfile.mkstemp(prefix="irscope-passes-", suffix=".mlir-passes.log")
+    os.close(handle)
+    return path
+
+
+@contextlib.contextmanager
+def _passes_into(path: str | None):
+    """Triton's MLIR pass dump (``MLIR_ENABLE_DUMP``: the module before every pass) into
+    ``path`` for one compile: it prints to stderr, unbuffered, so stderr (file descriptor 2)
+    is that file meanwhile, and the cache is bypassed (a cached kernel runs no pass)."""
+    if path is None:
+        yield
+        return
+    from triton import knobs
+
+    saved_env = {k: os.environ.get(k) for k in ("MLIR_ENABLE_DUMP", "MLIR_DUMP_PATH")}
+    always = knobs.compilation.always_compile
+    os.environ["MLIR_ENABLE_DUMP"] = "1"
+    os.environ.pop("MLIR_DUMP_PATH", None)  # a path would buffer every compile in one file
+    knobs.compilation.always_compile = True
+    sys.stderr.flush()
+    saved_fd = os.dup(2)
+    target = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved_fd, 2)
+        os.close(saved_fd)
+        os.close(target)
+        knobs.compilation.always_compile = always
+        for key, value in saved_env.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def derive_from_cubin(cubin: bytes, ptx: str | None, metadata: dict[str, Any], ptxas_log: str

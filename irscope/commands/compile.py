@@ -39,6 +39,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--sort", metavar="FIGURE", help="sort the table by a figure or config name "
                    "(registers, spills, shared_bytes, ptx_instructions, tensor_core, BLOCK_M, ...)")
     p.add_argument("--reverse", action="store_true", help="sort in descending order")
+    p.add_argument("--passes", action="store_true",
+                   help="also keep the IR after every MLIR pass that changed it, TTIR to LLVM "
+                        "IR (see `irscope passes RUN UNIT`); compiles bypass Triton's cache")
     p.add_argument("--json", action="store_true", help="print the comparison rows as JSON")
     p.set_defaults(func=run)
 
@@ -56,6 +59,7 @@ def split_target(text: str) -> tuple[str, str]:
 
 
 def run(args) -> int:
+    import dataclasses
     import importlib.util
 
     from irscope import sweep, sweep_rows
@@ -79,12 +83,17 @@ def run(args) -> int:
             signature = {**types, **signature}
         configs = [c.ordered(info.params) for c in configs]
         jobs = sweep.jobs_for(path, info, signature, configs, inferred)
+        if args.passes:
+            jobs = [dataclasses.replace(job, passes=True) for job in jobs]
         out = Path(args.output) if args.output else default_run_dir(f"compile-{kernel}")
         run_store = Run.create(out, {"name": out.name, "kind": "compile", **_describe()})
         names = [c.unit_name(kernel) for c in configs]
         with progress(f"compiling {len(jobs)} configurations", total=len(jobs)) as bar:
             for index, outcome in pool.compile(jobs):
-                sweep_rows.file_outcome(run_store, info, configs[index], jobs[index], outcome)
+                unit_id = sweep_rows.file_outcome(run_store, info, configs[index], jobs[index],
+                                                  outcome)
+                if outcome.pass_dump:
+                    _file_passes(run_store, unit_id, outcome.pass_dump)
                 bar.advance(description=names[index])
     rows = sweep_rows.comparison_rows(run_store, names)
     sweep_rows.store_figures(run_store, rows)
@@ -102,6 +111,20 @@ def run(args) -> int:
          f"{failed} failed to compile; run at {out}")
     note(f"browse it with `irscope open {out}`, export it with `irscope report {out}`")
     return 1 if failed else 0
+
+
+def _file_passes(run_store, unit_id: int, dump: str) -> None:
+    """File a configuration's pass dump into its unit, then remove the dump."""
+    from irscope.console import warn
+    from irscope.ingest.passes import file_dump_file
+
+    try:
+        filer = file_dump_file(run_store, unit_id, dump)
+        for problem in filer.diagnostics:
+            if problem.severity != "info":
+                warn(f"{run_store.unit_by_id(unit_id).name}: passes: {problem.message}")
+    finally:
+        Path(dump).unlink(missing_ok=True)
 
 
 def _print_table(rows: list[dict]) -> None:

@@ -1,0 +1,144 @@
+"""Files a unit's pipeline pass by pass: the IR left by each pass that changed it becomes a
+``pass_ir`` stage, the ordered list of every pass (with its figures) a ``pass_list`` stage.
+
+Snapshots arrive one at a time (a dump is split while it is read), so a unit holds two in
+memory: the one before and the one after the pass being measured. What is kept per unit is
+capped (``IRSCOPE_PASS_BYTES``, default 64 MiB of IR); past the cap passes are still listed
+with their figures, their IR is not kept, and the pass list says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+
+from irscope.analysis.passes import PassRow, compare, row_with
+from irscope.parsers import mlir_passes
+from irscope.parsers.base import Diagnostic
+from irscope.store import Writer
+
+PASS_LIST, PASS_IR = "pass_list", "pass_ir"
+DEFAULT_BUDGET = 64 << 20
+
+
+def budget() -> int:
+    """Bytes of IR kept per unit (``IRSCOPE_PASS_BYTES``)."""
+    try:
+        return max(0, int(os.environ.get("IRSCOPE_PASS_BYTES", DEFAULT_BUDGET)))
+    except ValueError:
+        return DEFAULT_BUDGET
+
+
+class PipelineFiler:
+    """Takes one pipeline's snapshots in order and files them into ``unit_id``."""
+
+    def __init__(self, writer: Writer, unit_id: int, pipeline: str, family: str,
+                 origin: str | None = None, kept: int = 0):
+        self.writer, self.unit_id, self.pipeline, self.family = writer, unit_id, pipeline, family
+        self.origin = origin
+        self.rows: list[PassRow] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.kept, self.limit, self.capped = kept, budget(), False
+        self._text: str | None = None  # the IR as it stands now
+        self._stage: str | None = None  # the stage holding it, when kept
+        self._pending: PassRow | None = None  # a pass dumped "before": waits for its output
+
+    def snapshot(self, when: str, name: str, text: str, argument: str = "", scope: str = "",
+                 seconds: float | None = None) -> None:
+        """The IR ``when`` ("before" or "after") pass ``name`` ran."""
+        if when == "before":
+            self._settle(text)
+            self._pending = PassRow(len(self.rows), self.pipeline, name, argument, scope,
+                                    seconds, before=self._stage)
+            return
+        self._settle(None)
+        row = PassRow(len(self.rows), self.pipeline, name, argument, scope, seconds,
+                      before=self._stage)
+        self._record(row, text)
+
+    def _settle(self, after: str | None) -> None:
+        """Close the pending "before" pass with the IR it left (None: the dump moves on
+        without it); a first "before" snapshot is the pipeline's input."""
+        if self._pending is not None:
+            if after is not None:
+                self._record(self._pending, after)
+            else:
+                self.rows.append(row_with(self._pending, None))
+            self._pending = None
+        elif after is not None and self._text is None:
+            self._text, self._stage = after, self._keep(f"{self.pipeline} · input", after)
+
+    def _record(self, row: PassRow, after: str) -> None:
+        if self._text is None:  # nothing to compare with: the first IR of the pipeline
+            self._text, self._stage = after, self._keep(f"{self.pipeline} · input", after)
+            self.rows.append(row_with(row, None))
+            return
+        change = compare(self._text, after, self.family)
+        row = row_with(row, change)
+        if row.changed:
+            self._stage = self._keep(f"{self.pipeline} · {row.index:04d} {row.name}", after)
+            row = replace(row, stage=self._stage)
+        self._text = after
+        self.rows.append(row)
+
+    def _keep(self, name: str, text: str) -> str | None:
+        data = text.encode("utf-8")
+        if self.kept + len(data) > self.limit:
+            if not self.capped:
+                self.capped = True
+                self.diagnostics.append(Diagnostic(0, (
+                    f"kept {self.kept:,} bytes of IR, the cap per unit (IRSCOPE_PASS_BYTES="
+                    f"{self.limit:,}): passes from {name!r} on are listed without their IR"),
+                    "warning"))
+            return None
+        self.kept += len(data)
+        self.writer.add_stage(self.unit_id, PASS_IR, data, name=name, origin=self.origin)
+        return name
+
+    def finish(self) -> list[PassRow]:
+        """File the pass list; returns the rows."""
+        self._settle(None)
+        manifest = {"pipeline": self.pipeline, "family": self.family,
+                    "passes": [r.to_json() for r in self.rows], "kept_bytes": self.kept,
+                    "capped": self.capped,
+                    "diagnostics": [{"line": d.line, "message": d.message,
+                                     "severity": d.severity} for d in self.diagnostics]}
+        self.writer.add_stage(self.unit_id, PASS_LIST, json.dumps(manifest, indent=1),
+                              name=f"passes · {self.pipeline}", origin=self.origin)
+        return self.rows
+
+
+def file_mlir_dump(writer: Writer, unit_id: int, pipeline: str, lines: Iterable[str],
+                   origin: str | None = None, kept: int = 0) -> PipelineFiler:
+    """Split an MLIR pass dump while reading ``lines`` and file it into the unit."""
+    filer = PipelineFiler(writer, unit_id, pipeline, "mlir", origin, kept)
+    found: list[Diagnostic] = []
+    for snap in mlir_passes.split(lines, found):
+        if any(d.severity == "error" and d.line == snap.line for d in found):
+            break  # cut short: its IR would count as a change the pass never made
+        filer.snapshot(snap.when, snap.name, snap.text, snap.argument, snap.scope)
+    filer.diagnostics[:0] = found
+    filer.finish()
+    return filer
+
+
+def file_dump_file(run, unit_id: int, path: str | Path, pipeline: str = "triton",
+                   origin: str | None = None) -> PipelineFiler:
+    """File the MLIR pass dump at ``path`` into the unit, in a transaction of its own."""
+    with run.transaction() as writer:
+        return file_mlir_dump(writer, unit_id, pipeline, read_lines(Path(path)),
+                              origin or "MLIR_ENABLE_DUMP", kept_bytes(writer, unit_id))
+
+
+def read_lines(path: Path) -> Iterable[str]:
+    """The lines of a (large) dump file, read as they are needed."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        yield from handle
+
+
+def kept_bytes(writer: Writer, unit_id: int) -> int:
+    """Bytes of pass IR the unit already holds (the cap counts across its pipelines)."""
+    return sum(s.size for s in writer.run.stages(unit_id) if s.kind == PASS_IR)

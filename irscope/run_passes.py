@@ -1,0 +1,107 @@
+"""Read a unit's passes from a run: filed pass lists (Triton, XLA) and Inductor's FX graphs
+before and after its pre-grad, joint and post-grad passes; and the two IRs of one pass."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from irscope.analysis.passes import PassRow, compare, row_with
+from irscope.store import Run, Stage, Unit
+
+PASS_LIST, PASS_IR = "pass_list", "pass_ir"
+# Inductor's graph passes: the FX graph stages (TORCH_TRACE names) on either side of each
+INDUCTOR_PASSES = (("pre_grad", "before_pre_grad_graph", ("after_pre_grad_graph",)),
+                   ("joint", "before_joint_graph", ("after_joint_graph",)),
+                   ("post_grad", "before_post_grad_graph",
+                    ("inductor_post_grad_graph", "after_post_grad_graph")))
+
+
+@dataclass(frozen=True)
+class UnitPasses:
+    """A unit's passes in pipeline order, and what the dumps said about themselves."""
+
+    unit: Unit
+    rows: tuple[PassRow, ...]
+    diagnostics: tuple[str, ...] = ()
+    families: dict[str, str] | None = None  # pipeline -> "mlir", "hlo" or "fx"
+
+
+def unit_passes(run: Run, unit: Unit) -> UnitPasses:
+    """Every pass filed for ``unit`` (pass lists first, in filing order, then Inductor's)."""
+    stages = run.stages(unit.id)
+    rows: list[PassRow] = []
+    diagnostics: list[str] = []
+    families: dict[str, str] = {}
+    for stage in stages:
+        if stage.kind != PASS_LIST:
+            continue
+        try:
+            manifest = json.loads(run.read_text(stage))
+        except (ValueError, OSError) as exc:
+            diagnostics.append(f"{stage.name}: unreadable pass list ({exc})")
+            continue
+        pipeline = str(manifest.get("pipeline", stage.name))
+        families[pipeline] = str(manifest.get("family", "mlir"))
+        for entry in manifest.get("passes", ()):
+            rows.append(_row(entry, len(rows), pipeline))
+        diagnostics += [f"{pipeline}: {d.get('message')}" for d in manifest.get("diagnostics", ())
+                        if d.get("severity") in ("warning", "error")]
+    inductor = inductor_passes(run, stages, len(rows))
+    if inductor:
+        families["inductor"] = "fx"
+    return UnitPasses(unit, tuple(rows) + tuple(inductor), tuple(diagnostics), families)
+
+
+def _row(entry: dict, index: int, pipeline: str) -> PassRow:
+    return PassRow(index=index, pipeline=pipeline, name=str(entry.get("name") or "?"),
+                   argument=str(entry.get("argument") or ""),
+                   scope=str(entry.get("scope") or ""), seconds=entry.get("seconds"),
+                   changed=entry.get("changed"), added=int(entry.get("added") or 0),
+                   removed=int(entry.get("removed") or 0), ops_before=entry.get("ops_before"),
+                   ops_after=entry.get("ops_after"), stage=entry.get("stage"),
+                   before=entry.get("before"))
+
+
+def inductor_passes(run: Run, stages: list[Stage], start: int) -> list[PassRow]:
+    """Inductor's graph passes, each measured between the FX graphs the trace holds."""
+    graphs = [s for s in stages if s.kind in ("fx_graph", "aot_graph")]
+    rows = []
+    for name, before, afters in INDUCTOR_PASSES:
+        for i, stage in enumerate(graphs):
+            if _base(stage.name) != before:
+                continue
+            after = next((s for s in graphs[i + 1:] if _base(s.name) in afters), None)
+            if after is None:
+                continue
+            row = PassRow(start + len(rows), "inductor", name, stage=after.name,
+                          before=stage.name)
+            change = compare(run.read_text(stage), run.read_text(after), "fx")
+            rows.append(row_with(row, change))
+    return rows
+
+
+def _base(name: str) -> str:
+    """A stage name without the `` (2)`` a second stage of that name gets."""
+    return name.split(" (")[0]
+
+
+def pass_texts(run: Run, unit: Unit, row: PassRow) -> tuple[str, str]:
+    """The IR the pass received and the IR it left ("" where the run does not hold it)."""
+    def text(name: str | None) -> str:
+        if not name:
+            return ""
+        try:
+            return run.read_text(run.stage(unit, name))
+        except Exception:  # noqa: BLE001  a missing stage reads as empty, never a crash
+            return ""
+
+    after = row.stage if row.changed else row.before
+    return text(row.before), text(after)
+
+
+def find_pass(passes: UnitPasses, key: str) -> PassRow | None:
+    """A pass by its index in the listing or by name (the first pass of that name)."""
+    if key.isdigit():
+        return next((r for r in passes.rows if r.index == int(key)), None)
+    return next((r for r in passes.rows if r.name == key), None)
