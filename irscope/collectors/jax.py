@@ -132,6 +132,8 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
     except Exception:
         key = None
     record: dict[str, Any] = {"compile": number, "module": module, "key": key}
+    passes = bool(os.environ.get("IRSCOPE_PASSES"))  # inspect --passes: HLO after every pass
+    cache = None if passes else cache  # a cached dump holds no pass files
     cached = xla_dumps.lookup(cache, key)
     if cached is not None:
         record["cached"] = str(cached)
@@ -140,6 +142,8 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
         debug = compile_options.executable_build_options.debug_options
         debug.xla_dump_to = str(folder)
         debug.xla_dump_hlo_as_text = True
+        if passes:
+            debug.xla_dump_hlo_pass_re = ".*"
         record["folder"] = str(folder)
         if cache is not None and key:
             record["cache"] = str(cache)  # where filing keeps the dump once compiled

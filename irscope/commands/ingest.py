@@ -24,6 +24,10 @@ def add_parser(subparsers) -> None:
                         help="run folder (an existing run is added to; default: a new run "
                              "under ./.irscope/runs)")
     parser.add_argument("--name", help="run name (default: the first path's name)")
+    parser.add_argument("--passes", action="store_true",
+                        help="split MLIR pass dumps (MLIR_ENABLE_DUMP with MLIR_DUMP_PATH) by "
+                             "kernel and file each pass into its Triton unit (`irscope passes`); "
+                             "XLA dumps' pass files are filed pass by pass either way")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
@@ -38,6 +42,30 @@ def _target(args) -> Path:
         return locate_run(args.output)  # a run name or prefix under ./.irscope/runs
     except Exception:
         return output
+
+
+def _pass_dumps(paths: list[str]) -> tuple[list[str], list[Path]]:
+    """The paths without the MLIR pass dump files among them, and those files."""
+    from irscope.parsers import mlir_passes
+
+    others, dumps = [], []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                head = handle.read(4096)
+        except OSError:  # a folder, or unreadable: ingest says which
+            head = ""
+        (dumps if head and mlir_passes.sniff(head) else others).append(path)
+    return others, [Path(p) for p in dumps]
+
+
+def _file_pass_dumps(run_, dumps: list[Path], report) -> None:
+    from irscope.ingest.passes import file_triton_dump
+
+    for dump in dumps:
+        report.warnings.extend(file_triton_dump(run_, dump))
+        report.sources.append((str(dump), "mlir_pass_dump"))
+        report.artifacts += 1
 
 
 def run(args) -> int:
@@ -61,8 +89,10 @@ def run(args) -> int:
             earlier = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) \
                 else []
             run_.update_meta({"ingests": [*earlier, this]})
+            paths, dumps = _pass_dumps(args.paths) if args.passes else (args.paths, [])
             with progress("ingesting") as bar:
-                report = ingest(run_, args.paths, progress=bar)
+                report = ingest(run_, paths, progress=bar)
+            _file_pass_dumps(run_, dumps, report)
             this.update(ended=environment.now(), exit_status=0 if report.ingested else 1,
                         artifacts=report.artifacts)
             finished = {"ingests": [*earlier, this],

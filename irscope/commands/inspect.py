@@ -39,6 +39,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-dump-cache", action="store_true",
                    help="neither read nor fill irscope's cache of XLA dumps (kept under "
                         "$IRSCOPE_CACHE_DIR, default ~/.cache/irscope): XLA dumps every compile")
+    p.add_argument("--passes", action="store_true",
+                   help="also keep the IR after every compiler pass that changed it: Triton's "
+                        "MLIR passes (kernels compile again, bypassing Triton's cache) and "
+                        "XLA's HLO passes (see `irscope passes RUN UNIT`)")
     p.add_argument("--keep-staging", action="store_true",
                    help="keep the raw collection folder <run>/staging after filing it")
     p.add_argument("--nproc", type=int, default=1, metavar="N",
@@ -96,6 +100,7 @@ def run(args) -> int:
         "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
         "per_rank": launcher or args.nproc > 1})
     env = {**os.environ, **session.env()}
+    pass_dump = _pass_env(env) if args.passes else None
     if launcher:
         children = [(target, {**env, **launch.launcher_env(session.staging, config, env)})]
     else:
@@ -112,6 +117,8 @@ def run(args) -> int:
     try:
         with _late_progress("filing the run") as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar)
+        if pass_dump:
+            _file_passes(session.run, pass_dump)
     except Exception as exc:  # noqa: BLE001  a full disk, an unwritable run: said in one line
         return _unfiled(session, status, exc)
     try:
@@ -119,6 +126,32 @@ def run(args) -> int:
     finally:
         session.close()
     return int(status["exit_status"])
+
+
+def _pass_env(env: dict[str, str]) -> Path:
+    """Ask the child for pass dumps (``--passes``): XLA's through ``IRSCOPE_PASSES``, Triton's
+    MLIR dump into one file (its processes append to it); returns that file."""
+    import tempfile
+
+    dump = Path(tempfile.mkdtemp(prefix="irscope-passes-")) / "triton.mlir-passes.log"
+    env.update(IRSCOPE_PASSES="1", MLIR_ENABLE_DUMP="1", MLIR_DUMP_PATH=str(dump),
+               TRITON_ALWAYS_COMPILE="1")
+    return dump
+
+
+def _file_passes(run, dump: Path) -> None:
+    """File the Triton kernels' passes into their units, then remove the dump."""
+    import shutil
+
+    from irscope.console import warn
+    from irscope.ingest.passes import file_triton_dump
+
+    try:
+        if dump.is_file() and dump.stat().st_size:
+            for problem in file_triton_dump(run, dump):
+                warn(problem)
+    finally:
+        shutil.rmtree(dump.parent, ignore_errors=True)
 
 
 def _script_name(target: list[str]) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -142,3 +143,48 @@ def read_lines(path: Path) -> Iterable[str]:
 def kept_bytes(writer: Writer, unit_id: int) -> int:
     """Bytes of pass IR the unit already holds (the cap counts across its pipelines)."""
     return sum(s.size for s in writer.run.stages(unit_id) if s.kind == PASS_IR)
+
+
+# `tt.func public @add_kernel(` : the kernel a Triton pass dump compiles
+TT_FUNC = re.compile(r"^\s*tt\.func (?:public |private )?@([\w$.]+)", re.M)
+
+
+def file_triton_dump(run, path: str | Path) -> list[str]:
+    """File a dump holding the pipelines of many Triton kernels (``MLIR_DUMP_PATH`` of a whole
+    process) into their units: a kernel's pipeline starts at the first snapshot with no
+    TritonGPU or LLVM op after one with LLVM ops. A kernel joins the Triton unit of its name
+    that has no passes yet, else a unit of its own. Returns the problems found."""
+    problems: list[str] = []
+    found: list[Diagnostic] = []
+    filer: PipelineFiler | None = None
+    lowered = True
+    with run.transaction() as writer:
+        for snap in mlir_passes.split(read_lines(Path(path)), found):
+            if any(d.severity == "error" and d.line == snap.line for d in found):
+                break
+            is_ttir = "tt.func" in snap.text and "ttg." not in snap.text \
+                and "llvm.func" not in snap.text
+            if filer is None or (is_ttir and lowered):
+                if filer is not None:
+                    filer.finish()
+                filer = _kernel_filer(writer, snap.text, str(path))
+                lowered = False
+            lowered = lowered or "llvm.func" in snap.text
+            filer.snapshot(snap.when, snap.name, snap.text, snap.argument, snap.scope)
+        if filer is not None:
+            filer.diagnostics[:0] = [d for d in found if d.severity != "info"]
+            filer.finish()
+    problems += [f"{path}: {d.message}" for d in found if d.severity != "info"]
+    return problems
+
+
+def _kernel_filer(writer: Writer, text: str, origin: str) -> PipelineFiler:
+    match = TT_FUNC.search(text)
+    kernel = match.group(1) if match else "kernel"
+    run = writer.run
+    named = [u for u in run.units("triton") if u.name.split("[")[0] == kernel]
+    fresh = [u for u in named if not any(s.kind == PASS_LIST for s in run.stages(u.id))]
+    unit_id = fresh[0].id if fresh else writer.add_unit(
+        kernel if not named else f"{kernel} (passes {len(named) + 1})", "triton",
+        attrs={"pass_dump": origin})
+    return PipelineFiler(writer, unit_id, "triton", "mlir", origin, kept_bytes(writer, unit_id))

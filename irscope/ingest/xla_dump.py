@@ -5,7 +5,9 @@
     module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llir
     module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llir
 
-Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile,
+HLO after each pass (``--xla_dump_hlo_pass_re``, ``0005.simplification.after_algsimp...``) and
+the emitters' MLIR pass logs (``*.mlir-passes.log``, ``*.triton-to-llvm.txt``) are filed pass
+by pass (``irscope.ingest.passes``). Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile,
 ``ptx · fusion.12``: the kernel the file defines, mapped back to the HLO instruction of
 that name (kernel names are HLO names with ``.`` made ``_``). Other files of the module are
 kept as text stages named by their suffix.
@@ -17,6 +19,7 @@ its number, and each becomes a unit of its own.
 
 from __future__ import annotations
 
+import io
 import itertools
 import re
 from collections import defaultdict
@@ -26,6 +29,8 @@ from pathlib import Path
 
 from irscope.errors import InputError
 from irscope.files import read_bytes
+from irscope.ingest.passes import PipelineFiler, file_mlir_dump, kept_bytes
+from irscope.parsers import mlir_passes
 from irscope.store import Writer
 
 # module_0001.jit_mlp.before_optimizations.txt
@@ -69,6 +74,14 @@ LLVM_EXTERNAL = re.compile(rb"^define(?![^@\n]*\b(?:internal|private)\b)[^@\n]*@
 HLO_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.-]+)\s+=\s", re.M)
 # characters XLA replaces with "_" in a kernel's name
 UNSAFE_IN_KERNEL_NAME = re.compile(r"[^\w$]")
+# HLO after a pass that changed it (--xla_dump_hlo_pass_re), numbered in pass order:
+# 0005.simplification.after_algsimp.before_reshape-mover.txt
+HLO_PASS_FILE = re.compile(r"^(?P<seq>\d{4})\.(?P<pipeline>[^.]+)\.after_(?P<name>[^.]+)"
+                           r"(?:\.before_[^.]+)?\.txt$")
+# MLIR pass logs of XLA's GPU emitters: loop_add_fusion.mlir-passes.log,
+# gemm_fusion_dot_general_2.triton-to-llvm.txt, fusion.12.xtile-to-triton.txt
+MLIR_PASS_LOG = re.compile(r"\.(?:mlir-passes\.log|triton-to-llvm\.txt|xtile-to-triton\.txt"
+                           r"|canonicalize-cse\.txt)$")
 
 
 @dataclass(frozen=True)
@@ -166,6 +179,8 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
         unit = writer.add_unit(unit_name, "jax", attrs={"xla_dump": folder,
                                                         "xla_module": number})
         namer = EmitterNames(members)
+        members, hlo_passes = _split_hlo_passes(members)
+        stored += _file_hlo_passes(writer, unit, hlo_passes, report)
         for suffix, file in sorted(members, key=lambda item: natural_key(item[0])):
             try:
                 data = file.read()
@@ -173,6 +188,9 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
                 reason = getattr(exc, "strerror", None) or str(exc).removeprefix(
                     f"{file.origin}: ")
                 report.skipped.append((file.origin, f"unreadable ({reason})"))
+                continue
+            if MLIR_PASS_LOG.search(suffix) and _file_pass_log(writer, unit, suffix, data, file):
+                stored += 1
                 continue
             kind = next((k for pattern, k in SUFFIX_KINDS if pattern.search(suffix)), "text")
             if kind == "text" and b"\0" in data[:4096]:
@@ -184,6 +202,42 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
             stored += 1
         report.sources.append((f"{folder}/module_*.{name}.*", "xla_dump"))
     return stored
+
+
+def _split_hlo_passes(members: list[tuple[str, DumpFile]]):
+    """The module's files, and apart from them its HLO pass files in pass order."""
+    passes = sorted(((m, suffix, file) for suffix, file in members
+                     if (m := HLO_PASS_FILE.match(suffix))), key=lambda item: item[0]["seq"])
+    taken = {id(file) for _, _, file in passes}
+    return [(s, f) for s, f in members if id(f) not in taken], passes
+
+
+def _file_hlo_passes(writer: Writer, unit: int, passes, report) -> int:
+    """File the HLO after each pass as the unit's ``hlo`` pipeline, one file read at a time."""
+    if not passes:
+        return 0
+    filer = PipelineFiler(writer, unit, "hlo", "hlo", passes[0][2].folder, kept_bytes(writer, unit))
+    for match, _suffix, file in passes:
+        try:
+            text = file.read().decode("utf-8", "replace")
+        except (OSError, InputError) as exc:
+            report.skipped.append((file.origin, f"unreadable ({getattr(exc, 'strerror', exc)})"))
+            continue
+        name = match["name"] if match["name"] != "pipeline-start" else f"{match['pipeline']} start"
+        filer.snapshot("after", name, text, argument=match["pipeline"])
+    filer.finish()
+    return len(passes)
+
+
+def _file_pass_log(writer: Writer, unit: int, suffix: str, data: bytes, file: DumpFile) -> bool:
+    """File an emitter's MLIR pass log pass by pass (False: it is not one, keep it as text)."""
+    text = data.decode("utf-8", "replace")
+    if not mlir_passes.sniff(text):
+        return False
+    pipeline = MLIR_PASS_LOG.sub(lambda m: " · " + m.group(0).split(".")[1], suffix)
+    file_mlir_dump(writer, unit, pipeline, io.StringIO(text), file.origin,
+                   kept_bytes(writer, unit))
+    return True
 
 
 def natural_key(suffix: str) -> list:
