@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # On a CUDA machine: `irscope inspect` against plain python, cold then warm caches, on GPT-2
 # (12 layers, forward + backward) and a flax/optax training step; then the run's roll-ups
-# against independent counts. Prints one line per measurement.
-#   bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
+# against independent counts and warm against cold. Prints one line per measurement.
+#   ROUNDS=2 bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
+# Arms, in an order that turns each round: `plain` (python as the user runs it), `plain-1t`
+# (python with TORCHINDUCTOR_COMPILE_THREADS=1, as irscope runs Inductor where a GPU is
+# visible, so that Triton compiles stay in the hooked process) and `irscope`. Each arm keeps its
+# own caches, emptied before its cold run, so every arm sees the same cache state.
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 workloads=${*:-gpt2 jax}
+rounds=${ROUNDS:-1}
 command_for() {
   case $1 in
     gpt2) echo "$here/workloads/gpt2_train.py --layers 12 --steps 2" ;;
@@ -17,22 +22,30 @@ command_for() {
 timed() {  # label command...
   local start rc
   start=$(date +%s%N); "${@:2}" > "$out/$1.log" 2>&1; rc=$?
-  echo "$1 $(( ($(date +%s%N) - start) / 1000000 )) ms (exit $rc)"
+  echo "$1 $(( ($(date +%s%N) - start) / 1000000 )) ms (exit $rc)" | tee -a "$out/times.txt"
+}
+run_arm() {  # workload arm round
+  local w=$1 arm=$2 r=$3 cmd state
+  cmd=$(command_for "$w")
+  export TORCHINDUCTOR_CACHE_DIR=/tmp/bench-$w-$arm/inductor TRITON_CACHE_DIR=/tmp/bench-$w-$arm/triton
+  export JAX_COMPILATION_CACHE_DIR=/tmp/bench-$w-$arm/jax IRSCOPE_CACHE_DIR=/tmp/bench-$w-$arm/irscope
+  rm -rf /tmp/bench-$w-$arm
+  for state in cold warm; do
+    case $arm in
+      plain) timed "$w-$arm-$state-r$r" python3 $cmd ;;
+      plain-1t) TORCHINDUCTOR_COMPILE_THREADS=1 timed "$w-$arm-$state-r$r" python3 $cmd ;;
+      irscope)
+        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$out/$w-$state" --name "$w-$state" $cmd
+        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'))" "$out/$w-$state/run.json" 2>/dev/null ;;
+    esac
+  done
 }
 for w in $workloads; do
-  cmd=$(command_for "$w")
-  for cache in plain irscope; do  # each mode its own caches, so both see the same state
-    export TORCHINDUCTOR_CACHE_DIR=/tmp/bench-$w-$cache/inductor TRITON_CACHE_DIR=/tmp/bench-$w-$cache/triton
-    export JAX_COMPILATION_CACHE_DIR=/tmp/bench-$w-$cache/jax IRSCOPE_CACHE_DIR=/tmp/bench-$w-$cache/irscope
-    rm -rf /tmp/bench-$w-$cache
-    for state in cold warm; do
-      if [ $cache = plain ]; then
-        timed "$w-$cache-$state" python3 $cmd
-      else
-        timed "$w-$cache-$state" python3 -m irscope inspect --replace -o "$out/$w-$state" --name "$w-$state" $cmd
-        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'units', m.get('units'))" "$out/$w-$state/run.json" 2>/dev/null
-      fi
-    done
+  arms="plain plain-1t irscope"
+  [ "$w" = jax ] && arms="plain irscope"
+  for r in $(seq 1 "$rounds"); do
+    for arm in $arms; do run_arm "$w" "$arm" "$r"; done
+    arms="$(echo $arms | cut -d' ' -f2-) $(echo $arms | cut -d' ' -f1)"  # the next round starts with the next arm
   done
 done
 for w in $workloads; do
