@@ -87,7 +87,7 @@ def main() -> int:
     for unit, truth in zip(kernels, truths):
         (kernel,) = by_id[unit.id].kernels
         stages = {s.kind: s for s in run.stages(unit.id)}
-        sass = run.parsed(stages["sass"])["totals"]["instructions"]
+        sass = run.parsed(stages["sass"]).totals["instructions"]
         have = (kernel.registers, kernel.shared_static_bytes, kernel.spill_store_bytes,
                 kernel.spill_load_bytes, kernel.stack_frame_bytes, sass)
         if have != truth:

@@ -47,9 +47,8 @@ def rank_units(run: Run) -> list[RankUnit]:
                 parsed = run.parsed(stage)
             except Exception:  # noqa: BLE001  unreadable output code: compared as unknown
                 continue
-            kernels += [str(k.get("name")) for k in parsed.get("kernels") or ()]
-            if isinstance(parsed.get("kernels_launched"), int):
-                launched = (launched or 0) + parsed["kernels_launched"]
+            kernels += [k.name for k in parsed.kernels]
+            launched = (launched or 0) + parsed.kernels_launched
         out.append(RankUnit(
             rank=unit_rank(unit), framework=unit.framework, name=split_rank(unit.name)[0],
             graph=process_neutral_digest(run.read_text(s) for s in graphs) if graphs else None,

@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from irscope.errors import RunError
+from irscope.parsers import registry
+from irscope.parsers.base import ParseResult, to_jsonable
 
 # 3: blobs compressed; 2: small blobs inside the index (blob_data); 1: every blob a file
 SCHEMA_VERSION = 3
@@ -662,23 +664,22 @@ class Run:
                 for r in rows]
 
     # -- parsed statistics, cached ---------------------------------------------------
-    def parsed(self, stage: Stage) -> dict[str, Any]:
-        """The parser's JSON for a stage, from the cache when the blob was parsed before."""
-        from irscope.parsers import registry
-
+    def parsed(self, stage: Stage) -> ParseResult:
+        """The parser's frozen result for a stage, rebuilt from the cache when the blob was
+        parsed before (the cache holds ``to_jsonable(result)``, every field)."""
         version = registry.parser_version(stage.kind)
         row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
                               (stage.blob, stage.kind, version)).fetchone()
         cached = _json_object(row[0]) if row else None
         if cached:
-            return cached
-        data = registry.parse(stage.kind, self.read_text(stage)).to_json()
+            return registry.from_json(stage.kind, cached)
+        result = registry.parse(stage.kind, self.read_text(stage))
         if self.read_only:
-            return data
-        row = (stage.blob, stage.kind, version, json.dumps(data))
+            return result
+        row = (stage.blob, stage.kind, version, json.dumps(to_jsonable(result)))
         if self.db.in_transaction:  # inside a writer's transaction: cached with its writes
             self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
-            return data
+            return result
         try:
             self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
             self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
@@ -686,7 +687,7 @@ class Run:
             pass  # read-only or busy run: the figures are still right, just not cached
         finally:
             self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
-        return data
+        return result
 
 
 class Writer:
@@ -758,8 +759,6 @@ class Writer:
 
         A stage of the same kind and name on that unit is replaced.
         """
-        from irscope.parsers import registry
-
         if isinstance(data, BlobRef):
             blob, size = data.blob, data.size
         else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from irscope.run_figures import read_run_figures
@@ -24,7 +25,7 @@ def summarize(run: Run) -> dict[str, Any]:
     ptx, sass = Counter(), Counter()
     for stage in run.stages():
         if stage.kind in ("ptx", "sass"):
-            (ptx if stage.kind == "ptx" else sass).update(_parsed(run, stage).get("histogram", {}))
+            (ptx if stage.kind == "ptx" else sass).update(_histogram(run, stage))
     launched = [{"graph": graph.name, "role": code.role, "output_code": code.stage,
                  "kernels_launched": code.kernels_launched}
                 for graph in figures.graphs for code in graph.output_codes]
@@ -56,10 +57,10 @@ def summarize(run: Run) -> dict[str, Any]:
     }
 
 
-def _parsed(run: Run, stage) -> dict[str, Any]:
+def _histogram(run: Run, stage) -> Mapping[str, int]:
     try:
-        return run.parsed(stage)
-    except Exception:  # a parser not available or failing must not hide the rest
+        return run.parsed(stage).histogram
+    except Exception:  # an unreadable stage must not hide the rest
         return {}
 
 

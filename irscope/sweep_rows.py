@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from irscope.parsers.base import ParseResult
 from irscope.store import Run, Unit
 from irscope.sweep import Config, check_limits
+
+if TYPE_CHECKING:
+    from irscope.parsers.ptx import PtxLoop, PtxModule
 
 # (row key, column title) of the figures the comparison table shows, in order. Main-loop
 # bytes are per iteration for the whole program (per-thread PTX estimate x threads).
@@ -142,35 +146,32 @@ def varying_settings(rows: Sequence[dict[str, Any]]) -> list[str]:
     return [n for n in names if len({repr(r["config"].get(n)) for r in rows}) > 1] or names
 
 
-def main_loop(parsed: dict[str, Any] | None) -> dict[str, Any] | None:
+def main_loop(parsed: PtxModule | None) -> PtxLoop | None:
     """The innermost, then largest, loop the PTX parser found: the kernel's hot loop."""
-    if not parsed:
-        return None
-    loops = [loop for kernel in parsed.get("kernels") or [] for loop in kernel.get("loops") or []]
-    loops = loops or list(parsed.get("loops") or [])
+    loops = [loop for kernel in parsed.kernels for loop in kernel.loops] if parsed else []
     if not loops:
         return None
-    return max(loops, key=lambda l: (l.get("depth", 0), sum((l.get("histogram") or {}).values())))
+    return max(loops, key=lambda loop: (loop.depth, sum(loop.histogram.values())))
 
 
-def loop_estimates(loop: dict[str, Any]) -> dict[str, int]:
+def loop_estimates(loop: PtxLoop) -> dict[str, int]:
     """Per-thread global bytes and tensor-core ops of one iteration of a parsed PTX loop."""
     from irscope.parsers import ptx_ops
 
-    return ptx_ops.estimates(loop.get("histogram") or {})
+    return ptx_ops.estimates(loop.histogram)
 
 
-def tensor_core_ops(parsed: dict[str, Any] | None) -> int | None:
+def tensor_core_ops(parsed: ParseResult | None) -> int | None:
     """Tensor-core instructions (mma, wgmma, tcgen05.mma) in a parsed PTX or SASS stage."""
-    if not parsed:
+    if parsed is None:
         return None
-    if "tensor_core" in (parsed.get("totals") or {}):
-        return parsed["totals"]["tensor_core"]
-    return sum(n for op, n in (parsed.get("histogram") or {}).items()
+    if "tensor_core" in parsed.totals:
+        return parsed.totals["tensor_core"]
+    return sum(n for op, n in parsed.histogram.items()
                if op.startswith(TENSOR_CORE_OPS) or op == "mma")
 
 
-def _parsed(run: Run, unit: Unit, kind: str) -> dict[str, Any] | None:
+def _parsed(run: Run, unit: Unit, kind: str) -> ParseResult | None:
     stages = [s for s in run.stages(unit.id) if s.kind == kind]
     try:
         return run.parsed(stages[0]) if stages else None
@@ -191,8 +192,8 @@ def _times(per_thread: int | None, threads: int) -> int | None:
     return None if per_thread is None else per_thread * threads
 
 
-def _total(parsed: dict[str, Any] | None, key: str):
-    return ((parsed or {}).get("totals") or {}).get(key)
+def _total(parsed: ParseResult | None, key: str):
+    return parsed.totals.get(key) if parsed else None
 
 
 def _flat_resources(resources: Any) -> dict[str, int]:

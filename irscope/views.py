@@ -12,10 +12,15 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from irscope.parsers import registry
+from irscope.parsers.base import ParseResult
 from irscope.store import Run, Stage, Unit
+
+if TYPE_CHECKING:
+    from irscope.parsers.fx_graph import FxGraph
+    from irscope.parsers.inductor import OutputCode
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
 HISTOGRAM_MODES = ("opcode", "op", "category")
@@ -110,14 +115,15 @@ def stage_title(stage: Stage) -> str:
     return title if stage.name == stage.kind else f"{title} ({stage.name})"
 
 
-def badges(parsed_by_kind: Mapping[str, Mapping[str, Any]], figures=None) -> Badges:
+def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None) -> Badges:
     """Badges of a unit: its roll-up figures (irscope.analysis.figures.UnitFigures) where it
     has them (kernels over every output code, registers and ptxas's spills), else what the
     lowest-level parsed stage knows."""
     def pick(key: str) -> int | None:
         for kind in ("sass", "ptx", "llir", "ttgir", "ttir", "inductor_output_code",
                      "hlo_after_opt", "stablehlo", "jaxpr", "fx_graph"):
-            value = (parsed_by_kind.get(kind) or {}).get("totals", {}).get(key)
+            parsed = parsed_by_kind.get(kind)
+            value = parsed.totals.get(key) if parsed is not None else None
             if isinstance(value, (int, float)) and value:
                 return int(value)
         return None
@@ -129,14 +135,14 @@ def badges(parsed_by_kind: Mapping[str, Mapping[str, Any]], figures=None) -> Bad
                   registers or pick("registers"), spills or None)
 
 
-def histogram(parsed: Mapping[str, Any], mode: str) -> dict[str, int]:
+def histogram(parsed: ParseResult, mode: str) -> dict[str, int]:
     """The histogram to draw: per opcode, per base op (before the first '.'), or per category."""
     if mode == "category":
-        return dict(parsed.get("categories") or {})
-    hist = dict(parsed.get("histogram") or {})
+        return dict(getattr(parsed, "categories", {}))
+    hist = dict(parsed.histogram)
     if mode == "op":
-        if parsed.get("ops"):
-            return dict(parsed["ops"])
+        if getattr(parsed, "ops", None):
+            return dict(parsed.ops)
         merged: dict[str, int] = defaultdict(int)
         for name, count in hist.items():
             merged[name.split(".")[0] if not name.startswith(".") else name] += count
@@ -195,11 +201,11 @@ def normal_key(key: str) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def line_locations(kind: str, text: str, parsed: Mapping[str, Any] | None = None
+def line_locations(kind: str, text: str, parsed: ParseResult | None = None
                    ) -> LineLocations:
     """Source locations of every line of a stage, as its parser read them from the IR.
 
-    ``parsed`` is the parser's JSON for ``text`` (``run.parsed(stage)``, cached in the run);
+    ``parsed`` is the parser's result for ``text`` (``run.parsed(stage)``, cached in the run);
     without it the text is parsed here.
     """
     lines = text.splitlines()
@@ -210,7 +216,7 @@ def line_locations(kind: str, text: str, parsed: Mapping[str, Any] | None = None
         by_line = {line: {where} for line, where in ptx.locations(text).items()}
     else:
         if parsed is None:
-            parsed = registry.parse(kind, text).to_json() if module else {}
+            parsed = registry.parse(kind, text)
         by_line = _PARSED_READERS.get(module, _file_lines)(parsed)
     per_line = tuple(frozenset(by_line.get(number, ())) for number in range(1, len(lines) + 1))
     index: dict[str, list[int]] = defaultdict(list)
@@ -220,24 +226,23 @@ def line_locations(kind: str, text: str, parsed: Mapping[str, Any] | None = None
     return LineLocations(per_line, {k: tuple(v) for k, v in index.items()})
 
 
-def _file_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+def _file_lines(parsed: ParseResult) -> dict[int, set[str]]:
     """1-based line -> {"file:line"} from a result's `locations` (MLIR, LLVM IR, HLO, SASS)."""
-    return {int(line): {where} for line, where in (parsed.get("locations") or {}).items()}
+    return {line: {where} for line, where in getattr(parsed, "locations", {}).items()}
 
 
-def _fx_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+def _fx_lines(parsed: FxGraph) -> dict[int, set[str]]:
     """An FX graph's `# File:` lines, and its node lines with their location and node name."""
-    by_line = {int(line): {where} for line, where in (parsed.get("line_locations") or {}).items()}
-    for node in parsed.get("locations") or ():
-        if node.get("graph_line"):
-            by_line.setdefault(node["graph_line"], set()).add(f"node {node['node']}")
+    by_line = {line: {where} for line, where in parsed.line_locations.items()}
+    for node in parsed.locations:
+        if node.graph_line:
+            by_line.setdefault(node.graph_line, set()).add(f"node {node.node}")
     return by_line
 
 
-def _inductor_lines(parsed: Mapping[str, Any]) -> dict[int, set[str]]:
+def _inductor_lines(parsed: OutputCode) -> dict[int, set[str]]:
     """Output code lines with the FX nodes they were generated from (no file lines of its own)."""
-    return {int(line): {f"node {name}" for name in names}
-            for line, names in (parsed.get("line_nodes") or {}).items()}
+    return {line: {f"node {name}" for name in names} for line, names in parsed.line_nodes.items()}
 
 
 _PARSED_READERS = {"fx_graph": _fx_lines, "inductor": _inductor_lines}

@@ -7,10 +7,14 @@ import functools
 import gc
 import re
 import threading
+import types
+import typing
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+
+_Result = TypeVar("_Result", bound="ParseResult")
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,12 @@ class ParseResult:
         """Plain JSON-able dict of every field (dataclasses, tuples and mappings expanded)."""
         return to_jsonable(self)
 
+    @classmethod
+    def from_json(cls: type[_Result], data: Mapping[str, Any]) -> _Result:
+        """The result ``to_jsonable(result)`` was made from, rebuilt from its type hints
+        (keys the class does not know are left out; missing ones take their defaults)."""
+        return from_jsonable(cls, data)
+
 
 def sorted_histogram(counts: Mapping[str, int] | Iterable[str]) -> dict[str, int]:
     """Histogram as a dict ordered by count (descending), then name, so output is stable."""
@@ -60,6 +70,46 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(to_jsonable(v) for v in value)
     return value
+
+
+def from_jsonable(hint: Any, value: Any) -> Any:
+    """``value`` (plain JSON) rebuilt as type ``hint``: frozen dataclasses and named tuples
+    field by field, tuples, sets and mappings (integer keys from their JSON strings),
+    ``X | None``; anything typed ``Any`` as it is."""
+    origin = typing.get_origin(hint)
+    if value is None or hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        options = [h for h in typing.get_args(hint) if h is not type(None)]
+        return value if len(options) != 1 else from_jsonable(options[0], value)
+    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
+        hints = _field_hints(hint)
+        return hint(**{name: from_jsonable(hints[name], value[name])
+                       for name in hints if name in value})
+    if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
+        hints = _field_hints(hint)  # a NamedTuple, written as a list of its fields
+        return hint(*(from_jsonable(hints[name], item) for name, item in zip(hint._fields, value)))
+    args = typing.get_args(hint)
+    if origin in (dict, Mapping, typing.Mapping) or hint in (dict, Mapping):
+        key, item = args or (Any, Any)
+        return {from_jsonable(key, k) if key is not int else int(k): from_jsonable(item, v)
+                for k, v in value.items()}
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_jsonable(args[0], v) for v in value)
+        return tuple(from_jsonable(h, v) for h, v in zip(args, value)) if args else tuple(value)
+    if origin in (list, set, frozenset):
+        return origin(from_jsonable(args[0] if args else Any, v) for v in value)
+    return value
+
+
+@functools.cache
+def _field_hints(cls: type) -> dict[str, Any]:
+    """Resolved field types of a dataclass or named tuple (string annotations evaluated)."""
+    hints = typing.get_type_hints(cls)
+    names = ([f.name for f in dataclasses.fields(cls) if f.init]
+             if dataclasses.is_dataclass(cls) else list(cls._fields))
+    return {name: hints[name] for name in names}
 
 
 _Parse = TypeVar("_Parse", bound=Callable[..., Any])

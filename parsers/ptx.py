@@ -18,7 +18,7 @@ from .ptx_listing import CollapsedLine, collapse, expand
 from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,
                       opcode_histogram, split_opcode, strip_block_comments)
 
-VERSION = 2
+VERSION = 3
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
            "CollapsedLine", "parse", "sniff", "summarize_ptx", "collapse", "expand", "cfg",
            "split_opcode", "kernel_text", "locations", "PtxLexer"]

@@ -41,9 +41,9 @@ def test_six_eager_ops_become_one_triton_kernel_on_the_gpu(gpu_run):
     run = gpu_run("torch_cuda")
     graph = next(u for u in run.units("torch") if u.name.endswith("complex_activation"))
     parsed = run.parsed(run.stage(graph, "inductor_output_code"))
-    assert parsed["totals"]["kernels_launched"] == 1
-    assert [k["backend"] for k in parsed["kernels"]] == ["triton"]
-    fused = set(parsed["kernels"][0]["fused_ops"])
+    assert parsed.totals["kernels_launched"] == 1
+    assert [k.backend for k in parsed.kernels] == ["triton"]
+    fused = set(parsed.kernels[0].fused_ops)
     assert {"tanh", "sigmoid", "exp", "mul", "relu", "add"} <= fused
 
 
@@ -52,7 +52,7 @@ def test_dead_matmul_is_gone_from_the_gpu_output_code(gpu_run):
     graph = next(u for u in run.units("torch") if u.name.endswith("mlp_dead_gate"))
     code = output_code(run, graph)
     parsed = run.parsed(run.stage(graph, "inductor_output_code"))
-    assert parsed["extern_calls"] == {"mm": 2} == {"mm": code.count("extern_kernels.mm(")}
+    assert parsed.extern_calls == {"mm": 2} == {"mm": code.count("extern_kernels.mm(")}
 
 
 @pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels"])
@@ -79,7 +79,7 @@ def test_hand_written_matmul_uses_hopper_tensor_cores(gpu_run):
     module = ptx.parse(run.read_text(run.stage(matmul, "ptx")))
     assert module.header.target.startswith("sm_90a") if hasattr(module, "header") else True
     assert any(op.startswith("wgmma") for op in module.histogram)
-    sass_ops = run.parsed(run.stage(matmul, "sass"))["histogram"]
+    sass_ops = run.parsed(run.stage(matmul, "sass")).histogram
     assert any(op.startswith("HGMMA") for op in sass_ops)
 
 
@@ -94,10 +94,10 @@ def test_jax_units_hold_every_stage_and_fusions(gpu_run):
         assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "ptx"} <= kinds
         after = run.parsed(run.stage(unit, "hlo_after_opt"))
         before = run.parsed(run.stage(unit, "hlo_before_opt"))
-        assert after["totals"]["entry_instructions"] < before["totals"]["entry_instructions"]
-        assert after["totals"]["fusions"] >= 1
+        assert after.totals["entry_instructions"] < before.totals["entry_instructions"]
+        assert after.totals["fusions"] >= 1
     dead = run.unit("jit_mlp_dead_gate")
-    jaxpr = run.parsed(run.stage(dead, "jaxpr"))["histogram"]
+    jaxpr = run.parsed(run.stage(dead, "jaxpr")).histogram
     assert jaxpr["dot_general"] == 3
     hlo = run.read_text(run.stage(dead, "hlo_after_opt"))
     # two GEMMs survive optimization (cuBLAS calls or Triton GEMM fusions), not three

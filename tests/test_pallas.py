@@ -80,9 +80,9 @@ def test_pallas_ttir_parses(pallas_run):
     kernel = run.unit_named("pallas", "scale_add_kernel")
     ttir = next(s for s in run.stages(kernel.id) if s.kind == "ttir")
     parsed = run.parsed(ttir)
-    assert not parsed.get("diagnostics"), parsed.get("diagnostics")
+    assert not parsed.diagnostics, parsed.diagnostics
     text = run.read_text(ttir)
-    assert parsed["histogram"].get("tt.load") == text.count("= tt.load") == 3
+    assert parsed.histogram.get("tt.load") == text.count("= tt.load") == 3
 
 
 @pytest.mark.gpu

@@ -117,7 +117,7 @@ def test_add_cubin_stores_sass_and_resources(tmp_path):
     assert resources["occupancy_limiter"] in ("warps", "registers") and 0 < resources["occupancy"] <= 1
     assert unit.attrs["num_warps"] == 4
     parsed = run.parsed(run.stage(unit, "sass"))
-    assert parsed["kernels"][0]["name"] == "add_kernel"
-    assert parsed["totals"]["instructions"] == len(NVDISASM_LINE.findall(
+    assert parsed.kernels[0].name == "add_kernel"
+    assert parsed.totals["instructions"] == len(NVDISASM_LINE.findall(
         run.read_text(run.stage(unit, "sass"))))
     assert sass.sniff(run.read_text(run.stage(unit, "sass"))) > 0.5

@@ -245,7 +245,7 @@ def test_parsed_figures_are_cached_by_blob(tmp_path, monkeypatch):
         w.add_stage(w.add_unit("b", "jax"), "hlo_after_opt", HLO)
     first, second = run.stages()
     figures = run.parsed(first)
-    assert figures["histogram"] == {"negate": 1, "parameter": 1}
+    assert figures.histogram == {"negate": 1, "parameter": 1}
 
     def no_parsing(kind, text):
         raise AssertionError("parsed again")

@@ -198,7 +198,7 @@ def test_sass_instruction_counts_equal_nvdisasm(any_run):
     parsed, cubins = [], []
     for unit in units:
         stages = {s.kind: s for s in any_run.stages(unit.id)}
-        parsed.append(any_run.parsed(stages["sass"])["totals"]["instructions"])
+        parsed.append(any_run.parsed(stages["sass"]).totals["instructions"])
         cubins.append(any_run.read_blob(stages["cubin"].blob))
     with ThreadPoolExecutor(max_workers=2) as pool:
         listings = pool.map(lambda cubin: run_tool("nvdisasm", ["-c"], cubin, ".cubin"), cubins)
@@ -211,14 +211,14 @@ def test_global_atomics_are_categorised(trust_run):
     sass = run.read_text(run.stage(unit, "sass"))
     atomics = len(re.findall(r"^\s*/\*[0-9a-f]+\*/\s+(?:@!?U?P\w+\s+)?(?:RED|REDG|ATOMG)\b",
                              sass, re.M))
-    assert atomics and run.parsed(run.stage(unit, "sass"))["categories"]["global_atomic"] \
+    assert atomics and run.parsed(run.stage(unit, "sass")).categories["global_atomic"] \
         == atomics
 
 
 def test_rotated_loop_of_a_runtime_trip_count_is_found(trust_run):
     run = trust_run[0]
     ptx = run.parsed(run.stage(run.unit("row_sum_kernel"), "ptx"))
-    loops = [loop for kernel in ptx["kernels"] for loop in kernel["loops"]]
+    loops = [loop for kernel in ptx.kernels for loop in kernel.loops]
     assert loops, "row_sum_kernel's `for start in range(0, n_cols, BLOCK)` is a loop"
 
 

@@ -168,7 +168,7 @@ async def test_compare_two_kernels_shows_histogram_difference(run_path):
         assert [s[0].id for s in screen.sides] == [left.id, right.id]
         viewers = [screen.query_one(f"#compare-{i}") for i in (0, 1)]
         assert all(v.lines for v in viewers) and viewers[0].lines != viewers[1].lines
-        hist = [dict(s[4].get("histogram") or {}) for s in screen.sides]
+        hist = [dict(s[4].histogram) for s in screen.sides]
         table = screen.query_one("#compare-diff")
         assert table.row_count == len(set(hist[0]) | set(hist[1]))
         await pilot.press("escape")
@@ -275,7 +275,7 @@ async def test_loop_view_lists_the_matmul_k_loop(run_path):
     async with app.run_test(size=SIZE) as pilot:
         await open_stage(app, pilot, "matmul_kernel", "ptx")
         await until(pilot, lambda: app.panel.parsed is not None)
-        loops = [loop for k in app.parsed["kernels"] for loop in k.get("loops", [])]
+        loops = [loop for k in app.parsed.kernels for loop in k.loops]
         assert loops, "the K loop of the matmul kernel"
         await pilot.press("o")
         assert isinstance(app.screen, LoopsScreen)

@@ -103,16 +103,16 @@ async def test_every_launched_kernel_is_an_option_in_the_panel(torch_run):
         code = await open_stage(app, pilot, "[3/0] post_norm_block", "inductor_output_code")
         await until(pilot, lambda: app.panel.parsed is not None)
         options = app.panel.query_one("#panel-launches")
-        assert options.option_count == len(app.parsed["launch_sequence"]) >= 2
+        assert options.option_count == len(app.parsed.launch_sequence) >= 2
         await pilot.press("P")
         assert app.focused is options
-        launches = app.parsed["launch_sequence"]
+        launches = app.parsed.launch_sequence
         await pilot.press("down", "enter")  # the first is an extern call (mm): no kernel
-        await until(pilot, lambda: app.viewer.cursor == launches[0]["line"] - 1)
+        await until(pilot, lambda: app.viewer.cursor == launches[0].line - 1)
         assert app.shown.id == code.id and app.focused is app.viewer
         await pilot.press("P", "down", "enter")  # the list keeps its highlight
         await until(pilot, lambda: app.shown.unit_id != code.unit_id)
-        assert base_name(app.units[app.shown.unit_id].name) == launches[1]["name"]
+        assert base_name(app.units[app.shown.unit_id].name) == launches[1].name
 
 
 @synchronous

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import subprocess
 import sys
@@ -11,6 +12,9 @@ from typing import Any
 import pytest
 
 from conftest import SAMPLES
+from irscope.parsers.base import ParseResult
+from irscope.parsers.ptx import PtxModule
+from irscope.parsers.sass import SassModule
 from irscope.store import Stage
 from irscope.analysis.figures import UnitFigures, kernel_figures
 from irscope.views import (Badges, badges, histogram, histogram_diff, line_locations,
@@ -178,18 +182,19 @@ def test_histogram_diff_covers_both_sides_largest_change_first():
 
 
 def test_histogram_modes():
-    parsed = {"histogram": {"ld.global.b32": 3, "ld.shared.b32": 2, "add.f32": 1},
-              "categories": {"memory": 5, "arith": 1}}
-    assert histogram(parsed, "opcode") == parsed["histogram"]
+    parsed = PtxModule("ptx", histogram={"ld.global.b32": 3, "ld.shared.b32": 2, "add.f32": 1},
+                       categories={"memory": 5, "arith": 1})
+    assert histogram(parsed, "opcode") == parsed.histogram
     assert histogram(parsed, "op") == {"ld": 5, "add": 1}
-    assert histogram(parsed, "category") == parsed["categories"]
-    assert histogram({**parsed, "ops": {"ld": 5}}, "op") == {"ld": 5}
+    assert histogram(parsed, "category") == parsed.categories
+    assert histogram(dataclasses.replace(parsed, ops={"ld": 5}), "op") == {"ld": 5}
+    assert histogram(ParseResult("jaxpr", histogram={"dot_general": 2}), "category") == {}
 
 
 def test_badges_prefer_the_lowest_stage_and_take_spills_from_ptxas():
-    parsed = {"ptx": {"totals": {"instructions": 150, "kernels": 1}},
-              "sass": {"totals": {"instructions": 200, "registers": 40, "local_store_bytes": 8,
-                                  "local_load_bytes": 8}}}
+    parsed = {"ptx": PtxModule("ptx", totals={"instructions": 150, "kernels": 1}),
+              "sass": SassModule("sass", totals={"instructions": 200, "registers": 40,
+                                                 "local_store_bytes": 8, "local_load_bytes": 8})}
     assert badges(parsed) == Badges(kernels=1, instructions=200, registers=40, spills=None)
     assert badges(parsed).text() == "200 ins 40 reg"  # local traffic is no spill
     kernel = kernel_figures("k", {"registers": 40, "spill_store_bytes": 2,

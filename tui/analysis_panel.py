@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
@@ -15,8 +15,12 @@ from textual.reactive import reactive
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
 from irscope.views import HISTOGRAM_MODES, compact, histogram
+
+if TYPE_CHECKING:
+    from irscope.parsers.inductor import Launch
 
 TOP_OPS = 24
 # Totals shown first, in this order, when the parser reports them.
@@ -73,22 +77,21 @@ def card_table(rows: tuple[tuple[str, str], ...]) -> Table:
     return table
 
 
-def listing(title: str, items: Any, describe, limit: int = 8) -> list[Text]:
+def listing(title: str, items: tuple, describe, limit: int = 8) -> list[Text]:
     """A titled list of a parser's records (fusions), or nothing when absent."""
-    if not isinstance(items, list) or not items:
+    if not items:
         return []
-    rows = [Text(describe(item) if isinstance(item, dict) else str(item), no_wrap=True,
-                 overflow="ellipsis") for item in items[:limit]]
+    rows = [Text(describe(item), no_wrap=True, overflow="ellipsis") for item in items[:limit]]
     if len(items) > limit:
         rows.append(Text(f"… {len(items) - limit} more", style="dim"))
     return [Text(""), Text(f"{title} ({len(items)})", style="bold"), *rows]
 
 
 class AnalysisPanel(VerticalScroll):
-    """Renders ``card`` (a kernel's facts) and ``parsed`` (the parser's JSON) in the histogram
+    """Renders ``card`` (a kernel's facts) and ``parsed`` (the parser's result) in the histogram
     ``mode``; every kernel launched is an option: enter follows it."""
 
-    parsed: reactive[dict[str, Any] | None] = reactive(None)
+    parsed: reactive[ParseResult | None] = reactive(None)
     mode: reactive[str] = reactive("opcode")
     title: reactive[str] = reactive("")
     card: reactive[tuple[tuple[str, str], ...]] = reactive(())
@@ -121,9 +124,8 @@ class AnalysisPanel(VerticalScroll):
         (launches if launches.display else self).focus()
 
     @property
-    def launches(self) -> list[dict[str, Any]]:
-        items = (self.parsed or {}).get("launch_sequence")
-        return [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    def launches(self) -> tuple[Launch, ...]:
+        return getattr(self.parsed, "launch_sequence", ())
 
     def _refresh_all(self) -> None:
         try:
@@ -143,7 +145,7 @@ class AnalysisPanel(VerticalScroll):
             launches.display = False
             body.update("")
             return
-        totals = parsed.get("totals") or {}
+        totals = parsed.totals
         if totals:
             parts += [Text(""), totals_table(totals)]
         items = self.launches
@@ -152,15 +154,13 @@ class AnalysisPanel(VerticalScroll):
                                      style="bold")]
         head.update(Group(*parts))
         launches.clear_options()
-        launches.add_options([Option(Text(f"{k.get('name', '?')}  {k.get('kind', '')}",
-                                          no_wrap=True, overflow="ellipsis"),
-                                     id=f"{i}:{k.get('line') or 0}:{k.get('name', '?')}")
+        launches.add_options([Option(Text(f"{k.name}  {k.kind}", no_wrap=True,
+                                          overflow="ellipsis"), id=f"{i}:{k.line}:{k.name}")
                               for i, k in enumerate(items)])
         launches.display = bool(items)
-        rest: list[Any] = listing("fusions", parsed.get("fusions"),
-                                  lambda f: f"{f.get('name', '?')}  {f.get('kind', '')}  "
-                                  + " ".join(f"{op}×{n}" for op, n in
-                                             (f.get("members") or {}).items()))
+        rest: list[Any] = listing("fusions", getattr(parsed, "fusions", ()),
+                                  lambda f: f"{f.name}  {f.kind}  "
+                                  + " ".join(f"{op}×{n}" for op, n in f.members.items()))
         hist = histogram(parsed, self.mode)
         heading = Text("histogram ", style="bold")
         for mode in HISTOGRAM_MODES:
@@ -168,11 +168,11 @@ class AnalysisPanel(VerticalScroll):
         rest += [Text(""), heading]
         rest.append(bar_rows(hist, width) if hist else
                     Text(f"no {self.mode} histogram for this stage", style="dim"))
-        diagnostics = parsed.get("diagnostics") or []
+        diagnostics = parsed.diagnostics
         if diagnostics:
             rest += [Text(""), Text(f"{len(diagnostics)} diagnostics", style="bold")]
             for diag in diagnostics[:5]:
-                rest.append(Text(f"{diag.get('line', 0)}: {diag.get('message', '')}",
+                rest.append(Text(f"{diag.line}: {diag.message}",
                                  style="dim", overflow="ellipsis", no_wrap=True))
         body.update(Group(*rest))
 

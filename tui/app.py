@@ -16,6 +16,7 @@ from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
+from irscope.parsers.base import Diagnostic, ParseResult
 from irscope.run_figures import read_run_figures, unit_figures_of
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
@@ -69,7 +70,7 @@ class IrscopeApp(App[None]):
         self.marked: Stage | None = None
         self.collapsed = False
         self.folded_spans: list[tuple[int, int]] = []  # collapsed line -> source lines
-        self.parsed: dict[str, Any] = {}
+        self.parsed: ParseResult | None = None
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
         # where following came from: stage, cursor line and the lines it had marked
@@ -365,14 +366,15 @@ class IrscopeApp(App[None]):
         """The error as the user needs it here: the run's path is already in the title."""
         return str(exc).removeprefix(f"{self.run_path}: ")
 
-    def _parse_quietly(self, run: Run, stage: Stage) -> dict[str, Any]:
-        """Parsed JSON, or a result naming the failure: one odd stage never stops the TUI."""
+    def _parse_quietly(self, run: Run, stage: Stage) -> ParseResult:
+        """The parser's result, or one naming the failure: one odd stage never stops the TUI."""
         try:
             return run.parsed(stage)
         except IrscopeError as exc:
-            return {"diagnostics": [{"line": 0, "message": self._without_run_path(exc)}]}
+            message = self._without_run_path(exc)
         except Exception as exc:  # a missing or failing parser module
-            return {"diagnostics": [{"line": 0, "message": f"no analysis: {exc}"}]}
+            message = f"no analysis: {exc}"
+        return ParseResult(stage.kind, diagnostics=(Diagnostic(0, message),))
 
     def _locations_of(self, run: Run, stage: Stage) -> LineLocations:
         if stage.kind == "python_source":
@@ -679,8 +681,8 @@ class IrscopeApp(App[None]):
         self._update_status()
 
     def action_loops(self) -> None:
-        kernels = self.parsed.get("kernels") if self.parsed else None
-        if self.current is None or not isinstance(kernels, list):
+        kernels = getattr(self.parsed, "kernels", None)
+        if self.current is None or getattr(self.parsed, "kind", None) != "ptx" or kernels is None:
             self.notify("no loop analysis for this stage", severity="warning")
             return
         self.push_screen(LoopsScreen(self._label(self.current), kernels))

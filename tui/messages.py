@@ -7,6 +7,7 @@ from typing import Any
 
 from textual.message import Message
 
+from irscope.parsers.base import ParseResult
 from irscope.store import Event, Relation, Stage
 from irscope.views import Badges, FrameworkGroup
 
@@ -50,10 +51,10 @@ class StageFailed(Message):
 
 @dataclass
 class AnalysisReady(Message):
-    """The parser's JSON for a stage."""
+    """The parser's result for a stage."""
 
     stage: Stage
-    parsed: dict[str, Any]
+    parsed: ParseResult
 
 
 @dataclass
@@ -78,7 +79,7 @@ class KernelChosen(Message):
 class CompareReady(Message):
     """Both sides of a comparison: titles, lines, lexers and parsed histograms."""
 
-    sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]]
+    sides: list[tuple[Stage, str, list[str], Any, ParseResult]]
     figures: tuple[str, ...] = ()  # the two units' figures where they differ
 
 

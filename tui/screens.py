@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,12 +14,16 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from irscope.parsers.base import ParseResult
 from irscope.store import Stage
 from irscope.tui.analysis_panel import bar_rows
 from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
 from irscope.views import (DiffLine, Problem, aligned_diff, histogram, histogram_diff,
                            stage_title)
+
+if TYPE_CHECKING:
+    from irscope.parsers.ptx import PtxKernel
 
 CLOSE = [Binding("escape", "dismiss", "Close", id="close"),
          Binding("q", "dismiss", "Close", show=False, id="close-q")]
@@ -81,7 +85,7 @@ class CompareScreen(Screen[None]):
 
     MARKERS = {"same": "  ", "changed": "~ ", "removed": "- ", "added": "+ "}
 
-    def __init__(self, sides: list[tuple[Stage, str, list[str], Any, dict[str, Any]]],
+    def __init__(self, sides: list[tuple[Stage, str, list[str], Any, ParseResult]],
                  figures: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.sides = sides
@@ -189,7 +193,7 @@ class LoopsScreen(ModalScreen[None]):
 
     BINDINGS = CLOSE
 
-    def __init__(self, title: str, kernels: list[dict[str, Any]]) -> None:
+    def __init__(self, title: str, kernels: tuple[PtxKernel, ...]) -> None:
         super().__init__()
         self.title_text, self.kernels = title, kernels
 
@@ -198,13 +202,12 @@ class LoopsScreen(ModalScreen[None]):
             yield Static(f"Loops in {self.title_text}  (escape closes)", classes="box-title")
             found = False
             for kernel in self.kernels:
-                for loop in kernel.get("loops") or []:
+                for loop in kernel.loops:
                     found = True
-                    head = (f"loop at {loop.get('head', '?')}  lines {loop.get('first_line')}"
-                            f"-{loop.get('last_line')}  depth {loop.get('depth')}  "
-                            f"{loop.get('instructions')} instructions")
-                    yield Static(Text(f"{kernel.get('name', '?')}  {head}", style="bold"))
-                    yield Static(bar_rows(dict(loop.get("histogram") or {}), 60, limit=10))
+                    head = (f"loop at {loop.head}  lines {loop.first_line}-{loop.last_line}  "
+                            f"depth {loop.depth}  {loop.instructions} instructions")
+                    yield Static(Text(f"{kernel.name}  {head}", style="bold"))
+                    yield Static(bar_rows(dict(loop.histogram), 60, limit=10))
             if not found:
                 yield Static("No loops found in this stage.")
 

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .occupancy import occupancy
+
+if TYPE_CHECKING:  # annotations only: the parser module loads on the first parse
+    from irscope.parsers.inductor import OutputCode
 
 ROLES = ("forward", "backward", "inference")
 EVENT_FIGURES = {"graph_break": "graph_breaks", "recompile": "recompiles",
@@ -126,10 +129,10 @@ class OutputCodeFigures:
         return self.role or self.stage
 
 
-def output_code_figures(stage_name: str, parsed: Mapping[str, Any]) -> OutputCodeFigures:
-    """From the output-code parser's result (as JSON)."""
-    totals = parsed.get("totals") or {}
-    role = parsed.get("role")
+def output_code_figures(stage_name: str, parsed: OutputCode) -> OutputCodeFigures:
+    """From the output-code parser's result."""
+    totals = parsed.totals
+    role = parsed.role
     return OutputCodeFigures(stage=stage_name, role=role if role in ROLES else None,
                              kernels_generated=_int(totals.get("kernels_generated")) or 0,
                              kernels_launched=_int(totals.get("kernels_launched")) or 0,
@@ -252,9 +255,9 @@ class RunFigures:
         return sum(1 for u in self.units if u.events.get("recompiles"))
 
 
-def unit_figures(unit, output_codes: Iterable[tuple[str, str, Mapping[str, Any]]],
+def unit_figures(unit, output_codes: Iterable[tuple[str, str, OutputCode]],
                  events: Mapping[str, int] = {}, launch_links: int = 0) -> UnitFigures:
-    """A unit's figures. ``output_codes``: (identity key, stage name, parsed JSON) of each
+    """A unit's figures. ``output_codes``: (identity key, stage name, parsed result) of each
     output-code stage; stages with a key seen before (another source of the same code) are
     counted once."""
     seen: set[str] = set()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from irscope.parsers.base import ParseResult
 from irscope.parsers.ptx import locations as ptx_locations
 
 from . import lint_text as text_of
@@ -69,11 +70,11 @@ class Finding:
 
 @dataclass(frozen=True)
 class StageInput:
-    """A stage as rules see it: kind, name, the parser's JSON and the text."""
+    """A stage as rules see it: kind, name, the parser's result and the text."""
 
     kind: str
     name: str
-    parsed: Mapping[str, Any]
+    parsed: ParseResult
     text: str
 
 
@@ -146,8 +147,8 @@ def _finding(rule: str, unit: LintInput, stage: StageInput | None, lines: Iterab
 
 def _sources(stage: StageInput | None, lines: Iterable[int]) -> list[str]:
     """User-code locations of ``lines`` of an MLIR stage (its parser's line -> file:line)."""
-    where = (stage.parsed.get("locations") or {}) if stage else {}
-    return [where.get(str(n)) for n in lines if where.get(str(n))]
+    where = stage.parsed.locations if stage else {}
+    return [where[n] for n in lines if where.get(n)]
 
 
 def _kernel_label(unit: LintInput, kernel: KernelFigures) -> str:
@@ -271,7 +272,7 @@ def _tensor_core_count(unit: LintInput) -> int | None:
     for kind in ("ptx", "sass"):
         stage = unit.stage(kind)
         if stage:
-            ops = stage.parsed.get("ops") or stage.parsed.get("histogram") or {}
+            ops = stage.parsed.ops or stage.parsed.histogram
             counts.append(sum(n for op, n in ops.items()
                               if op.split(".")[0] in TENSOR_CORE_OPS or op.startswith("wgmma")))
     return max(counts) if counts else None
@@ -305,7 +306,7 @@ def dot_mma_sync_on_hopper(unit: LintInput) -> Iterable[Finding]:
     if not mma or wgmma:
         return
     stage, dot_lines = _dots(unit)
-    target = ptx.parsed.get("target") or "sm_90"
+    target = ptx.parsed.target or "sm_90"
     yield _finding("dot_mma_sync_on_hopper", unit, ptx, mma,
                    f"dot lowered to {len(mma)} mma.sync (Ampere's warp-level MMA) and no wgmma "
                    f"on {target}: Hopper's warp-group MMA is left unused",
@@ -319,7 +320,7 @@ def dot_not_pipelined(unit: LintInput) -> Iterable[Finding]:
         return
     dots = text_of.op_lines(ttgir.text, DOT_OPS)
     looped = [n for n in dots if n in text_of.lines_in_loops(ttgir.text)]
-    histogram = ttgir.parsed.get("histogram") or {}
+    histogram = ttgir.parsed.histogram
     if not looped or any(histogram.get(op) for op in ASYNC_COPY_OPS):
         return
     loads = [n for n in text_of.op_lines(ttgir.text, ("tt.load",))
@@ -389,7 +390,7 @@ def unvectorized_access(unit: LintInput) -> Iterable[Finding]:
     if not ir or not ptx or not threads:
         return
     ir_lines = ir.text.splitlines()
-    where = ir.parsed.get("locations") or {}
+    where = ir.parsed.locations
     ptx_where = ptx_locations(ptx.text)
     scalar: dict[tuple[str | None, str], list[int]] = {}
     for n, opcode, vector in text_of.ptx_global_accesses(ptx.text):
@@ -400,7 +401,7 @@ def unvectorized_access(unit: LintInput) -> Iterable[Finding]:
     sources: list[str] = []
     for access in text_of.memory_accesses(ir.text):
         per_thread = _elements(ir_lines[access.line - 1]) // threads
-        source = where.get(str(access.line))
+        source = where.get(access.line)
         kind = "ld" if access.op == "tt.load" else "st"
         hits = scalar.get((source, kind), []) if source else []
         if access.contiguous and per_thread >= 2 and len(hits) >= 2:
@@ -440,19 +441,17 @@ def recompile(unit: LintInput) -> Iterable[Finding]:
 
 def extern_round_trip(unit: LintInput) -> Iterable[Finding]:
     for code in unit.stages_of("inductor_output_code"):
-        kinds = {k.get("name"): k.get("kind") for k in code.parsed.get("kernels") or ()
-                 if isinstance(k, Mapping)}
-        sequence = [s for s in code.parsed.get("launch_sequence") or () if isinstance(s, Mapping)]
+        kinds = {k.name: k.kind for k in code.parsed.kernels}
+        sequence = code.parsed.launch_sequence
         for first, second in zip(sequence, sequence[1:]):
-            kind = kinds.get(second.get("name"))
-            if first.get("kind") != "extern" or second.get("kind") != "kernel" or kind not in (
+            kind = kinds.get(second.name)
+            if first.kind != "extern" or second.kind != "kernel" or kind not in (
                     "pointwise", "cpp", None):
                 continue
-            yield _finding("extern_round_trip", unit, code,
-                           [first.get("line") or 0, second.get("line") or 0],
-                           f"extern {first.get('name')} writes its result to memory and "
-                           f"{second.get('name')} (pointwise) reads it back: an epilogue "
-                           f"Inductor could fuse into a Triton {first.get('name')} template",
+            yield _finding("extern_round_trip", unit, code, [first.line, second.line],
+                           f"extern {first.name} writes its result to memory and "
+                           f"{second.name} (pointwise) reads it back: an epilogue "
+                           f"Inductor could fuse into a Triton {first.name} template",
                            {"extern_calls": 1, "kernels": 1})
 
 
@@ -461,8 +460,7 @@ def xla_unfused_reduction(unit: LintInput) -> Iterable[Finding]:
     hlo = unit.stage("hlo_after_opt")
     if not hlo:
         return
-    reducing = {f.get("name") for f in hlo.parsed.get("fusions") or ()
-                if isinstance(f, Mapping) and (f.get("members") or {}).get("reduce")}
+    reducing = {f.name for f in hlo.parsed.fusions if f.members.get("reduce")}
     nodes = text_of.hlo_entry(hlo.text)
     for node in nodes.values():
         if node.opcode != "fusion":
@@ -483,22 +481,21 @@ def xla_unfused_reduction(unit: LintInput) -> Iterable[Finding]:
 def xla_thread_local_buffer(unit: LintInput,
                             limit: int = THREAD_LOCAL_LIMIT_BYTES) -> Iterable[Finding]:
     for stage in unit.stages_of("buffer_assignment"):
-        large = [a for a in stage.parsed.get("allocations") or () if isinstance(a, Mapping)
-                 and "thread-local" in (a.get("roles") or [a.get("role")])
-                 and (a.get("size") or 0) >= limit]
+        large = [a for a in stage.parsed.allocations
+                 if "thread-local" in (a.roles or (a.role,)) and a.size >= limit]
         if not large:
             continue
-        biggest = max(large, key=lambda a: a.get("size") or 0)
-        heads = {f"allocation {a.get('index')}:" for a in large}
+        biggest = max(large, key=lambda a: a.size)
+        heads = {f"allocation {a.index}:" for a in large}
         lines = [n for n, line in enumerate(stage.text.splitlines(), 1)
                  if line.split(":", 1)[0] + ":" in heads]
-        values = ", ".join(map(str, biggest.get("values") or ()))[:200]
+        values = ", ".join(biggest.values)[:200]
         yield _finding("xla_thread_local_buffer", unit, stage, lines,
                        f"{len(large)} thread-local allocation(s) of {limit} bytes or more, the "
-                       f"largest {biggest.get('size')} bytes ({values}): every thread keeps "
+                       f"largest {biggest.size} bytes ({values}): every thread keeps "
                        f"its own copy", {"allocations": len(large),
-                                         "largest_bytes": biggest.get("size") or 0,
-                                         "bytes": sum(a.get("size") or 0 for a in large)})
+                                         "largest_bytes": biggest.size,
+                                         "bytes": sum(a.size for a in large)})
 
 
 RULES: tuple[Rule, ...] = (

@@ -50,7 +50,7 @@ def load_side(spec: str, stages, unit_pattern):
         kind = registry.detect(text, path.name)
         if not registry.get(kind).module:
             raise InputError(f"{path}: neither a run, an irscope report nor a known artifact")
-        return report_from_parsed(path.name, kind, registry.parse(kind, text).to_json(),
+        return report_from_parsed(path.name, kind, registry.parse(kind, text),
                                   str(path))
     with Run.open(locate_run(spec)) as opened:
         return build_report(opened, stages, unit_pattern)

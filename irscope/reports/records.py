@@ -11,6 +11,7 @@ from typing import Any
 
 from irscope.analysis.figures import UnitFigures
 from irscope.parsers import registry
+from irscope.parsers.base import ParseResult
 from irscope.run_figures import read_run_figures
 from irscope.run_ranks import rank_totals
 from irscope.store import Run, Stage
@@ -135,36 +136,32 @@ def unit_selected(name: str, pattern: str | None) -> bool:
     return pattern in name
 
 
-def stage_record(kind: str, name: str, parsed: Mapping[str, Any], digest: str | None = None,
+def stage_record(kind: str, name: str, parsed: ParseResult | None, digest: str | None = None,
                  size: int | None = None) -> StageRecord:
-    """A stage record from a parser's JSON (missing fields stay missing, never zero)."""
-    totals = {k: v for k, v in (parsed.get("totals") or {}).items() if _is_number(v)}
-    kernels = parsed.get("kernels")
+    """A stage record from a parser's result (missing fields stay missing, never zero);
+    None for a stage no parser reads."""
+    parsed = parsed or ParseResult(kind)
     return StageRecord(
         kind=kind, name=name,
-        histogram={k: v for k, v in (parsed.get("histogram") or {}).items() if _is_number(v)},
-        totals=totals,
-        categories={k: v for k, v in (parsed.get("categories") or {}).items() if _is_number(v)},
-        kernels=tuple(_kernel_summary(k) for k in kernels if isinstance(k, Mapping))
-        if isinstance(kernels, list) else (),
-        diagnostics=len(parsed.get("diagnostics") or ()),
+        histogram={k: v for k, v in parsed.histogram.items() if _is_number(v)},
+        totals={k: v for k, v in parsed.totals.items() if _is_number(v)},
+        categories={k: v for k, v in getattr(parsed, "categories", {}).items() if _is_number(v)},
+        kernels=tuple(_kernel_summary(k) for k in getattr(parsed, "kernels", ())),
+        diagnostics=len(parsed.diagnostics),
         digest=digest, size=size,
     )
 
 
-def _kernel_summary(kernel: Mapping[str, Any]) -> dict[str, Any]:
-    """Name, kind, fused-op count and numeric figures of one kernel entry of a parser."""
-    out: dict[str, Any] = {"name": str(kernel.get("name", "?"))}
-    if isinstance(kernel.get("kind"), str):
-        out["kind"] = kernel["kind"]
-    fused = kernel.get("fused_ops")
-    if isinstance(fused, (list, tuple)):
-        out["fused_ops"] = len(fused)
-    elif _is_number(fused):
-        out["fused_ops"] = fused
+def _kernel_summary(kernel: Any) -> dict[str, Any]:
+    """Name, kind, fused-op count and numeric figures of one kernel of a parser's result."""
+    out: dict[str, Any] = {"name": kernel.name}
+    if isinstance(getattr(kernel, "kind", None), str):
+        out["kind"] = kernel.kind
+    if hasattr(kernel, "fused_ops"):
+        out["fused_ops"] = len(kernel.fused_ops)
     for key in ("registers", "spill_stores", "spill_loads", "shared_bytes", "instructions"):
-        if _is_number(kernel.get(key)):
-            out[key] = kernel[key]
+        if _is_number(getattr(kernel, key, None)):
+            out[key] = getattr(kernel, key)
     return out
 
 
@@ -209,7 +206,7 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
     units = []
     for unit, figures in zip(chosen, rollup.units):
         records = tuple(
-            stage_record(s.kind, s.name, run.parsed(s) if registry.get(s.kind).module else {},
+            stage_record(s.kind, s.name, run.parsed(s) if registry.get(s.kind).module else None,
                          s.blob, s.size)
             for s in by_unit.get(unit.id, ())
             if (registry.get(s.kind).module or s.kind in CODE_KINDS)
@@ -240,7 +237,7 @@ def _lint_by_unit(run: Run, units) -> dict[str, dict[str, int]]:
     return {name: lint_counts(findings) for name, findings in found.items()}
 
 
-def report_from_parsed(name: str, kind: str, parsed: Mapping[str, Any],
+def report_from_parsed(name: str, kind: str, parsed: ParseResult,
                        path: str | None = None) -> Report:
     """A one-unit report for a single artifact file (used by `irscope diff FILE FILE`)."""
     stage = stage_record(kind, kind, parsed)
