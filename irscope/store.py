@@ -32,11 +32,12 @@ import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from irscope.errors import RunError
-from irscope.parsers import registry
-from irscope.parsers.base import ParseResult, to_jsonable
+
+if TYPE_CHECKING:
+    from irscope.parsers.base import ParseResult
 
 # 3: blobs compressed; 2: small blobs inside the index (blob_data); 1: every blob a file
 SCHEMA_VERSION = 3
@@ -667,6 +668,10 @@ class Run:
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's frozen result for a stage, rebuilt from the cache when the blob was
         parsed before (the cache holds ``to_jsonable(result)``, every field)."""
+        # the parsers load on the first parse: `irscope --help` opens no run and needs none
+        from irscope.parsers import registry
+        from irscope.parsers.base import to_jsonable
+
         version = registry.parser_version(stage.kind)
         row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
                               (stage.blob, stage.kind, version)).fetchone()
@@ -759,6 +764,8 @@ class Writer:
 
         A stage of the same kind and name on that unit is replaced.
         """
+        from irscope.parsers import registry
+
         if isinstance(data, BlobRef):
             blob, size = data.blob, data.size
         else:
