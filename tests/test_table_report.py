@@ -37,6 +37,7 @@ def test_every_row_is_one_line_at_the_terminals_width(sample, width):
     assert max(len(line) for line in text.splitlines()) <= width
     stages = sum(len(u.stages) for u in report.units)
     expected = len(report.units) + (stages if stages <= table.MAX_STAGE_ROWS else 0)
+    expected += sum(len(u.passes) for u in report.units)  # the passes that changed the IR
     assert len(rows(text)) == expected
 
 

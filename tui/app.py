@@ -608,6 +608,15 @@ class IrscopeApp(App[None]):
 
         self.push_screen(ProblemsScreen(problems(self.events, self.units)), chosen)
 
+    def action_passes(self) -> None:
+        from irscope.tui.passes_screen import PassesScreen
+
+        unit = self.units.get(self.current.unit_id) if self.current else None
+        if unit is None:
+            self.notify("choose a unit first", severity="warning")
+            return
+        self.push_screen(PassesScreen(self.run_path, unit))
+
     def action_side_by_side(self) -> None:
         if self.current is not None:
             self.side_by_side_worker(self.current)

@@ -48,6 +48,7 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("narrower", "less_than_sign", "wider(-4)", "Narrow the navigator", label="<"),
     KeyAction("problems", "e", "problems", "Problems: breaks, recompiles, failures, slowest",
               True, short="Problems"),
+    KeyAction("passes", "i", "passes", "Pipeline: this unit's passes, each with its diff"),
     KeyAction("side-by-side", "v", "side_by_side",
               "This stage and the next ones side by side, cursors linked by source"),
     KeyAction("python-source", "p", "python_source", "Open the Python source line"),

@@ -14,8 +14,9 @@ MLIR_OP = re.compile(r'^\s*(?:%[^=]*?=\s*)?(?:"[\w$]+(?:\.[\w$]+)+"|[a-z_][\w$]*
                      r'|module\b)')
 # `  %add.3 = f32[8]{0} add(f32[8]{0} %x, ...)`, `ROOT %tuple = (f32[]) tuple(...)`
 HLO_OP = re.compile(r'^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*\S')
-# `    add: "f32[8]" = torch.ops.aten.add.Tensor(x, y)`, `add = torch.ops.aten.add.Tensor(...)`
-FX_OP = re.compile(r'^\s*[\w]+(?::\s*"[^"]*")?\s*=\s*(?:torch\.ops\.|operator\.|torch\.)')
+# a node of a readable FX graph, whatever it calls: `    add: "f32[8]" = torch.ops.aten.add.Tensor(x, y)`,
+# `    matmul_1: "f32[32, 64]" = relu @ l_w2_` (never a placeholder: those are arguments)
+FX_OP = re.compile(r'^\s+\w+: "[^"]*" = ')
 # ` loc(#loc14)`, ` loc("x_ptr"(#loc))`, ` loc(fused[#loc1, #loc2])`: source locations,
 # which every pass renumbers: left out when counting changed lines
 LOC_SUFFIX = re.compile(r'\s+loc\((?:[^()"]|"(?:[^"\\]|\\.)*"|\((?:[^()"]|"[^"]*"|\([^()]*\))*\))*\)')

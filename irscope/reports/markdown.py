@@ -47,7 +47,26 @@ def render_report(report: Report) -> str:
                 lines += ["", f"**{cell(stage_title(stage))}** op counts", ""]
                 lines += table(["Op", "Count"], stage.histogram.items())
         lines += ["", "</details>"]
+    lines += passes_section(report)
     return "\n".join(lines) + "\n"
+
+
+def passes_section(report: Report) -> list[str]:
+    """The passes that changed each unit's IR, in pipeline order (irscope passes RUN UNIT)."""
+    units = [u for u in report.units if u.passes]
+    if not units:
+        return []
+    lines = ["", "### Passes", ""]
+    for unit in units:
+        figures = unit.pass_figures
+        lines += [f"**{cell(unit.name)}**: {figures.get('passes.changed', 0)} of "
+                  f"{figures.get('passes.total', 0)} passes changed the IR", ""]
+        lines += table(["#", "Pipeline", "Pass", "Lines +", "Lines -", "Op Δ"],
+                       ([r.index, r.pipeline, r.name, r.added, r.removed,
+                         "" if r.op_delta is None else f"{r.op_delta:+d}"]
+                        for r in unit.passes), numeric_from=3)
+        lines.append("")
+    return lines
 
 
 def _delta_rows(deltas: Iterable[FigureDelta]):
@@ -79,3 +98,4 @@ def render_diff(diff: Diff, failures: Sequence[str] = ()) -> str:
             lines += table(["Figure", "A", "B", "Δ", "%"], _delta_rows(unit.changes))
             lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
+

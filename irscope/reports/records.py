@@ -68,6 +68,8 @@ class UnitRecord:
     stages: tuple[StageRecord, ...] = ()
     headline: Mapping[str, float] = field(default_factory=dict)
     lint: Mapping[str, int] = field(default_factory=dict)  # lint.<rule> -> findings
+    passes: tuple[Any, ...] = ()  # the passes that changed the IR (analysis.passes.PassRow)
+    pass_figures: Mapping[str, int] = field(default_factory=dict)  # passes.total, .changed
 
     @property
     def key(self) -> tuple[str, str]:
@@ -83,7 +85,7 @@ class UnitRecord:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
         kind (``ptx.instructions``) or, where the unit has several stages of that kind (graph
         snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``)."""
-        out: dict[str, float] = {**self.headline, **self.lint}
+        out: dict[str, float] = {**self.headline, **self.lint, **self.pass_figures}
         per_kind = Counter(stage.kind for stage in self.stages)
         for stage in self.stages:
             prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
@@ -222,8 +224,10 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
         totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
                       kernels_launched=rollup.kernels_launched)
     totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
-    return Report(run=run.name, path=str(run.path), units=tuple(units), totals=totals,
-                  stages=wanted, meta=_plain_meta(run.meta))
+    from irscope.reports.passes import with_passes
+
+    return with_passes(run, Report(run=run.name, path=str(run.path), units=tuple(units),
+                                   totals=totals, stages=wanted, meta=_plain_meta(run.meta)))
 
 
 def _lint_by_unit(run: Run, units) -> dict[str, dict[str, int]]:
@@ -261,7 +265,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "figures": _run_headline(report),
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
-            "source_line": u.source_line, "figures": {**u.headline, **u.lint},
+            "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
             "stages": [{"kind": s.kind, "name": s.name, "totals": dict(s.totals),
                         "histogram": dict(s.histogram), "categories": dict(s.categories),
                         "kernels": [dict(k) for k in s.kernels],
@@ -312,7 +316,7 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
     units = tuple(
         UnitRecord(u.name, u.framework, u.source_file, u.source_line,
                    tuple(s for s in u.stages if stage_selected(s.kind, wanted)), u.headline,
-                   u.lint)
+                   u.lint, u.passes, u.pass_figures)
         for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
                   wanted or report.stages, report.meta)

@@ -90,7 +90,27 @@ def report_renderable(report: Report, width: int = 120) -> Group:
                            Text(middle(stage_title(stage), stage_width)),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            Text(stage_summary(stage)))
-    return Group(units, stages)
+    return Group(units, stages, *_passes_table(report))
+
+
+def _passes_table(report: Report) -> list[Table]:
+    """The passes that changed each unit's IR (none when no unit has passes filed)."""
+    units = [u for u in report.units if u.passes]
+    if not units:
+        return []
+    table = Table(title="Passes that changed the IR (irscope passes RUN UNIT)",
+                  title_justify="left")
+    for title, justify, least in (("Unit", "left", NAME_MIN), ("#", "right", 3),
+                                  ("Pipeline", "left", 6), ("Pass", "left", 12),
+                                  ("Lines ±", "right", 11), ("Op Δ", "right", 6)):
+        table.add_column(title, justify=justify, no_wrap=True, overflow="ellipsis",
+                         min_width=least)
+    for unit in units:
+        for r in unit.passes:
+            table.add_row(Text(middle(printable(unit.name), NAME_MIN)), str(r.index),
+                          Text(r.pipeline), Text(r.name), f"+{r.added} -{r.removed}",
+                          "" if r.op_delta is None else f"{r.op_delta:+d}")
+    return [table]
 
 
 def diff_renderable(diff: Diff, width: int | None = None) -> Group:

@@ -1,0 +1,29 @@
+"""The report's passes section: each unit's passes that changed the IR, and its ``passes.*``
+figures (``passes.total``, ``passes.changed``, ``passes.lines_changed``) that gates read."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from irscope.analysis.passes import listing
+from irscope.reports.records import Report
+from irscope.run_passes import unit_passes
+from irscope.store import Run
+
+
+def with_passes(run: Run, report: Report) -> Report:
+    """``report`` with the passes of its units that have passes filed."""
+    units = {(u.framework, u.name): u for u in run.units()}
+    records = []
+    for record in report.units:
+        unit = units.get(record.key)
+        rows = unit_passes(run, unit).rows if unit is not None else ()
+        if not rows:
+            records.append(record)
+            continue
+        shown = listing(rows)
+        changed = tuple(r for r in shown.rows if r.changed)
+        records.append(replace(record, passes=changed, pass_figures={
+            "passes.total": shown.total, "passes.changed": shown.changed,
+            "passes.lines_changed": sum(r.lines_changed for r in changed)}))
+    return replace(report, units=tuple(records))

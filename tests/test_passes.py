@@ -1,0 +1,240 @@
+"""Pass by pass: MLIR pass dumps split while read, per-pass figures checked against independent
+counts, real Triton AOT compiles and jax.jit dumps with --passes, Inductor's graph passes."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from conftest import GPU_SAMPLES, ROOT, SAMPLES
+
+from irscope.analysis.passes import compare, listing, op_count
+from irscope.parsers import mlir_passes, registry
+from irscope.run_passes import pass_texts, unit_passes
+from irscope.store import Run
+
+KERNELS = SAMPLES / "scripts" / "triton_kernels.py"
+ADD_SIGNATURE = "x_ptr=*fp32,y_ptr=*fp32,out_ptr=*fp32,n=i32"
+# independent counts: an MLIR op is `name.op` after an optional `%x = `, or the module
+MLIR_OP_LINE = re.compile(r'^\s*(%\S+( = |, ))?"?[a-z_]+\.[a-z_.0-9]+|^\s*module\b')
+# an HLO instruction: `%x = type opcode(` or `ROOT %x = ...`
+HLO_INSTRUCTION = re.compile(r"^\s*(ROOT )?%\S+ = ")
+# an FX node: `relu: "f32[..]" = torch.ops.aten.relu.default(mm)`, `mm: "f32[..]" = x @ w`
+FX_CALL = re.compile(r'^ +[a-z_][a-z_0-9]*: "')
+# the emitters' pass logs in the H100 JAX sample run
+XLA_LOGS = ("mlir-passes.log", "triton-to-llvm.txt", "xtile-to-triton.txt")
+
+
+def independent(text: str, pattern: re.Pattern) -> int:
+    return sum(1 for line in text.splitlines() if pattern.search(line))
+
+
+def xla_logs():
+    """(unit, stage name, text) of every emitter pass log in samples/gpu/jax_cuda."""
+    with Run.open(GPU_SAMPLES / "jax_cuda", read_only=True) as run:
+        return [(u.name, s.name, run.read_text(s)) for u in run.units()
+                for s in run.stages(u.id) if s.name.endswith(XLA_LOGS)]
+
+
+# -- the parser ----------------------------------------------------------------------------
+def test_xla_emitter_logs_split_into_one_snapshot_per_header():
+    logs = xla_logs()
+    assert {name.rsplit(".", 2)[-2] for _, name, _ in logs} >= {"mlir-passes", "triton-to-llvm",
+                                                                "xtile-to-triton"}
+    for unit, name, text in logs:
+        headers = text.count("// -----// IR Dump ")
+        problems: list = []
+        snapshots = list(mlir_passes.split(iter(text.splitlines(True)), problems))
+        assert len(snapshots) == headers > 0, (unit, name)
+        assert not [p for p in problems if p.severity == "error"], (unit, name, problems)
+        assert all(s.when == "before" and s.text.strip() for s in snapshots)
+        assert registry.detect(text) == "mlir_passes"
+    scopes = {s.scope for _, _, text in logs for s in mlir_passes.split(text.splitlines(), [])}
+    assert "func.func @loop_exponential_fusion" in scopes  # function-scoped passes kept apart
+
+
+def test_truncated_and_foreign_dumps_are_diagnosed_not_raised():
+    _, _, text = next(log for log in xla_logs() if log[1].endswith("mlir-passes.log"))
+    cut = text[: len(text) // 2]
+    result = registry.parse("mlir_passes", cut)
+    assert any(d.severity == "error" and "truncated" in d.message for d in result.diagnostics)
+    nothing = registry.parse("mlir_passes", "just some text\n{ not IR")
+    assert nothing.totals["passes"] == 0
+    assert any("not an MLIR pass dump" in d.message for d in nothing.diagnostics)
+
+
+def test_op_counts_match_the_mlir_parser_and_a_plain_regex():
+    """The figures' fast count agrees with the full MLIR parser's op histogram and with an
+    independent regex on every snapshot of a real XLA Triton pipeline."""
+    for _, name, text in xla_logs():
+        if not name.endswith("xtile-to-triton.txt"):
+            continue
+        for snap in mlir_passes.split(text.splitlines(), []):
+            counted = op_count(snap.text, "mlir")
+            assert counted == independent(snap.text, MLIR_OP_LINE), snap.name
+            assert counted == sum(registry.parse("ttir", snap.text).histogram.values()), snap.name
+
+
+# -- Triton --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def triton_passes(tmp_path_factory):
+    out = tmp_path_factory.mktemp("passes") / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "irscope", "compile", f"{KERNELS}::add_kernel", "--signature",
+         ADD_SIGNATURE, "--constexpr", "BLOCK=1024", "--arch", "sm_90a", "--passes", "-o",
+         str(out), "--json"], capture_output=True, text=True, env={**os.environ, "NO_COLOR": "1"},
+        timeout=600)
+    assert done.returncode == 0, done.stderr
+    return out, json.loads(done.stdout)["rows"][0]["unit"]
+
+
+def test_triton_compile_keeps_every_pass_from_ttir_to_llvm(triton_passes):
+    path, unit_name = triton_passes
+    with Run.open(path, read_only=True) as run:
+        unit = run.unit(unit_name)
+        passes = unit_passes(run, unit)
+        names = [r.name for r in passes.rows]
+        assert names[0] == "InlinerPass" and "ConvertTritonToTritonGPU" in names
+        assert "ConvertTritonGPUToLLVM" in names and names[-1] == "LLVMDIScope"
+        shown = listing(passes.rows)
+        assert 0 < shown.changed < shown.total and shown.folded == shown.total - shown.changed \
+            - shown.unknown
+        assert passes.rows[-1].changed is None  # the dump stops before the last pass's output
+        for row in passes.rows:
+            if not row.changed:
+                continue
+            before, after = pass_texts(run, unit, row)
+            assert before and after and before != after
+            assert row.ops_before == independent(before, MLIR_OP_LINE), row.name
+            assert row.op_delta == independent(after, MLIR_OP_LINE) - independent(
+                before, MLIR_OP_LINE), row.name
+        lowering = next(r for r in passes.rows if r.name == "ConvertTritonGPUToLLVM")
+        assert lowering.op_delta > 100  # every tt op became many llvm ops
+        # unchanged passes keep no IR of their own: one stage per change, plus the input
+        kept = [s for s in run.stages(unit.id) if s.kind == "pass_ir"]
+        assert len(kept) == shown.changed + 1
+
+
+def test_passes_command_lists_folds_and_diffs(triton_passes, cli):
+    path, unit = triton_passes
+    listed = cli("passes", path, unit)
+    assert listed.returncode == 0, listed.stderr
+    assert "ConvertTritonGPUToLLVM" in listed.stdout and "InlinerPass" not in listed.stdout
+    assert re.search(r"\d+ changed nothing \(folded", listed.stdout)
+    data = json.loads(cli("passes", path, unit, "--all", "--json").stdout)
+    assert data["total"] == len(data["passes"]) and data["folded"] == 0
+    index = next(p["index"] for p in data["passes"] if p["name"] == "ConvertTritonGPUToLLVM")
+    diff = cli("passes", path, unit, str(index))
+    assert diff.returncode == 0 and diff.stdout.startswith("--- before ConvertTritonGPUToLLVM")
+    assert "+    llvm." in diff.stdout or "+  llvm.func" in diff.stdout
+    report = cli("report", path, "--format", "md")
+    assert "### Passes" in report.stdout and "ConvertTritonGPUToLLVM" in report.stdout
+
+
+def test_a_unit_without_passes_says_so(cli):
+    done = cli("passes", GPU_SAMPLES / "jax_cuda", "jit_mlp")
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith(
+        "(Inductor's graph passes come with its trace)") and "Traceback" not in done.stderr
+    assert "has no passes filed" in done.stderr
+
+
+def test_a_truncated_pass_dump_is_a_warning_not_a_traceback(triton_passes, cli, tmp_path):
+    from irscope.collectors import triton_aot  # noqa: F401  (the worker that wrote the dump)
+
+    path, unit = triton_passes
+    with Run.open(path, read_only=True) as run:
+        kept = [run.read_text(s) for s in run.stages(run.unit(unit).id) if s.kind == "pass_ir"]
+    dump = tmp_path / "cut.mlir-passes.log"
+    header = "// -----// IR Dump Before {} ({}) ('builtin.module' operation) //----- //\n"
+    dump.write_text(header.format("CSEPass", "cse") + kept[0] + header.format(
+        "SymbolDCEPass", "symbol-dce") + kept[1][: len(kept[1]) // 2])
+    done = cli("ingest", "--passes", dump, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    assert "truncated" in done.stderr and "Traceback" not in done.stderr
+    listed = cli("passes", tmp_path / "run", "add_kernel", "--all", "--json")
+    data = json.loads(listed.stdout)
+    assert [p["name"] for p in data["passes"]] == ["CSEPass"] and data["unknown"] == 1
+    assert any("truncated" in d for d in data["diagnostics"])
+
+
+# -- XLA -----------------------------------------------------------------------------------
+def test_jax_jit_on_the_cpu_files_hlo_after_each_pass(tmp_path, cli):
+    dump = tmp_path / "dump"
+    script = ("import jax, jax.numpy as jnp\n"
+              "print(jax.jit(lambda x, y: jnp.tanh(x @ y + 1.0).sum())"
+              "(jnp.ones((8, 8)), jnp.ones((8, 8))))\n")
+    env = {**os.environ, "XLA_FLAGS": f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=.*",
+           "JAX_PLATFORMS": "cpu"}
+    subprocess.run([sys.executable, "-c", script], check=True, env=env, capture_output=True)
+    assert cli("ingest", dump, "-o", tmp_path / "run").returncode == 0
+    with Run.open(tmp_path / "run", read_only=True) as run:
+        unit = run.unit("jit__lambda")
+        rows = unit_passes(run, unit).rows
+        files = sorted(p.name for p in dump.iterdir() if re.search(r"\.\d{4}\..*after_", p.name)
+                       and ".jit__lambda." in p.name)
+        assert len(rows) == len(files)  # one pass per file XLA wrote
+        fusion = next(r for r in rows if r.name == "fusion")
+        before, after = pass_texts(run, unit, fusion)
+        assert fusion.changed and "kind=kLoop" in after and "kind=kLoop" not in before
+        assert fusion.op_delta == independent(after, HLO_INSTRUCTION) - independent(
+            before, HLO_INSTRUCTION)
+        assert not [s for s in run.stages(unit.id) if s.kind == "text"
+                    and re.match(r"\d{4}\.", s.name)]  # no pass file left as a text stage
+
+
+def test_xla_emitter_pass_logs_are_filed_as_pipelines(tmp_path):
+    from irscope.ingest.passes import file_mlir_dump
+
+    unit_name, name, text = next(log for log in xla_logs()
+                                 if log[1].endswith("triton-to-llvm.txt"))
+    with Run.create(tmp_path / "run", {"name": "logs"}) as run:
+        with run.transaction() as writer:
+            unit = writer.add_unit(unit_name, "jax")
+            file_mlir_dump(writer, unit, name, iter(text.splitlines(True)))
+        rows = unit_passes(run, run.unit(unit_name)).rows
+    assert len(rows) == text.count("// -----// IR Dump Before ")
+    assert any(r.changed and r.op_delta for r in rows)
+
+
+# -- Inductor ------------------------------------------------------------------------------
+def test_inductor_graph_passes_from_the_h100_sample_trace():
+    with Run.open(GPU_SAMPLES / "torch_cuda", read_only=True) as run:
+        unit = run.unit("[0/0] mlp")
+        rows = unit_passes(run, unit).rows
+        assert [r.name for r in rows] == ["pre_grad", "joint", "post_grad"]
+        for row in rows:
+            before, after = pass_texts(run, unit, row)
+            assert row.ops_before == independent(before, FX_CALL)
+            assert row.ops_after == independent(after, FX_CALL)
+
+
+@pytest.mark.slow
+def test_inductor_graph_passes_of_a_real_torch_compile(tmp_path, cli):
+    trace = tmp_path / "trace"
+    script = ("import torch\n"
+              "f = torch.compile(lambda x: torch.relu(x * 2.0 + 1.0).sum())\n"
+              "print(f(torch.ones(16)))\n")
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
+                   env={**os.environ, "TORCH_TRACE": str(trace)}, cwd=ROOT)
+    assert cli("ingest", trace, "-o", tmp_path / "run").returncode == 0
+    with Run.open(tmp_path / "run", read_only=True) as run:
+        unit = next(u for u in run.units("torch") if u.name.startswith("[0/0]"))
+        rows = unit_passes(run, unit).rows
+        assert {"pre_grad", "post_grad"} <= {r.name for r in rows}
+        for row in rows:
+            before, after = pass_texts(run, unit, row)
+            assert row.op_delta == independent(after, FX_CALL) - independent(before, FX_CALL)
+    done = cli("passes", tmp_path / "run", unit.name, "--all")
+    assert done.returncode == 0 and "post_grad" in done.stdout
+
+
+def test_compare_counts_moved_lines_and_ignores_locations():
+    before = '%0 = tt.load %p : f32 loc(#loc1)\n%1 = arith.addf %0, %0 : f32 loc(#loc2)\n'
+    after = '%0 = tt.load %p : f32 loc(#loc7)\n'
+    change = compare(before, after, "mlir")
+    assert (change.added, change.removed, change.op_delta) == (0, 1, -1)
