@@ -43,6 +43,7 @@ FORMATS: tuple[Format, ...] = (
     Format("torch_log", "TORCH_LOGS", 8, (".log",), None, None, sniffed=False),
     Format("guards", "Guards", 9, (), None, None, sniffed=False),
     Format("fx_graph", "FX graph", 10, (), "fx_graph", "fx_graph:FxGraphLexer"),
+    Format("thunder_trace", "Thunder trace", 15, (".trace",), "thunder_trace", "python"),
     Format("aot_graph", "AOT graph", 20, (), "fx_graph", "fx_graph:FxGraphLexer", sniffed=False),
     Format("inductor_output_code", "Output code", 30, (), "inductor", "python"),
     Format("jaxpr", "jaxpr", 40, (".jaxpr",), "jaxpr", "jaxpr:JaxprLexer"),

@@ -41,16 +41,19 @@ class Collectors:
         self.staging = staging
         self.xla_dumps, self.dump_cache = xla_dumps, dump_cache
         self.restores: list = []
-        self.finder = imports.when_imported(
-            {name: self._hook(name) for name in ("triton", "jax") if name in only})
+        hooks = {name: self._hook(name) for name in ("triton", "jax") if name in only}
+        if "torch" in only:  # Thunder compiles PyTorch programs
+            hooks["thunder"] = self._hook("thunder")
+        self.finder = imports.when_imported(hooks)
 
     def _hook(self, framework: str):
         def install(_module) -> None:
             try:
-                if framework == "triton":
-                    from irscope.collectors import triton
+                if framework in ("triton", "thunder"):
+                    from irscope.collectors import thunder, triton
 
-                    self.restores.append(triton.install(self.staging))
+                    module = triton if framework == "triton" else thunder
+                    self.restores.append(module.install(self.staging))
                 else:
                     from irscope.collectors import jax, pallas
 

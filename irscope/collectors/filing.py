@@ -25,7 +25,7 @@ from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 from irscope.collectors.watch import Prepared, StagingWatch
-from irscope.ingest import triton_cache
+from irscope.ingest import thunder_traces, triton_cache
 from irscope.store import Run, Writer
 from irscope.units import eager_op_attrs
 
@@ -36,7 +36,8 @@ JAX_SOURCE = re.compile(r"[/\\]jax[/\\]_src[/\\]")
 
 def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
     """Staging folders that received something, plus files from the user's own dump folders."""
-    paths = [p for p in (staging.torch_trace, staging.triton, staging.xla)
+    paths = [p for p in (staging.torch_trace, staging.triton, staging.xla,
+                         staging.root / thunder_traces.FOLDER)
              if p.is_dir() and any(p.iterdir())]
     return paths + [p for p in extra if p.exists() and p not in paths]
 

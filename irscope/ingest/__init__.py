@@ -22,8 +22,8 @@ from pathlib import Path
 from irscope.files import contained
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
-from . import (linking, single_file, torch_compile_debug, torch_logs, torch_trace, triton_cache,
-               xla_dump)
+from . import (linking, single_file, thunder_traces, torch_compile_debug, torch_logs, torch_trace,
+               triton_cache, xla_dump)
 
 HEAD_BYTES = 64 << 10
 SKIP_DIRS = {"__pycache__", ".git", ".irscope"}
@@ -61,12 +61,13 @@ class _Plan:
     debug_folders: list[Path] = field(default_factory=list)
     xla_files: list[Path] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
+    thunder_folders: list[Path] = field(default_factory=list)
 
     @property
     def count(self) -> int:
         return (len(self.traces) + len(self.logs) + len(self.triton_entries)
                 + len(self.debug_folders)
-                + len(self.xla_files) + len(self.files))
+                + len(self.xla_files) + len(self.files) + len(self.thunder_folders))
 
 
 def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None) -> IngestReport:
@@ -117,6 +118,10 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
             if path.suffix != ".cpp":
                 report.artifacts += single_file.ingest_file(writer, path, report, names[path])
                 step(path.name)
+        thunder_units = thunder_traces.ThunderUnits()  # after the traces: regions link graphs
+        for folder in plan.thunder_folders:
+            report.artifacts += thunder_traces.ingest_folder(writer, folder, report, thunder_units)
+            step(folder.name)
         linking.link(run, writer, report)
         for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report, names[path])
@@ -194,6 +199,10 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
             continue
         if torch_compile_debug.is_debug_folder(files):
             plan.debug_folders.append(here)
+            continue
+        if thunder_traces.is_thunder_folder(files):
+            plan.thunder_folders.append(here)
+            dirs[:] = []
             continue
         companions = xla_dump.companion_files(files)
         for name in sorted(files):
