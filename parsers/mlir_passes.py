@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # // -----// IR Dump Before CSEPass: cse ('func.func' operation: @fusion_1) //----- //
 HEADER = re.compile(r"^// -----// IR Dump (?P<when>Before|After) (?P<name>[\w.:-]+)"
@@ -31,6 +31,13 @@ OLD_HEADER = re.compile(r"^// -----// IR Dump (?P<when>Before|After) (?P<name>[\
                         r"(?:: @(?P<symbol>[^)]+))?\))? //----- //\s*$")
 # // -----// SoftwarePipeliner internal IR Dump After: LowerLoops
 SECTION = "// -----//"
+# ===-------------------------------------------------------------------------===
+TIMING_RULE = re.compile(r"^===-{20,}===$")
+#     0.0004 ( 26.1%)  InlinerPass      (the last time is the wall time; nesting by indent)
+TIMING_ROW = re.compile(r"^\s+(?:\d+\.\d+ \(\s*[\d.]+%\)\s+)*(?P<seconds>\d+\.\d+) "
+                        r"\(\s*[\d.]+%\)(?P<indent>\s+)(?P<name>\S.*?)\s*$")
+# timing rows that are no pass: analyses, pass-manager adaptors, what is left over
+SKIPPED_TIMING = re.compile(r"^(?:\(A\) .*|'[^']*' Pipeline|Pipeline Collection : .*|Rest)$")
 # "string with { or }" inside IR, left out when braces are balanced
 STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 
@@ -46,6 +53,15 @@ class Snapshot:
     scope: str  # the operation the pass ran on: "builtin.module", "func.func @f"
     line: int  # 1-based line of the header
     text: str
+
+
+@dataclass(frozen=True)
+class TimingReport:
+    """``MLIR_ENABLE_TIMING``'s report after a pipeline: (pass, wall seconds, nesting) in
+    the order the passes ran."""
+
+    line: int
+    entries: tuple[tuple[str, float, int], ...]
 
 
 @dataclass(frozen=True)
@@ -83,15 +99,32 @@ def header(line: str) -> dict[str, str] | None:
             "argument": (fields["argument"] or "").strip(), "scope": scope}
 
 
-def split(lines: Iterable[str], diagnostics: list[Diagnostic]) -> Iterator[Snapshot]:
+def split(lines: Iterable[str], diagnostics: list[Diagnostic]
+          ) -> Iterator[Snapshot | TimingReport]:
     """Snapshots in dump order, each yielded as soon as the next header starts (one
-    snapshot in memory at a time); problems go to ``diagnostics``: text before the first
-    header, internal sections skipped, and a last snapshot cut short (braces open)."""
+    snapshot in memory at a time), and the timing report ``MLIR_ENABLE_TIMING`` prints after
+    each pipeline; problems go to ``diagnostics``: text before the first header, internal
+    sections skipped, and a last snapshot cut short (braces open)."""
     current: dict | None = None
     body: list[str] = []
+    timing: list[tuple[str, float, int]] | None = None  # inside a timing report
     skipping, skipped, preamble, index = False, 0, 0, 0
     for number, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
+        if timing is not None:
+            row = TIMING_ROW.match(line)
+            if row and row["name"] == "Total":
+                yield TimingReport(number, tuple(timing))
+                timing = None
+            elif row and not SKIPPED_TIMING.match(row["name"]):
+                timing.append((row["name"], float(row["seconds"]), len(row["indent"]) // 2 - 1))
+            if timing is not None or not line.startswith(SECTION):
+                continue
+        if TIMING_RULE.match(line):
+            if current is not None and not skipping:
+                yield _snapshot(current, body)
+            body, current, timing = [], None, []
+            continue
         fields = header(line)
         if fields is not None or line.startswith(SECTION):
             if current is not None and not skipping:
@@ -151,7 +184,7 @@ def parse(text: str) -> PassDump:
     diagnostics: list[Diagnostic] = []
     passes = tuple(PassHeader(s.index, s.when, s.name, s.argument, s.scope, s.line,
                               s.text.count("\n"))
-                   for s in split(text.splitlines(), diagnostics))
+                   for s in split(text.splitlines(), diagnostics) if isinstance(s, Snapshot))
     totals = {"passes": len(passes), "distinct_passes": len({p.name for p in passes})}
     return PassDump(kind="mlir_passes", histogram=sorted_histogram(p.name for p in passes),
                     totals=totals,

@@ -104,6 +104,8 @@ def test_triton_compile_keeps_every_pass_from_ttir_to_llvm(triton_passes):
         assert 0 < shown.changed < shown.total and shown.folded == shown.total - shown.changed \
             - shown.unknown
         assert passes.rows[-1].changed is None  # the dump stops before the last pass's output
+        timed = [r for r in passes.rows if r.seconds is not None]  # MLIR_ENABLE_TIMING's report
+        assert len(timed) >= len(passes.rows) - 3 and all(r.seconds >= 0 for r in timed)
         for row in passes.rows:
             if not row.changed:
                 continue
@@ -231,6 +233,48 @@ def test_inductor_graph_passes_of_a_real_torch_compile(tmp_path, cli):
             assert row.op_delta == independent(after, FX_CALL) - independent(before, FX_CALL)
     done = cli("passes", tmp_path / "run", unit.name, "--all")
     assert done.returncode == 0 and "post_grad" in done.stdout
+
+
+def test_timing_reports_are_split_off_and_matched_to_their_passes(tmp_path):
+    from irscope.ingest.passes import file_mlir_dump
+
+    header = "// -----// IR Dump Before {} ({}) ('builtin.module' operation) //----- //\n"
+    rule = "===" + "-" * 73 + "===\n"
+    dump = (header.format("CSEPass", "cse") + "module {\n  %0 = arith.constant 1 : i32\n"
+            "  %1 = arith.constant 1 : i32\n}\n" + header.format("SymbolDCEPass", "symbol-dce")
+            + "module {\n  %0 = arith.constant 1 : i32\n}\n" + rule
+            + "                         ... Execution time report ...\n" + rule
+            + "  Total Execution Time: 0.0030 seconds\n\n  ----Wall Time----  ----Name----\n"
+            + "    0.0020 ( 66.7%)  CSEPass\n    0.0000 (  0.0%)    (A) DominanceInfo\n"
+            + "    0.0010 ( 33.3%)  SymbolDCEPass\n    0.0030 (100.0%)  Total\n")
+    problems: list = []
+    items = list(mlir_passes.split(dump.splitlines(), problems))
+    assert [type(i).__name__ for i in items] == ["Snapshot", "Snapshot", "TimingReport"]
+    assert items[1].text == "module {\n  %0 = arith.constant 1 : i32\n}\n"  # no report in it
+    assert items[2].entries == (("CSEPass", 0.002, 0), ("SymbolDCEPass", 0.001, 0))
+    with Run.create(tmp_path / "run", {"name": "t"}) as run:
+        with run.transaction() as writer:
+            file_mlir_dump(writer, writer.add_unit("k", "triton"), "triton", dump.splitlines())
+        rows = unit_passes(run, run.unit("k")).rows
+    assert [(r.name, r.seconds, r.changed, r.op_delta) for r in rows] == [
+        ("CSEPass", 0.002, True, -1), ("SymbolDCEPass", 0.001, None, None)]
+
+
+def test_the_cap_on_kept_ir_is_said_and_passes_stay_listed(tmp_path, monkeypatch):
+    from irscope.ingest.passes import file_mlir_dump
+
+    _, name, text = next(log for log in xla_logs() if log[1].endswith("triton-to-llvm.txt"))
+    monkeypatch.setenv("IRSCOPE_PASS_BYTES", "100000")
+    with Run.create(tmp_path / "run", {"name": "cap"}) as run:
+        with run.transaction() as writer:
+            file_mlir_dump(writer, writer.add_unit("k", "jax"), name, text.splitlines())
+        passes = unit_passes(run, run.unit("k"))
+        kept = sum(s.size for s in run.stages(run.unit("k").id) if s.kind == "pass_ir")
+    assert kept <= 100000
+    assert len(passes.rows) == text.count("// -----// IR Dump Before ")
+    assert any("IRSCOPE_PASS_BYTES" in d for d in passes.diagnostics)
+    changed = [r for r in passes.rows if r.changed]
+    assert changed[-1].stage is None and changed[0].stage  # figures kept, IR past the cap not
 
 
 def test_compare_counts_moved_lines_and_ignores_locations():

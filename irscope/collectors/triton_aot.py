@@ -241,17 +241,20 @@ def _new_dump_file() -> str:
 
 @contextlib.contextmanager
 def _passes_into(path: str | None):
-    """Triton's MLIR pass dump (``MLIR_ENABLE_DUMP``: the module before every pass) into
-    ``path`` for one compile: it prints to stderr, unbuffered, so stderr (file descriptor 2)
-    is that file meanwhile, and the cache is bypassed (a cached kernel runs no pass)."""
+    """Triton's MLIR pass dump (``MLIR_ENABLE_DUMP``: the module before every pass) and pass
+    timings (``MLIR_ENABLE_TIMING``) into ``path`` for one compile: both print to stderr,
+    unbuffered, so stderr (file descriptor 2) is that file meanwhile, and the cache is
+    bypassed (a cached kernel runs no pass)."""
     if path is None:
         yield
         return
     from triton import knobs
 
-    saved_env = {k: os.environ.get(k) for k in ("MLIR_ENABLE_DUMP", "MLIR_DUMP_PATH")}
+    saved_env = {k: os.environ.get(k)
+                 for k in ("MLIR_ENABLE_DUMP", "MLIR_DUMP_PATH", "MLIR_ENABLE_TIMING")}
     always = knobs.compilation.always_compile
     os.environ["MLIR_ENABLE_DUMP"] = "1"
+    os.environ["MLIR_ENABLE_TIMING"] = "1"  # each pipeline's pass times, into the same file
     os.environ.pop("MLIR_DUMP_PATH", None)  # a path would buffer every compile in one file
     knobs.compilation.always_compile = True
     sys.stderr.flush()

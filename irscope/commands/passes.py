@@ -94,13 +94,13 @@ def _print_table(rows) -> None:
     console = rich_console()
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for title, justify in (("#", "right"), ("pipeline", "left"), ("pass", "left"),
-                           ("time s", "right"), ("lines ±", "right"), ("ops", "right"),
+                           ("time ms", "right"), ("lines ±", "right"), ("ops", "right"),
                            ("op Δ", "right")):
         table.add_column(title, justify=justify, no_wrap=True)
     for r in rows:
         delta = r.op_delta
         table.add_row(str(r.index), r.pipeline, r.name,
-                      "" if r.seconds is None else f"{r.seconds:.3f}",
+                      "" if r.seconds is None else f"{r.seconds * 1000:.2f}",
                       "?" if r.changed is None else f"+{r.added} -{r.removed}",
                       "" if r.ops_after is None else str(r.ops_after),
                       "" if delta is None else f"{delta:+d}")

@@ -46,6 +46,7 @@ class PipelineFiler:
         self._text: str | None = None  # the IR as it stands now
         self._stage: str | None = None  # the stage holding it, when kept
         self._pending: PassRow | None = None  # a pass dumped "before": waits for its output
+        self._timed = 0  # rows before this one have had their timing report
 
     def snapshot(self, when: str, name: str, text: str, argument: str = "", scope: str = "",
                  seconds: float | None = None) -> None:
@@ -59,6 +60,26 @@ class PipelineFiler:
         row = PassRow(len(self.rows), self.pipeline, name, argument, scope, seconds,
                       before=self._stage)
         self._record(row, text)
+
+    def timing(self, entries: Iterable[tuple[str, float, int]]) -> None:
+        """Wall seconds from the timing report printed after a pipeline: the n-th entry of a
+        pass name times the n-th pass of that name filed since the last report (the report
+        nests and may reorder passes, the count of each name holds)."""
+        by_name: dict[str, list[int]] = {}
+        for target in list(range(self._timed, len(self.rows))) + ([-1] if self._pending else []):
+            by_name.setdefault(self._row_at(target).name, []).append(target)
+        for name, seconds, _depth in entries:
+            if not by_name.get(name):
+                continue
+            target = by_name[name].pop(0)
+            if target == -1:
+                self._pending = replace(self._pending, seconds=seconds)
+            else:
+                self.rows[target] = replace(self.rows[target], seconds=seconds)
+        self._timed = len(self.rows) + (1 if self._pending else 0)
+
+    def _row_at(self, target: int) -> PassRow:
+        return self._pending if target == -1 else self.rows[target]
 
     def _settle(self, after: str | None) -> None:
         """Close the pending "before" pass with the IR it left (None: the dump moves on
@@ -118,6 +139,9 @@ def file_mlir_dump(writer: Writer, unit_id: int, pipeline: str, lines: Iterable[
     filer = PipelineFiler(writer, unit_id, pipeline, "mlir", origin, kept)
     found: list[Diagnostic] = []
     for snap in mlir_passes.split(lines, found):
+        if isinstance(snap, mlir_passes.TimingReport):
+            filer.timing(snap.entries)
+            continue
         if any(d.severity == "error" and d.line == snap.line for d in found):
             break  # cut short: its IR would count as a change the pass never made
         filer.snapshot(snap.when, snap.name, snap.text, snap.argument, snap.scope)
@@ -160,6 +184,10 @@ def file_triton_dump(run, path: str | Path) -> list[str]:
     lowered = True
     with run.transaction() as writer:
         for snap in mlir_passes.split(read_lines(Path(path)), found):
+            if isinstance(snap, mlir_passes.TimingReport):
+                if filer is not None:
+                    filer.timing(snap.entries)
+                continue
             if any(d.severity == "error" and d.line == snap.line for d in found):
                 break
             is_ttir = "tt.func" in snap.text and "ttg." not in snap.text \
