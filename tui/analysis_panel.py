@@ -17,7 +17,8 @@ from textual.widgets.option_list import Option
 
 from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
-from irscope.views import HISTOGRAM_MODES, compact, histogram
+from irscope.analysis.histograms import HISTOGRAM_MODES, histogram
+from irscope.run_tree import compact
 
 if TYPE_CHECKING:
     from irscope.parsers.inductor import Launch

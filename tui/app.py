@@ -27,12 +27,14 @@ from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, Problem
                                  PromptScreen, SideBySideScreen, SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
-from irscope.views import (HISTOGRAM_MODES, LineLocations, badges, def_line_of, figure_deltas,
-                           first_code_line, is_ir, kernel_at, kernel_card, launch_line,
-                           launched_unit, line_locations, navigator_groups, neighbour_stage,
-                           node_keys, normal_key, output_code_kernels, problems,
-                           python_location,
-                           python_source_locations, readable_text, stage_title)
+from irscope.analysis.histograms import HISTOGRAM_MODES
+from irscope.kernel_card import figure_deltas, kernel_card
+from irscope.launches import kernel_at, launch_line, launched_unit, output_code_kernels
+from irscope.locations import (LineLocations, def_line_of, first_code_line, is_ir, line_locations,
+                               neighbour_stage, node_keys, normal_key, python_location,
+                               python_source_locations)
+from irscope.problems import problems
+from irscope.run_tree import badges, navigator_groups, readable_text, stage_title
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
 SIDE_BY_SIDE = 4  # stages the side-by-side view shows at most

@@ -18,8 +18,8 @@ from textual.widgets import Input, Tree
 from irscope.store import Stage
 from irscope.tui.bindings import bindings
 from irscope.units import group_of, shown_units
-from irscope.views import (RAW, Badges, FrameworkGroup, UnitRow, filter_groups, is_ir,
-                           stage_title)
+from irscope.locations import is_ir
+from irscope.run_tree import RAW, Badges, FrameworkGroup, UnitRow, filter_groups, stage_title
 
 
 class StageTree(Tree):

@@ -19,8 +19,10 @@ from irscope.store import Stage
 from irscope.tui.analysis_panel import bar_rows
 from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
-from irscope.views import (DiffLine, Problem, aligned_diff, histogram, histogram_diff,
-                           stage_title)
+from irscope.analysis.histograms import HISTOGRAM_MODES, histogram, histogram_diff
+from irscope.line_diff import DiffLine, aligned_diff
+from irscope.problems import Problem
+from irscope.run_tree import stage_title
 
 if TYPE_CHECKING:
     from irscope.parsers.ptx import PtxKernel
@@ -152,8 +154,6 @@ class CompareScreen(Screen[None]):
             table.add_row(row.op, str(row.left), str(row.right), sign)
 
     def action_cycle_histogram(self) -> None:
-        from irscope.views import HISTOGRAM_MODES
-
         self.mode = HISTOGRAM_MODES[(HISTOGRAM_MODES.index(self.mode) + 1) % len(HISTOGRAM_MODES)]
         self._fill_diff()
 
