@@ -53,6 +53,7 @@ class Snapshot:
     scope: str  # the operation the pass ran on: "builtin.module", "func.func @f"
     line: int  # 1-based line of the header
     text: str
+    complete: bool = True  # False: the dump ends inside this snapshot's IR
 
 
 @dataclass(frozen=True)
@@ -152,7 +153,8 @@ def split(lines: Iterable[str], diagnostics: list[Diagnostic]
         if open_braces(last.text) > 0:
             diagnostics.append(Diagnostic(
                 last.line, f"the dump ends inside the IR of {last.name} (truncated): its "
-                           "snapshot is incomplete", "error"))
+                           "snapshot is incomplete", "warning"))
+            last = Snapshot(**{**last.__dict__, "complete": False})
         yield last
     if index == 0:
         diagnostics.append(Diagnostic(0, "no pass header (// -----// IR Dump Before|After "

@@ -142,7 +142,7 @@ def file_mlir_dump(writer: Writer, unit_id: int, pipeline: str, lines: Iterable[
         if isinstance(snap, mlir_passes.TimingReport):
             filer.timing(snap.entries)
             continue
-        if any(d.severity == "error" and d.line == snap.line for d in found):
+        if not snap.complete:
             break  # cut short: its IR would count as a change the pass never made
         filer.snapshot(snap.when, snap.name, snap.text, snap.argument, snap.scope)
     filer.diagnostics[:0] = found
@@ -188,7 +188,7 @@ def file_triton_dump(run, path: str | Path) -> list[str]:
                 if filer is not None:
                     filer.timing(snap.entries)
                 continue
-            if any(d.severity == "error" and d.line == snap.line for d in found):
+            if not snap.complete:
                 break
             is_ttir = "tt.func" in snap.text and "ttg." not in snap.text \
                 and "llvm.func" not in snap.text
