@@ -114,7 +114,7 @@ def test_sort_and_report_work_on_the_run(matmul_sweep, cli):
     path, rows = matmul_sweep
     regs = sorted(r["registers"] for r in rows)
     with Run.open(path) as run:
-        from irscope.sweep_rows import comparison_rows, sort_rows
+        from irscope.sweep.results import comparison_rows, sort_rows
 
         assert [r["registers"] for r in sort_rows(comparison_rows(run), "registers")] == regs
         assert run.unit(rows[0]["unit"]).attrs["figures"]["registers"] == rows[0]["registers"]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from irscope import sweep
+from irscope.analysis.limits import check_limits
 from irscope.errors import UsageError
+from irscope.sweep import configs as sweep
 
 
 def test_signature_parses_both_spellings():
@@ -71,19 +72,19 @@ def test_constexpr_values_keep_their_python_type():
 
 
 def test_shared_memory_over_the_arch_limit_is_flagged_like_triton():
-    problems, warnings = sweep.check_limits(80, 4, {"shared": 200000}, {"registers": 64})
+    problems, warnings = check_limits(80, 4, {"shared": 200000}, {"registers": 64})
     assert problems == ["out of resource: shared memory, Required: 200000, "
                         "Hardware limit: 166912"]
-    assert sweep.check_limits(90, 4, {"shared": 200000}, {"registers": 64}) == ([], [])
-    assert sweep.check_limits(89, 4, {"shared": 101376}, {"static_shared_bytes": 1}
-                              )[0][0].endswith("Required: 101377, Hardware limit: 101376")
+    assert check_limits(90, 4, {"shared": 200000}, {"registers": 64}) == ([], [])
+    assert check_limits(89, 4, {"shared": 101376}, {"static_shared_bytes": 1}
+                        )[0][0].endswith("Required: 101377, Hardware limit: 101376")
 
 
 def test_register_file_and_spills():
-    problems, _ = sweep.check_limits(90, 16, {"shared": 0}, {"registers": 255})
+    problems, _ = check_limits(90, 16, {"shared": 0}, {"registers": 255})
     assert problems and "registers, Required: 131072" in problems[0]
-    problems, warnings = sweep.check_limits(90, 8, {"shared": 0},
-                                            {"registers": 255, "spill_stores": 8, "spill_loads": 4})
+    problems, warnings = check_limits(90, 8, {"shared": 0},
+                                      {"registers": 255, "spill_stores": 8, "spill_loads": 4})
     assert problems == []
     assert warnings == ["register spills: 8 bytes stored, 4 bytes loaded"]
 
@@ -95,7 +96,7 @@ def test_a_config_over_the_shared_memory_limit_is_filed_invalid(tmp_path):
     from conftest import SAMPLES
     from irscope.collectors.triton_aot import Job, KernelInfo, Outcome
     from irscope.store import Run
-    from irscope.sweep_rows import comparison_rows, file_outcome
+    from irscope.sweep.results import comparison_rows, file_outcome
 
     (config,) = sweep.expand(["BLOCK_M=64", "BLOCK_N=64", "BLOCK_K=1024"], [], ["sm_80"],
                              {"num_stages": 4})

@@ -25,11 +25,19 @@ class SmLimits:
 
 
 LIMITS: dict[int, SmLimits] = {
+    50: SmLimits(64, 32, shared_bytes=65536, max_shared_per_block=49152),
+    52: SmLimits(64, 32, shared_bytes=98304, max_shared_per_block=49152),
+    53: SmLimits(64, 32, shared_bytes=65536, max_shared_per_block=49152),
+    60: SmLimits(64, 32, shared_bytes=65536, max_shared_per_block=49152),
+    61: SmLimits(64, 32, shared_bytes=98304, max_shared_per_block=49152),
+    62: SmLimits(64, 32, shared_bytes=65536, max_shared_per_block=49152),
     70: SmLimits(64, 32, shared_bytes=98304, max_shared_per_block=98304),
     75: SmLimits(32, 16, shared_bytes=65536, max_shared_per_block=65536),
     80: SmLimits(64, 32, shared_bytes=167936, max_shared_per_block=166912, shared_unit=128,
                  reserved_shared_per_block=1024),
     86: SmLimits(48, 16, shared_bytes=102400, max_shared_per_block=101376, shared_unit=128,
+                 reserved_shared_per_block=1024),
+    87: SmLimits(48, 16, shared_bytes=167936, max_shared_per_block=166912, shared_unit=128,
                  reserved_shared_per_block=1024),
     89: SmLimits(48, 24, shared_bytes=102400, max_shared_per_block=101376, shared_unit=128,
                  reserved_shared_per_block=1024),

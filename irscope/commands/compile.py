@@ -62,7 +62,8 @@ def run(args) -> int:
     import dataclasses
     import importlib.util
 
-    from irscope import sweep, sweep_rows
+    from irscope.sweep import configs as sweep, results
+    from irscope.sweep.pool import CompilePool
     from irscope.collectors import triton_aot
     from irscope.console import note, progress
     from irscope.errors import MissingDependency
@@ -75,7 +76,7 @@ def run(args) -> int:
     if importlib.util.find_spec("triton") is None:
         raise MissingDependency("triton", "irscope compile", "triton")
     workers = min(args.jobs or os.cpu_count() or 1, len(configs))
-    with sweep.CompilePool(workers) as pool:
+    with CompilePool(workers) as pool:
         info = pool.call(triton_aot.describe, path, kernel)
         inferred = {}
         if args.example:
@@ -90,14 +91,14 @@ def run(args) -> int:
         names = [c.unit_name(kernel) for c in configs]
         with progress(f"compiling {len(jobs)} configurations", total=len(jobs)) as bar:
             for index, outcome in pool.compile(jobs):
-                unit_id = sweep_rows.file_outcome(run_store, info, configs[index], jobs[index],
-                                                  outcome)
+                unit_id = results.file_outcome(run_store, info, configs[index], jobs[index],
+                                               outcome)
                 if outcome.pass_dump:
                     _file_passes(run_store, unit_id, outcome.pass_dump)
                 bar.advance(description=names[index])
-    rows = sweep_rows.comparison_rows(run_store, names)
-    sweep_rows.store_figures(run_store, rows)
-    rows = sweep_rows.sort_rows(rows, args.sort, args.reverse)
+    rows = results.comparison_rows(run_store, names)
+    results.store_figures(run_store, rows)
+    rows = results.sort_rows(rows, args.sort, args.reverse)
     if args.json:
         from irscope.console import print_json
 
@@ -131,21 +132,21 @@ def _print_table(rows: list[dict]) -> None:
     """The comparison table (config columns that vary, then figures) and each config's problems."""
     from rich.table import Table
 
-    from irscope import sweep_rows
     from irscope.console import rich_console
+    from irscope.sweep import results
 
     console = rich_console()
-    varying = sweep_rows.varying_settings(rows)
+    varying = results.varying_settings(rows)
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for name in ["arch", *varying, "status"]:
         table.add_column(name, no_wrap=True)
-    for key, title in sweep_rows.FIGURES:
+    for key, title in results.FIGURES:
         table.add_column(title, justify="right", no_wrap=True)
     styles = {"ok": "green", "invalid": "yellow", "error": "red"}
     for row in rows:
         cells = [row["arch"], *(str(row["config"].get(n, "")) for n in varying),
                  f"[{styles[row['status']]}]{row['status']}[/]"]
-        cells += ["" if row.get(k) is None else _number(row[k]) for k, _ in sweep_rows.FIGURES]
+        cells += ["" if row.get(k) is None else _number(row[k]) for k, _ in results.FIGURES]
         table.add_row(*cells)
     if not console.is_terminal:  # a pipe or file: the whole table, never squeezed to 80
         wide = console.options.update_width(10_000)

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from irscope.analysis.limits import check_limits
+from irscope.analysis.loops import loop_estimates, main_loop
+from irscope.errors import UsageError
 from irscope.parsers.base import ParseResult
 from irscope.store import Run, Unit
-from irscope.sweep import Config, check_limits
-
-if TYPE_CHECKING:
-    from irscope.parsers.ptx import PtxLoop, PtxModule
+from irscope.sweep.configs import Config
 
 # (row key, column title) of the figures the comparison table shows, in order. Main-loop
 # bytes are per iteration for the whole program (per-thread PTX estimate x threads).
@@ -24,9 +24,6 @@ FIGURES = (("registers", "regs"), ("spills", "spill B"), ("shared_bytes", "smem 
            ("ptx_instructions", "PTX"), ("sass_instructions", "SASS"),
            ("tensor_core", "TC ops"), ("loop_load_bytes", "loop ld B/it"),
            ("loop_store_bytes", "loop st B/it"), ("compile_seconds", "compile s"))
-# Opcodes (PTX, then SASS) that issue tensor-core work; anything starting with one counts.
-TENSOR_CORE_OPS = ("mma.", "wgmma.mma_async", "tcgen05.mma", "HMMA", "HGMMA", "IMMA", "IGMMA",
-                   "QGMMA", "DMMA", "BMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA", "UTCOMMA")
 
 
 def file_outcome(run: Run, info, config: Config, job, outcome) -> int:
@@ -101,7 +98,7 @@ def _row(run: Run, unit: Unit) -> dict[str, Any]:
                          if metadata else None),
         "ptx_instructions": _total(ptx, "instructions"),
         "sass_instructions": _total(sass, "instructions"),
-        "tensor_core": tensor_core_ops(ptx),
+        "tensor_core": _total(ptx, "tensor_core"),
         "loop_load_bytes": _times(estimates.get("global_load_bytes"), threads),
         "loop_store_bytes": _times(estimates.get("global_store_bytes"), threads),
         "compile_seconds": round(attrs["compile_seconds"], 2) if attrs.get(
@@ -124,8 +121,6 @@ def store_figures(run: Run, rows: Sequence[dict[str, Any]]) -> None:
 
 def sort_rows(rows: list[dict[str, Any]], key: str | None, reverse: bool = False) -> list[dict]:
     """Rows ordered by a figure or config name; rows without it (failed compiles) go last."""
-    from irscope.errors import UsageError
-
     if not key:
         return rows
     known = {k for k, _ in FIGURES} | {"arch", "status", "unit"} | {
@@ -144,31 +139,6 @@ def varying_settings(rows: Sequence[dict[str, Any]]) -> list[str]:
     """Config names whose value differs between rows (the swept axes)."""
     names = list(dict.fromkeys(n for row in rows for n in row["config"]))
     return [n for n in names if len({repr(r["config"].get(n)) for r in rows}) > 1] or names
-
-
-def main_loop(parsed: PtxModule | None) -> PtxLoop | None:
-    """The innermost, then largest, loop the PTX parser found: the kernel's hot loop."""
-    loops = [loop for kernel in parsed.kernels for loop in kernel.loops] if parsed else []
-    if not loops:
-        return None
-    return max(loops, key=lambda loop: (loop.depth, sum(loop.histogram.values())))
-
-
-def loop_estimates(loop: PtxLoop) -> dict[str, int]:
-    """Per-thread global bytes and tensor-core ops of one iteration of a parsed PTX loop."""
-    from irscope.parsers import ptx_ops
-
-    return ptx_ops.estimates(loop.histogram)
-
-
-def tensor_core_ops(parsed: ParseResult | None) -> int | None:
-    """Tensor-core instructions (mma, wgmma, tcgen05.mma) in a parsed PTX or SASS stage."""
-    if parsed is None:
-        return None
-    if "tensor_core" in parsed.totals:
-        return parsed.totals["tensor_core"]
-    return sum(n for op, n in parsed.histogram.items()
-               if op.startswith(TENSOR_CORE_OPS) or op == "mma")
 
 
 def _parsed(run: Run, unit: Unit, kind: str) -> ParseResult | None:
@@ -193,7 +163,7 @@ def _times(per_thread: int | None, threads: int) -> int | None:
 
 
 def _total(parsed: ParseResult | None, key: str):
-    return parsed.totals.get(key) if parsed else None
+    return parsed.totals.get(key) if parsed is not None else None
 
 
 def _flat_resources(resources: Any) -> dict[str, int]:
