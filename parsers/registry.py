@@ -50,6 +50,7 @@ FORMATS: tuple[Format, ...] = (
     Format("stablehlo", "StableHLO", 50, (".mlir",), "stablehlo", "_mlir:MlirLexer"),
     Format("hlo_before_opt", "HLO before opt", 60, (".hlo",), "hlo", "hlo:HloLexer"),
     Format("hlo_after_opt", "HLO after opt", 70, (), "hlo", "hlo:HloLexer", sniffed=False),
+    Format("hlo_fusion", "HLO of a fusion", 72, (), "hlo", "hlo:HloLexer", sniffed=False),
     Format("buffer_assignment", "Buffer assignment", 75, (), "xla_memory", None),
     Format("memory_usage", "Memory usage", 76, (), "xla_memory", None, sniffed=False),
     Format("mlir_passes", "MLIR pass dump", 78, (), "mlir_passes", "_mlir:MlirLexer"),

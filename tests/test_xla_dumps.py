@@ -134,6 +134,28 @@ def test_gpu_emitter_stages_are_named_after_their_fusion(tmp_path):
     assert ".entry fusion_12(" in ptx_text
 
 
+
+def test_a_fusion_hlo_file_is_not_the_module_after_optimization(tmp_path):
+    """XLA:GPU writes one ``<fusion>.hlo`` per Triton fusion beside the module's
+    after-optimizations file; the module stays the unit's ``hlo_after_opt``, the fusions are
+    stages of their own, named after the fusion, whatever order the files sort in."""
+    dump = sample_dump("jit_post_norm_block", tmp_path / "dump")
+    module = next(dump.rglob("*after_optimizations.txt"))
+    prefix = module.name.split(".sm_")[0]
+    fusion = ("HloModule gemm_fusion_dot.4_computation\n\nENTRY %gemm_fusion_dot.4 {\n"
+              "  %p0 = f32[8,8]{1,0} parameter(0)\n"
+              "  ROOT %dot.1 = f32[8,8]{1,0} dot(%p0, %p0), lhs_contracting_dims={1}, "
+              "rhs_contracting_dims={0}\n}\n")
+    (module.parent / f"{prefix}.gemm_fusion_dot.4.hlo").write_text(fusion)
+    run = Run.create(tmp_path / "run")
+    ingest(run, [dump])
+    unit = run.unit("jit_post_norm_block")
+    after = [s for s in run.stages(unit.id) if s.kind == "hlo_after_opt"]
+    assert [s.name for s in after] == ["hlo_after_opt"]
+    assert run.read_text(after[0]) == module.read_text()
+    fusions = [s for s in run.stages(unit.id) if s.kind == "hlo_fusion"]
+    assert [(s.name, run.read_text(s)) for s in fusions] == [("hlo · gemm_fusion_dot.4", fusion)]
+
 def test_emitter_files_without_a_known_kernel_keep_their_dump_names(tmp_path):
     dump = tmp_path / "dump"
     dump.mkdir()

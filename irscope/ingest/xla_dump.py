@@ -4,6 +4,7 @@
     module_0001.jit_mlp.cpu_after_optimizations.txt       -> hlo_after_opt (GPU: sm_8.0_gpu_...)
     module_0001.jit_mlp.<fusion>_kernel_module.ir-with-opt.ll -> llir
     module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llir
+    module_0001.jit_mlp.gemm_fusion_dot.4.hlo (GPU, one fusion's HLO) -> hlo_fusion
 
 HLO after each pass (``--xla_dump_hlo_pass_re``, ``0005.simplification.after_algsimp...``) and
 the emitters' MLIR pass logs (``*.mlir-passes.log``, ``*.triton-to-llvm.txt``) are filed pass
@@ -50,7 +51,8 @@ SUFFIX_KINDS = (
     (re.compile(r"\.ptx$|^ptx$"), "ptx"),
     (re.compile(r"\.mlir$"), "stablehlo"),
     (re.compile(r"\.ttir\.txt$"), "ttir"),
-    (re.compile(r"\.hlo$"), "hlo_after_opt"),
+    # gemm_fusion_dot.4.hlo: the HLO of one fusion an emitter compiles, not the module's
+    (re.compile(r"\.hlo$"), "hlo_fusion"),
 )
 # Per-emitter files and the label their stage name starts with:
 # 3.ptx, 2.ir-no-opt.ll, broadcast_add_fusion_kernel_module.ir-with-opt.noinline.ll,
@@ -196,6 +198,8 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
             if kind == "text" and b"\0" in data[:4096]:
                 kind = "raw"  # object files and other binaries: kept, shown as binary
             stage_name = kind if kind in ("hlo_before_opt", "hlo_after_opt") else suffix
+            if kind == "hlo_fusion":
+                stage_name = f"hlo · {suffix.removesuffix('.hlo')}"
             if kind in ("ptx", "llir", "ttir"):
                 stage_name = namer.name(suffix, data)
             writer.add_stage(unit, kind, data, name=stage_name, origin=file.origin)
