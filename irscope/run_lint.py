@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 
+from irscope.analysis.figures import RunFigures, UnitFigures
 from irscope.analysis.lint import (Finding, LintInput, Rule, RULES, StageInput, lint_unit)
 from irscope.run_figures import read_run_figures
 from irscope.store import Run, Unit
@@ -12,39 +14,59 @@ from irscope.store import Run, Unit
 LINT_KINDS = frozenset({"ttir", "ttgir", "ptx", "sass", "inductor_output_code",
                         "hlo_after_opt", "buffer_assignment"})
 RUN_WIDE = "(run)"  # findings of events that belong to no unit
+KEPT_TEXT_BYTES = 64 << 20  # stages read lately, kept for the next unit holding them
 
 
 def read_findings(run: Run, units: Iterable[Unit] | None = None,
-                  rules: Iterable[Rule] = RULES) -> list[Finding]:
-    """Findings of ``rules`` on every unit of ``run`` (or ``units``), then on events of no
-    unit (a graph break the trace could not place)."""
+                  rules: Iterable[Rule] = RULES, figures: RunFigures | None = None
+                  ) -> list[Finding]:
+    """Findings of ``rules`` on every unit of ``run`` (or ``units``, whose ``figures`` the
+    caller may have read already), then on events of no unit (a graph break the trace could
+    not place). A stage held by many units is read and parsed once."""
     chosen = list(run.units() if units is None else units)
     rules = tuple(rules)
-    figures = read_run_figures(run, chosen)
+    figures = figures or read_run_figures(run, chosen)
     wanted = {u.id for u in chosen}
     stages: dict[int, list] = {}
-    for stage in run.stages():
-        if stage.kind in LINT_KINDS and stage.unit_id in wanted:
+    for stage in run.stages(kinds=LINT_KINDS):
+        if stage.unit_id in wanted:
             stages.setdefault(stage.unit_id, []).append(stage)
     events: dict[int | None, list] = {}
     for event in run.events():
         if event.unit_id in wanted or (units is None and event.unit_id is None):
             events.setdefault(event.unit_id, []).append((event.kind, event.data))
     findings: list[Finding] = []
+    read = _Recent()
     for unit, unit_figures in zip(chosen, figures.units):
-        inputs = tuple(_stage_input(run, s) for s in stages.get(unit.id, ()))
+        inputs = tuple(read.input(run, s) for s in stages.get(unit.id, ()))
         findings += lint_unit(LintInput(unit_figures, unit.attrs, tuple(
             s for s in inputs if s is not None), tuple(events.get(unit.id, ()))), rules)
     if events.get(None):
-        from irscope.analysis.figures import UnitFigures
-
         orphan = LintInput(UnitFigures(0, RUN_WIDE, ""), {}, (), tuple(events[None]))
         findings += lint_unit(orphan, rules)
     return findings
 
 
-def _stage_input(run: Run, stage) -> StageInput | None:
-    try:
-        return StageInput(stage.kind, stage.name, run.parsed(stage), run.read_text(stage))
-    except Exception:  # noqa: BLE001  an unreadable stage gives no finding, never a crash
-        return None
+class _Recent:
+    """Stages as rules see them, the last ones read (up to KEPT_TEXT_BYTES of text) kept for
+    the next unit that holds them (every rank's copy of a graph): each is read once."""
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[tuple[str, str, str], StageInput | None] = OrderedDict()
+        self.size = 0
+
+    def input(self, run: Run, stage) -> StageInput | None:
+        key = (stage.kind, stage.name, stage.blob)
+        if key in self.kept:
+            self.kept.move_to_end(key)
+            return self.kept[key]
+        try:
+            found = StageInput(stage.kind, stage.name, run.parsed(stage), run.read_text(stage))
+        except Exception:  # noqa: BLE001  an unreadable stage gives no finding, never a crash
+            found = None
+        self.kept[key] = found
+        self.size += len(found.text) if found else 0
+        while self.size > KEPT_TEXT_BYTES and len(self.kept) > 1:
+            _, gone = self.kept.popitem(last=False)
+            self.size -= len(gone.text) if gone else 0
+        return found

@@ -10,6 +10,7 @@ from irscope.analysis.passes import PassRow, compare, row_with
 from irscope.store import Run, Stage, Unit
 
 PASS_LIST, PASS_IR = "pass_list", "pass_ir"
+PASS_KINDS = (PASS_LIST, "fx_graph", "aot_graph")  # the stages passes are read from
 # Inductor's graph passes: the FX graph stages (TORCH_TRACE names) on either side of each
 INDUCTOR_PASSES = (("pre_grad", "before_pre_grad_graph", ("after_pre_grad_graph",)),
                    ("joint", "before_joint_graph", ("after_joint_graph",)),
@@ -27,9 +28,12 @@ class UnitPasses:
     families: dict[str, str] | None = None  # pipeline -> "mlir", "hlo" or "fx"
 
 
-def unit_passes(run: Run, unit: Unit) -> UnitPasses:
-    """Every pass filed for ``unit`` (pass lists first, in filing order, then Inductor's)."""
-    stages = run.stages(unit.id)
+def unit_passes(run: Run, unit: Unit, stages: list[Stage] | None = None,
+                compared: dict | None = None) -> UnitPasses:
+    """Every pass filed for ``unit`` (pass lists first, in filing order, then Inductor's);
+    ``stages``: the unit's stages of PASS_KINDS when the caller read them already;
+    ``compared``: graphs compared for earlier units, by content (see ``inductor_passes``)."""
+    stages = run.stages(unit.id) if stages is None else stages
     rows: list[PassRow] = []
     diagnostics: list[str] = []
     families: dict[str, str] = {}
@@ -47,7 +51,7 @@ def unit_passes(run: Run, unit: Unit) -> UnitPasses:
             rows.append(_row(entry, len(rows), pipeline))
         diagnostics += [f"{pipeline}: {d.get('message')}" for d in manifest.get("diagnostics", ())
                         if d.get("severity") in ("warning", "error")]
-    inductor = inductor_passes(run, stages, len(rows))
+    inductor = inductor_passes(run, stages, len(rows), compared)
     if inductor:
         families["inductor"] = "fx"
     return UnitPasses(unit, tuple(rows) + tuple(inductor), tuple(diagnostics), families)
@@ -63,9 +67,12 @@ def _row(entry: dict, index: int, pipeline: str) -> PassRow:
                    before=entry.get("before"))
 
 
-def inductor_passes(run: Run, stages: list[Stage], start: int) -> list[PassRow]:
-    """Inductor's graph passes, each measured between the FX graphs the trace holds."""
-    graphs = [s for s in stages if s.kind in ("fx_graph", "aot_graph")]
+def inductor_passes(run: Run, stages: list[Stage], start: int,
+                    compared: dict | None = None) -> list[PassRow]:
+    """Inductor's graph passes, each measured between the FX graphs the trace holds; with
+    ``compared``, two graphs already compared (another rank's copy) are not read again."""
+    compared = {} if compared is None else compared
+    graphs = [s for s in stages if s.kind in PASS_KINDS[1:]]
     rows = []
     for name, before, afters in INDUCTOR_PASSES:
         for i, stage in enumerate(graphs):
@@ -76,8 +83,10 @@ def inductor_passes(run: Run, stages: list[Stage], start: int) -> list[PassRow]:
                 continue
             row = PassRow(start + len(rows), "inductor", name, stage=after.name,
                           before=stage.name)
-            change = compare(run.read_text(stage), run.read_text(after), "fx")
-            rows.append(row_with(row, change))
+            key = (stage.blob, after.blob)
+            if key not in compared:
+                compared[key] = compare(run.read_text(stage), run.read_text(after), "fx")
+            rows.append(row_with(row, compared[key]))
     return rows
 
 

@@ -29,6 +29,8 @@ def rank_units(run: Run) -> list[RankUnit]:
     from irscope.analysis.ranks import process_neutral_digest
 
     ranked = [u for u in run.units() if unit_rank(u) is not None]
+    if not ranked:
+        return []
     wanted = {u.id for u in ranked}
     stages: dict[int, list] = {}
     for stage in run.stages():

@@ -32,7 +32,7 @@ import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from irscope.errors import RunError
 
@@ -49,6 +49,7 @@ RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
 WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
+ROLLUPS_KEPT = 4  # roll-ups kept per run (reports of other filters, of another irscope)
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
 MAX_BLOB_BYTES = 1 << 30  # larger blobs, stored or uncompressed, are refused as damage
 # A blob's name: the SHA-256 of its bytes, "3f5a...e1" (64 lower-case hex digits).
@@ -124,6 +125,18 @@ CREATE INDEX IF NOT EXISTS stages_unit ON stages(unit_id);
 CREATE INDEX IF NOT EXISTS stages_blob ON stages(blob);
 CREATE INDEX IF NOT EXISTS events_unit ON events(unit_id, kind);
 """
+# Every change to what a run holds bumps meta's "generation" (whoever makes it: an older
+# irscope, the sqlite3 shell), so a roll-up kept at one generation is never read at another.
+GENERATION_TRIGGERS = tuple(f"count_{table}_{change.lower()}"
+                            for table in ("units", "stages", "relations", "events")
+                            for change in ("INSERT", "UPDATE", "DELETE"))
+_COUNT_CHANGES = ";\n".join(
+    ["CREATE TABLE IF NOT EXISTS rollups (key TEXT PRIMARY KEY, generation INTEGER NOT NULL, "
+     "data BLOB NOT NULL)",
+     "INSERT OR IGNORE INTO meta VALUES ('generation', '0')"]
+    + [f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {name.rsplit('_', 1)[1].upper()} ON "
+       f"{name.split('_')[1]} BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
+       f"WHERE key = 'generation'; END" for name in GENERATION_TRIGGERS])
 
 
 @dataclass(frozen=True)
@@ -345,8 +358,8 @@ class Run:
         try:
             db = _connect(path / INDEX, wal=fresh)
             # One idempotent script in one transaction: a concurrent creator waits for it.
-            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} INSERT OR IGNORE INTO meta "
-                             f"VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
+            db.executescript(f"BEGIN IMMEDIATE; {_SCHEMA} {_COUNT_CHANGES}; INSERT OR IGNORE "
+                             f"INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
             db.close()
         except sqlite3.DatabaseError as exc:
             raise RunError(f"{path / INDEX}: cannot write the index ({exc})") from None
@@ -603,12 +616,21 @@ class Run:
             raise RunError(f"{self.path}: no unit {unit_id}")
         return _unit(row)
 
-    def stages(self, unit_id: int | None = None) -> list[Stage]:
+    def stages(self, unit_id: int | None = None, kinds: Iterable[str] | None = None
+               ) -> list[Stage]:
+        """The stages of the run (or of one unit), only those of ``kinds`` when given."""
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
-        if unit_id is None:
-            rows = self.db.execute(sql + " ORDER BY unit_id, position, id")
-        else:
-            rows = self.db.execute(sql + " WHERE unit_id=? ORDER BY position, id", (unit_id,))
+        where, args = [], []
+        if unit_id is not None:
+            where.append("unit_id=?")
+            args.append(unit_id)
+        if kinds is not None:
+            kinds = sorted(set(kinds))
+            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
+            args += kinds
+        order = " ORDER BY unit_id, position, id" if unit_id is None else " ORDER BY position, id"
+        rows = self.db.execute(sql + (" WHERE " + " AND ".join(where) if where else "") + order,
+                               args)
         return [_stage(r) for r in rows]
 
     def stage(self, unit: Unit, key: str) -> Stage:
@@ -664,6 +686,65 @@ class Run:
         return [Event(_integer(r[0], 0), _integer(r[1]), _text(r[2]), _json_object(r[3]))
                 for r in rows]
 
+    # -- roll-ups, cached until the next change --------------------------------------
+    def generation(self) -> int | None:
+        """How many changes to units, stages, relations and events the index has counted;
+        None when it does not count them (a run of an older irscope, a damaged index):
+        nothing kept with ``keep_rollup`` is then trusted."""
+        try:
+            triggers = self.db.execute(
+                f"SELECT count(*) FROM sqlite_master WHERE type='trigger' AND name IN "
+                f"({', '.join('?' * len(GENERATION_TRIGGERS))})",
+                GENERATION_TRIGGERS).fetchone()[0]
+            row = self.db.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+        except sqlite3.DatabaseError:
+            return None
+        if triggers != len(GENERATION_TRIGGERS) or row is None:
+            return None
+        return _integer(row[0])
+
+    def rollup(self, key: str, generation: int | None) -> bytes | None:
+        """What ``keep_rollup`` kept under ``key`` at ``generation`` (the current one, as
+        ``generation()`` gave it), or None."""
+        if generation is None or not self.compressed:
+            return None
+        try:
+            row = self.db.execute("SELECT data FROM rollups WHERE key=? AND generation=?",
+                                  (key, generation)).fetchone()
+            return _bounded_decompress(row[0]) if row and isinstance(row[0], bytes) else None
+        except (sqlite3.DatabaseError, _TooLarge, _zstandard().ZstdError):
+            return None
+
+    def keep_rollup(self, key: str, generation: int | None, data: bytes) -> None:
+        """Keep ``data``, computed from the run as it was at ``generation``, under ``key``;
+        only if nothing changed since (else, or when the run cannot be written, nothing is
+        kept). A run that does not count its changes starts counting here, and keeps its
+        first roll-up next time. Runs of schemas before compression keep none."""
+        if self.read_only or self.db.in_transaction or not self.compressed:
+            return
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                if generation is None or self.generation() != generation:
+                    for statement in _COUNT_CHANGES.split(";\n"):
+                        self.db.execute(statement)
+                else:
+                    self.db.execute("DELETE FROM rollups WHERE key=? OR generation!=?",
+                                    (key, generation))
+                    self.db.execute("INSERT INTO rollups VALUES (?, ?, ?)",
+                                    (key, generation, compress(data)))
+                    self.db.execute("DELETE FROM rollups WHERE rowid NOT IN (SELECT rowid "
+                                    f"FROM rollups ORDER BY rowid DESC LIMIT {ROLLUPS_KEPT})")
+            except BaseException:
+                self.db.rollback()
+                raise
+            self.db.commit()
+        except sqlite3.DatabaseError:
+            pass  # read-only, busy or damaged: the next report computes it again
+        finally:
+            self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
+
     # -- parsed statistics, cached ---------------------------------------------------
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's frozen result for a stage, rebuilt from the cache when the blob was
@@ -707,14 +788,16 @@ class Writer:
         self.db = run.db
         self.keep_all = False
 
-    def collect_orphans(self) -> int:
+    def collect_orphans(self, keep: Iterable[str] = ()) -> int:
         """Delete what a killed writer left under blobs/: blob files no stage names and
         temporary files. Safe only here, inside a transaction: no other writer is filing.
-        Returns how many files went."""
+        ``keep``: blobs stored ahead of the stages that will name them (spared). Returns how
+        many files went."""
         root = self.run.path / BLOBS
         if not root.is_dir() or root.is_symlink():
             return 0
         named = {row[0] for row in self.db.execute("SELECT DISTINCT blob FROM stages")}
+        named.update(keep)
         removed = 0
         for top in os.scandir(root):
             if top.name.startswith(".tmp-") and top.is_file(follow_symlinks=False):

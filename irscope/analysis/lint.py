@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from irscope.parsers.base import ParseResult
-from irscope.parsers.ptx import locations as ptx_locations
 
 from . import lint_text as text_of
 from .figures import KernelFigures, UnitFigures
@@ -173,7 +172,7 @@ def spills(unit: LintInput) -> Iterable[Finding]:
 def local_memory(unit: LintInput) -> Iterable[Finding]:
     ptx = unit.stage("ptx")
     lines = text_of.matching_lines(ptx.text, text_of.PTX_LOCAL_RE) if ptx else []
-    where = ptx_locations(ptx.text) if ptx and lines else {}
+    where = text_of.ptx_locations(ptx.text) if ptx and lines else {}
     for k in unit.figures.kernels:
         traffic = (k.local_store_bytes or 0) + (k.local_load_bytes or 0)
         frame = k.stack_frame_bytes or 0
@@ -391,7 +390,7 @@ def unvectorized_access(unit: LintInput) -> Iterable[Finding]:
         return
     ir_lines = ir.text.splitlines()
     where = ir.parsed.locations
-    ptx_where = ptx_locations(ptx.text)
+    ptx_where = text_of.ptx_locations(ptx.text)
     scalar: dict[tuple[str | None, str], list[int]] = {}
     for n, opcode, vector in text_of.ptx_global_accesses(ptx.text):
         if not vector:

@@ -11,6 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
+
+from irscope.parsers.ptx import locations as _ptx_locations
+
+# Readings of the texts read last are kept: units sharing a stage (each rank's copy of a graph,
+# a kernel several graphs launch) read it once. Callers get their own copy of each.
+TEXTS_KEPT = 64
 
 # "    %a_9 = tt.addptr %a_8, %a_7 : tensor<128x1x!tt.ptr<f16>>, ... loc(#loc51)"
 # "    %acc:3 = scf.for %k = %c0_i32 to %K step %c32_i32 iter_args(%a_28 = %a_13, ...)"
@@ -86,6 +93,12 @@ def _scale(a: str, b: str) -> str:
 
 
 def memory_accesses(text: str) -> list[Access]:
+    """Tensor loads and stores of a TTIR/TTGIR function (see ``_memory_accesses``)."""
+    return list(_memory_accesses(text))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _memory_accesses(text: str) -> tuple[Access, ...]:
     """Tensor loads and stores of a TTIR/TTGIR function with a conservative contiguity
     reading: pointers built as ``splat(base) + arange`` (plus scalars, plus row offsets of a
     2-D tile) are contiguous; loop-carried pointers take their initial value's class."""
@@ -156,12 +169,17 @@ def memory_accesses(text: str) -> list[Access]:
         memo[name] = value
         return value
 
-    return [Access(number, op, klass(pointer) == CONTIGUOUS)
-            for number, op, pointer in accesses if op != "tt.atomic_rmw"]
+    return tuple(Access(number, op, klass(pointer) == CONTIGUOUS)
+            for number, op, pointer in accesses if op != "tt.atomic_rmw")
 
 
 def lines_in_loops(text: str) -> set[int]:
     """Lines of an MLIR function that sit inside an ``scf.for`` or ``scf.while`` body."""
+    return set(_lines_in_loops(text))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _lines_in_loops(text: str) -> frozenset[int]:
     inside: set[int] = set()
     stack: list[bool] = []  # one entry per open region: whether it is a loop's
     for number, line in enumerate(text.splitlines(), 1):
@@ -172,40 +190,69 @@ def lines_in_loops(text: str) -> set[int]:
         if stripped.endswith("{"):  # "} do {" and "} else {" open the next region of an op
             stack.append(closed if closed is not None else
                          any(f" {op} " in f" {stripped} " for op in LOOP_OPS))
-    return inside
+    return frozenset(inside)
 
 
 def op_lines(text: str, ops: tuple[str, ...]) -> list[int]:
     """Lines whose operation is one of ``ops`` (``%x = tt.dot ...`` or a bare ``tt.store``)."""
+    return list(_op_lines(text, ops))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _op_lines(text: str, ops: tuple[str, ...]) -> tuple[int, ...]:
     found = []
     for number, line in enumerate(text.splitlines(), 1):
         m = MLIR_OP_RE.match(line)
         op = m.group(2) if m else line.strip().split(" ", 1)[0].strip('"')
         if op in ops:
             found.append(number)
-    return found
+    return tuple(found)
 
 
 # -- PTX / SASS -----------------------------------------------------------------------------
 def ptx_global_accesses(text: str) -> Iterator[tuple[int, str, bool]]:
     """(line, opcode, vectorized) of each global load and store of a PTX module."""
-    for number, line in enumerate(text.splitlines(), 1):
-        if m := PTX_GLOBAL_RE.match(line):
-            yield number, m.group(1), bool(VECTOR_RE.search(m.group(1)))
+    yield from _ptx_global_accesses(text)
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _ptx_global_accesses(text: str) -> tuple[tuple[int, str, bool], ...]:
+    return tuple((number, m.group(1), bool(VECTOR_RE.search(m.group(1))))
+                 for number, line in enumerate(text.splitlines(), 1)
+                 if (m := PTX_GLOBAL_RE.match(line)))
 
 
 def ptx_mma_lines(text: str) -> tuple[list[int], list[int]]:
     """Lines of warp-level ``mma.sync`` and of warp-group ``wgmma.mma_async`` instructions."""
+    sync, group = _ptx_mma_lines(text)
+    return list(sync), list(group)
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _ptx_mma_lines(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     sync, group = [], []
     for number, line in enumerate(text.splitlines(), 1):
         if m := PTX_MMA_RE.match(line):
             (sync if m.group(1) == "mma.sync" else group).append(number)
-    return sync, group
+    return tuple(sync), tuple(group)
+
+
+def ptx_locations(text: str) -> dict[int, str]:
+    """Line -> "file:line" of a PTX module (``irscope.parsers.ptx.locations``)."""
+    return dict(_ptx_locations_kept(text))
+
+
+_ptx_locations_kept = lru_cache(maxsize=TEXTS_KEPT)(_ptx_locations)
 
 
 def matching_lines(text: str, pattern: re.Pattern) -> list[int]:
     """Lines of ``text`` that ``pattern`` matches at their start."""
-    return [n for n, line in enumerate(text.splitlines(), 1) if pattern.match(line)]
+    return list(_matching_lines(text, pattern))
+
+
+@lru_cache(maxsize=TEXTS_KEPT)
+def _matching_lines(text: str, pattern: re.Pattern) -> tuple[int, ...]:
+    return tuple(n for n, line in enumerate(text.splitlines(), 1) if pattern.match(line))
 
 
 # -- HLO -----------------------------------------------------------------------------------

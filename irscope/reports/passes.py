@@ -7,17 +7,22 @@ from dataclasses import replace
 
 from irscope.analysis.passes import listing
 from irscope.reports.records import Report
-from irscope.run_passes import unit_passes
-from irscope.store import Run
+from irscope.run_passes import PASS_KINDS, unit_passes
+from irscope.store import Run, Stage
 
 
 def with_passes(run: Run, report: Report) -> Report:
-    """``report`` with the passes of its units that have passes filed."""
+    """``report`` with the passes of its units that have passes filed (the stages they are
+    read from fetched at once for the whole run)."""
     units = {(u.framework, u.name): u for u in run.units()}
-    records = []
+    stages: dict[int, list[Stage]] = {}
+    for stage in run.stages(kinds=PASS_KINDS):
+        stages.setdefault(stage.unit_id, []).append(stage)
+    records, compared = [], {}
     for record in report.units:
         unit = units.get(record.key)
-        rows = unit_passes(run, unit).rows if unit is not None else ()
+        held = stages.get(unit.id) if unit is not None else None
+        rows = unit_passes(run, unit, held, compared).rows if held else ()
         if not rows:
             records.append(record)
             continue

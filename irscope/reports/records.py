@@ -6,7 +6,7 @@ import fnmatch
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from irscope.analysis.figures import UnitFigures
@@ -196,23 +196,40 @@ def unit_headline(stages: Iterable[StageRecord], figures: UnitFigures) -> dict[s
 def build_report(run: Run, stages: Iterable[str] | None = None,
                  unit_pattern: str | None = None, show_all: bool = False) -> Report:
     """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit;
-    units hidden by default (JAX's eager ops) only with ``show_all``, counted either way."""
+    units hidden by default (JAX's eager ops) only with ``show_all``, counted either way.
+    The records of a run that has not changed since its last report are read back."""
+    from irscope.reports.passes import with_passes
+    from irscope.reports.rollup import kept_or_built
+
     wanted = tuple(stages) if stages else None
+    report = Report(run=run.name, path=str(run.path), units=(), totals={}, stages=wanted,
+                    meta=_plain_meta(run.meta))
+
+    def build() -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+        units, totals = _records(run, wanted, unit_pattern, show_all)
+        return with_passes(run, replace(report, units=units)).units, totals
+
+    units, totals = kept_or_built(run, (wanted, unit_pattern, show_all), build)
+    return replace(report, units=units, totals=totals)
+
+
+def _records(run: Run, wanted: tuple[str, ...] | None, unit_pattern: str | None,
+             show_all: bool) -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+    """The unit records and run totals of a report; each distinct stage (kind, name and
+    content) made into a record once, however many units hold it."""
+    kinds = [k for k in registry.kinds() if (registry.get(k).module or k in CODE_KINDS)
+             and stage_selected(k, wanted)]
     by_unit: dict[int, list[Stage]] = {}
-    for stage in run.stages():
+    for stage in run.stages(kinds=kinds):
         by_unit.setdefault(stage.unit_id, []).append(stage)
     shown, hidden = shown_units(run.units(), show_all)
     chosen = [u for u in shown if unit_selected(u.name, unit_pattern)]
     rollup = read_run_figures(run, chosen)
-    lint = _lint_by_unit(run, chosen)
+    lint = _lint_by_unit(run, chosen, rollup)
+    made: dict[tuple, StageRecord] = {}
     units = []
     for unit, figures in zip(chosen, rollup.units):
-        records = tuple(
-            stage_record(s.kind, s.name, run.parsed(s) if registry.get(s.kind).module else None,
-                         s.blob, s.size)
-            for s in by_unit.get(unit.id, ())
-            if (registry.get(s.kind).module or s.kind in CODE_KINDS)
-            and stage_selected(s.kind, wanted))
+        records = tuple(_stage_record(run, s, made) for s in by_unit.get(unit.id, ()))
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
                                 records, unit_headline(records, figures),
                                 lint.get(unit.name, {})))
@@ -224,19 +241,24 @@ def build_report(run: Run, stages: Iterable[str] | None = None,
         totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
                       kernels_launched=rollup.kernels_launched)
     totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
-    from irscope.reports.passes import with_passes
-
-    return with_passes(run, Report(run=run.name, path=str(run.path), units=tuple(units),
-                                   totals=totals, stages=wanted, meta=_plain_meta(run.meta)))
+    return tuple(units), totals
 
 
-def _lint_by_unit(run: Run, units) -> dict[str, dict[str, int]]:
+def _stage_record(run: Run, stage: Stage, made: dict[tuple, StageRecord]) -> StageRecord:
+    key = (stage.kind, stage.name, stage.blob, stage.size)
+    if key not in made:
+        parsed = run.parsed(stage) if registry.get(stage.kind).module else None
+        made[key] = stage_record(stage.kind, stage.name, parsed, stage.blob, stage.size)
+    return made[key]
+
+
+def _lint_by_unit(run: Run, units, figures) -> dict[str, dict[str, int]]:
     """``lint.<rule>`` counts of each unit's findings (irscope lint), by unit name."""
     from irscope.analysis.lint import lint_counts
     from irscope.run_lint import read_findings
 
     found: dict[str, list] = {}
-    for finding in read_findings(run, units):
+    for finding in read_findings(run, units, figures=figures):
         found.setdefault(finding.unit, []).append(finding)
     return {name: lint_counts(findings) for name, findings in found.items()}
 
@@ -256,7 +278,18 @@ def _plain_meta(meta: Mapping[str, Any]) -> dict[str, Any]:
 
 # -- JSON round trip (irscope.report/1) ------------------------------------------------------
 def report_to_json(report: Report) -> dict[str, Any]:
-    """The irscope.report/1 document for ``report`` (see irscope/reports/schema.json)."""
+    """The irscope.report/1 document for ``report`` (see irscope/reports/schema.json); a
+    stage record several units share is made into one dict they all hold."""
+    stages: dict[int, dict[str, Any]] = {}
+
+    def stage_json(s: StageRecord) -> dict[str, Any]:
+        if id(s) not in stages:
+            stages[id(s)] = {"kind": s.kind, "name": s.name, "totals": dict(s.totals),
+                             "histogram": dict(s.histogram), "categories": dict(s.categories),
+                             "kernels": [dict(k) for k in s.kernels],
+                             "diagnostics": s.diagnostics, "digest": s.digest, "size": s.size}
+        return stages[id(s)]
+
     return {
         "schema": SCHEMA,
         "run": {"name": report.run, "path": report.path, "meta": dict(report.meta)},
@@ -266,11 +299,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
             "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
-            "stages": [{"kind": s.kind, "name": s.name, "totals": dict(s.totals),
-                        "histogram": dict(s.histogram), "categories": dict(s.categories),
-                        "kernels": [dict(k) for k in s.kernels],
-                        "diagnostics": s.diagnostics, "digest": s.digest, "size": s.size}
-                       for s in u.stages],
+            "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
     }
 
