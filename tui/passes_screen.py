@@ -19,7 +19,7 @@ from irscope.analysis.passes import PassRow, listing
 from irscope.parsers import registry
 from irscope.store import Unit
 from irscope.tui.viewer import IrViewer
-from irscope.views import aligned_diff
+from irscope.line_diff import aligned_diff
 
 # the lexer a pipeline's IR is highlighted with
 FAMILY_KINDS = {"mlir": "ttir", "hlo": "hlo_before_opt", "fx": "fx_graph"}
