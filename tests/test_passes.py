@@ -135,6 +135,11 @@ def test_passes_command_lists_folds_and_diffs(triton_passes, cli):
     assert "+    llvm." in diff.stdout or "+  llvm.func" in diff.stdout
     report = cli("report", path, "--format", "md")
     assert "### Passes" in report.stdout and "ConvertTritonGPUToLLVM" in report.stdout
+    html = cli("report", path, "--format", "html")
+    assert "<h2>Passes that changed the IR</h2>" in html.stdout
+    assert "<td>ConvertTritonGPUToLLVM</td>" in html.stdout
+    figures = json.loads(cli("report", path, "--format", "json").stdout)["units"][0]["figures"]
+    assert figures["passes.changed"] == data["changed"] and figures["passes.total"] == data["total"]
 
 
 def test_a_unit_without_passes_says_so(cli):

@@ -199,7 +199,20 @@ def render_report(report: Report, details: Details | None = None) -> str:
                 body.append(f"<h3>{text(title)}</h3>"
                             + bar_chart(stage.histogram, f"{unit.name} {title} op counts"))
         body.append("</details>")
+    body.append(passes_section(report))
     return _page(f"irscope report: {report.run}", body)
+
+
+def passes_section(report: Report) -> str:
+    """The passes that changed each unit's IR, in pipeline order ("" when none is filed)."""
+    rows = [("<tr>" + _td(u.name) + _td(r.index, True) + _td(r.pipeline) + _td(r.name)
+             + _td(r.added, True) + _td(r.removed, True)
+             + _td("" if r.op_delta is None else f"{r.op_delta:+d}", True) + "</tr>")
+            for u in report.units for r in u.passes]
+    if not rows:
+        return ""
+    return "<h2>Passes that changed the IR</h2>" + _table(
+        ["Unit", "#", "Pipeline", "Pass", "Lines +", "Lines -", "Op Δ"], rows)
 
 
 def _delta_row(d: FigureDelta) -> str:
