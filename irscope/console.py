@@ -106,9 +106,77 @@ class _Progress:
             self._bar.update(self._task, total=total)
 
 
+class _LateProgress:
+    """A progress handle that counts from the start and draws its bar only once ``show()``
+    is called (by a timer, when the work takes long), caught up with what was done."""
+
+    def __init__(self, description: str, total: int | None):
+        import threading
+        from contextlib import ExitStack
+
+        self._description, self._total = description, total
+        self._lock = threading.Lock()
+        self._stack = ExitStack()
+        self._bar: _Progress | None = None
+        self._closed = False
+        self._done = 0
+        self._label: str | None = None
+
+    def show(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._bar = self._stack.enter_context(_bar(self._description, self._total))
+            if self._done:
+                self._bar.advance(self._done, description=self._label)
+
+    def total(self, total: int) -> None:
+        with self._lock:
+            self._total = total
+            if self._bar is not None:
+                self._bar.total(total)
+
+    def advance(self, n: int = 1, description: str | None = None) -> None:
+        with self._lock:
+            self._done += n
+            self._label = description or self._label
+            if self._bar is not None:
+                self._bar.advance(n, description=description)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._stack.close()
+
+
 @contextmanager
-def progress(description: str, total: int | None = None) -> Iterator[_Progress]:
-    """A progress bar on stderr when it is a terminal; silent otherwise (CI, pipes)."""
+def progress(description: str, total: int | None = None,
+             delay: float = 0.0) -> Iterator[_Progress | _LateProgress]:
+    """A progress bar on stderr when it is a terminal; silent otherwise (CI, pipes).
+
+    ``delay``: seconds the work may take before the bar appears (work done sooner draws
+    nothing; the bar then starts with what was done meanwhile).
+    """
+    if delay <= 0:
+        with _bar(description, total) as bar:
+            yield bar
+        return
+    import threading
+
+    late = _LateProgress(description, total)
+    timer = threading.Timer(delay, late.show)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield late
+    finally:
+        timer.cancel()
+        late.close()
+
+
+@contextmanager
+def _bar(description: str, total: int | None = None) -> Iterator[_Progress]:
+    """The bar itself, drawn at once (on a terminal)."""
     if not sys.stderr.isatty() or os.environ.get("CI"):
         yield _Progress(None, None)
         return

@@ -11,7 +11,7 @@ import pytest
 from inspect_helpers import (SCRIPTS, TRITON_AOT, TRITON_KERNELS, base_name, def_line,
                              inspect, kernel_names, write)
 
-from irscope import summary
+from irscope.run_summary import read_summary
 from irscope.store import Run
 
 SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "mlp_dead_gate")
@@ -86,7 +86,7 @@ def test_torch_recompilation_from_a_new_shape_names_the_failed_guard(torch_run):
     assert len(mlp_compiles) >= 2
     reasons = [e.data.get("reason", "") for e in run.events("recompile")]
     assert any("size mismatch" in r and "48" in r for r in reasons), reasons
-    assert summary.summarize(run)["recompiles"] >= 1
+    assert read_summary(run).recompiles >= 1
 
 
 @pytest.mark.slow
@@ -190,7 +190,7 @@ def test_triton_second_run_over_a_warm_cache_still_has_every_kernel(tmp_path):
             failures = run.events("compile_failure")
             assert [f.data["name"] for f in failures] == ["broken_kernel"]
             assert "arange" in failures[0].data["error"]
-            assert summary.summarize(run)["top_ptx_opcodes"]
+            assert read_summary(run).top_ptx_opcodes
 
 
 def test_jax_seed_functions_are_the_users_and_eager_ops_are_set_apart(jax_run, jax_cache,
@@ -301,35 +301,38 @@ def test_a_compiled_kernel_is_analysed_and_stored_while_the_script_runs(tmp_path
     assert "add_kernel" in analysis.resources
 
 
-def test_filing_draws_a_progress_bar_only_once_it_takes_a_second(monkeypatch):
+def test_a_late_progress_bar_appears_only_once_the_work_takes_its_delay(monkeypatch):
     from contextlib import contextmanager
 
-    from irscope.commands import inspect as command
+    from irscope import console
 
     drawn = []
 
     @contextmanager
-    def progress(description, total=None):
-        bar = {"description": description, "total": total, "advances": []}
-        drawn.append(bar)
+    def bar(description, total=None):
+        shown = {"description": description, "total": total, "advances": []}
+        drawn.append(shown)
 
         class Handle:
             def advance(self, n=1, description=None):
-                bar["advances"].append(n)
+                shown["advances"].append(n)
 
             def total(self, total):
-                bar["total"] = total
+                shown["total"] = total
 
         yield Handle()
 
-    monkeypatch.setattr("irscope.console.progress", progress)
-    with command._late_progress("filing the run", delay=1.0) as bar:
-        bar.total(3)
-        bar.advance(3)
-    assert drawn == []  # done in well under a second: nothing drawn
-    with command._late_progress("filing the run", delay=0.05) as bar:
-        bar.total(3)
-        bar.advance(2)
+    monkeypatch.setattr(console, "_bar", bar)
+    with console.progress("filing the run", delay=60) as late:
+        late.total(3)
+        late.advance(3)
+    assert drawn == []  # done well within its delay: nothing drawn
+    with console.progress("filing the run", delay=0.05) as late:
+        late.total(3)
+        late.advance(2)
         assert wait_for(lambda: drawn, seconds=5)
-        bar.advance(1)
+        late.advance(1)
     assert drawn == [{"description": "filing the run", "total": 3, "advances": [2, 1]}]
+    with console.progress("ingesting", total=2) as now:  # no delay: drawn at once
+        now.advance(2)
+    assert drawn[-1] == {"description": "ingesting", "total": 2, "advances": [2]}

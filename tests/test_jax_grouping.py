@@ -75,6 +75,26 @@ def test_user_functions_are_kept_and_jax_eager_ops_marked(eager_run):
     assert called_from(units["jit__reduce_sum"]) == ("eager_ops.py", line_of("EAGER sum"))
 
 
+def test_user_functions_keep_their_xla_dump_and_eager_ops_cost_none(eager_run):
+    """Every stage of a user's jit comes from its compile's XLA dump; an eager op gets no dump
+    (the cost of writing one is most of what a script's compiles pay for dumps) and keeps
+    what JAX holds of it: jaxpr, StableHLO and the executable's optimized HLO."""
+    units = {u.name: u for u in eager_run.units("jax")}
+    for name in ("jit_user_fn", "jit_running_sum"):
+        kinds = {s.kind for s in eager_run.stages(units[name].id)}
+        assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt", "llir",
+                "cost_analysis"} <= kinds, name
+        assert units[name].attrs.get("xla_dump"), name
+    eager = [u for u in units.values() if is_hidden_by_default(u)]
+    for unit in eager:
+        stages = {s.kind: s for s in eager_run.stages(unit.id)}
+        assert {"jaxpr", "stablehlo", "hlo_after_opt", "cost_analysis"} <= set(stages), unit.name
+        assert "hlo_before_opt" not in stages and "xla_dump" not in unit.attrs, unit.name
+    add = {s.kind: s for s in eager_run.stages(units["jit_add"].id)}
+    hlo = eager_run.read_text(add["hlo_after_opt"])
+    assert hlo.startswith("HloModule jit_add") and " add(" in hlo
+
+
 def test_ls_hides_eager_ops_unless_asked_for_all(eager_run):
     listed = run_cli("ls", str(eager_run.path))
     assert listed.returncode == 0, listed.stderr

@@ -7,7 +7,10 @@ TORCH_TRACE logs, a whole-process XLA dump, the user's own dumps) goes through
 ``irscope.ingest``, which links graphs to the kernels they launch. What only the collectors
 know (JAX jaxpr/StableHLO/analyses, a Triton kernel's Python source and cache state, compile
 failures and timings) is written last into the same units, named as the ingest names them
-(``jit_<fn>`` for JAX, the kernel name for Triton).
+(``jit_<fn>`` for JAX, the kernel name for Triton). In a multi-process run each rank's folder
+is filed with its rank: its JAX units are that rank's (``jit_f (rank 1)``, attribute
+``rank``), and a Triton kernel its compile hook saw carries the rank while no other rank
+compiled it too (then it is shared, as Inductor's kernels are, with ``ranks``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from irscope.analysis.ranks import ranked_name, split_rank
 from irscope.collectors import xla_dumps
 from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging
@@ -44,11 +48,13 @@ def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
 
 def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                  progress=None, environ: dict[str, str] | None = None,
-                 prepared: Prepared | None = None) -> tuple[list[str], bool]:
+                 prepared: Prepared | None = None,
+                 rank: int | None = None) -> tuple[list[str], bool]:
     """File everything staged into ``run``: (notes on what went wrong, whether all was read).
 
     ``extra``: files from the user's own dump folders; ``prepared``: what a StagingWatch
-    did while the program ran (without it, that work is done here first, in parallel).
+    did while the program ran (without it, that work is done here first, in parallel);
+    ``rank``: the rank whose folder ``staging`` is, in a multi-process run.
     """
     progress = progress if isinstance(progress, Passes) else Passes(progress)
     if prepared is None:
@@ -68,11 +74,14 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                 paths += [p for p in sorted(path.iterdir()) if p not in kernels]
             else:
                 paths.append(path)
+        own = [p for p in paths if p in extra]  # the user's dump folders: of no one rank
+        paths = [*kernels, *(p for p in paths if p not in own)]
         report = IngestReport()
-        if kernels or dumps:
-            _file_compiled(run, kernels, prepared.analyses, dumps, report, progress)
-        if paths:
-            report.warnings += ingest(run, paths, progress=progress).warnings
+        if paths or dumps:  # one ingest: the blobs it stores all come after its collection
+            report = ingest(run, paths, progress=progress, dumps=dumps,
+                            analyses=prepared.analyses, keep=prepared.stored, rank=rank)
+        if own:
+            report.warnings += ingest(run, own, progress=progress, keep=prepared.stored).warnings
         if extra:  # the user's own trace: its output code is read from the run
             cached = stage_cached_kernels(run, staging, environ)
             if cached:
@@ -85,13 +94,18 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                      f"kept in {staging.root}")
         complete = False
     with run.transaction() as writer:
-        _file_jax(run, writer, prepared.functions)
-        _file_triton_sidecars(run, writer, staging)
+        _file_jax(run, writer, prepared.functions, rank)
+        _file_triton_sidecars(run, writer, staging, rank)
         for event in staging.read_events():
             kind = event.pop("kind", None)
             if kind in EVENT_KINDS:
                 unit = event.get("unit") or event.get("name")
-                unit_id = _unit_id(run, event.get("framework"), unit)
+                framework = event.get("framework")
+                unit_id = (_unit_id(run, framework, ranked_name(unit, rank))
+                           if framework == "jax" and unit else None) or _unit_id(
+                               run, framework, unit)
+                if rank is not None:
+                    event["rank"] = rank
                 writer.add_event(kind, event, unit_id=unit_id)
                 if kind == "collector_error":
                     notes.append(f"{event.get('collector')} collector: {event.get('error')}")
@@ -124,28 +138,6 @@ def _triton_kernels(staging: Staging) -> list[Path]:
     return [folder for folder in sorted(staging.triton.iterdir())
             if folder.is_dir() and not folder.is_symlink() and triton_cache.is_entry(
                 folder, [n for n in os.listdir(folder) if not os.path.islink(folder / n)])]
-
-
-def _file_compiled(run: Run, kernels: list[Path], analyses: dict, dumps: list, report,
-                   progress) -> None:
-    """File the staged Triton kernels (each with the analysis of its cubin made while the
-    program ran; one without is analysed here) and the XLA dumps, in one transaction."""
-    from irscope.ingest import xla_dump
-
-    progress.total(len(kernels) + len(dumps))
-    missing = [folder for folder in kernels if folder.name not in analyses]
-    if missing:  # found only now: analysed on every core before filing
-        analyses = {**analyses, **{folder.name: analysis for folder, analysis
-                                   in triton_cache.analysed_entries(missing)}}
-    with run.transaction() as writer:
-        writer.keep_all = True  # as an ingest files them: no stage replaces another
-        for folder in kernels:
-            report.artifacts += triton_cache.ingest_entry(writer, folder, report,
-                                                          analyses.get(folder.name))
-            progress.advance(1, description=folder.name)
-        if dumps:
-            report.artifacts += xla_dump.ingest_dump(writer, dumps, report)
-            progress.advance(len(dumps), description="xla dumps")
 
 
 def _compile_dumps(compiles: list[dict[str, Any]], cached: dict[int, Any],
@@ -187,19 +179,29 @@ def _read_relative(folder: Path, name: str) -> bytes:
     return (folder / name).read_bytes()
 
 
-def _file_jax(run: Run, writer: Writer, functions: list[dict[str, Any]]) -> None:
-    seen: dict[str, int] = {}
+def _file_jax(run: Run, writer: Writer, functions: list[dict[str, Any]],
+              rank: int | None = None) -> None:
+    seen: dict[tuple[str, bool], int] = {}
     origin = "irscope jax collector"
+    dumped_units = {u.name for u in run.units("jax")}  # filed from XLA dumps just before
     for function in functions:
         module = function.get("module") or "jit_unknown"
-        seen[module] = seen.get(module, 0) + 1
-        name = _jax_unit_name(run, module, seen[module])
+        dumped = function.get("xla_dump", True)
+        count = seen[module, dumped] = seen.get((module, dumped), 0) + 1
+        if dumped:
+            name = _jax_unit_name(run, module, count, rank)
+        else:  # an eager op filed from its executable: named apart from any dumped unit
+            name = ranked_name(module if count == 1 else f"{module} (compile {count})", rank)
+            if name in dumped_units:
+                name = ranked_name(f"{module} (eager op {count})", rank)
         attrs = {k: v for k, v in function.items() if k.endswith("_seconds")}
         if _made_by_jax(function):
             attrs.update(eager_op_attrs(function.get("called_from")))
+        if rank is not None:
+            attrs["rank"] = rank
         unit_id = writer.add_unit(name, "jax", function.get("source_file"),
                                   function.get("source_line"), attrs)
-        for kind in ("jaxpr", "stablehlo"):
+        for kind in ("jaxpr", "stablehlo", "hlo_after_opt"):
             if function.get(kind):
                 writer.add_stage(unit_id, kind, function[kind], origin=origin)
         analyses = {k: function[k] for k in ("cost_analysis", "memory_analysis") if k in function}
@@ -216,22 +218,25 @@ def _made_by_jax(function: dict[str, Any]) -> bool:
     return bool(JAX_SOURCE.search(function.get("source_file") or ""))
 
 
-def _jax_unit_name(run: Run, module: str, compile_number: int) -> str:
-    """The unit of the n-th compile of ``module``: the XLA dump's, in module-number order.
+def _jax_unit_name(run: Run, module: str, compile_number: int, rank: int | None = None) -> str:
+    """The unit of the n-th compile of ``module`` (on ``rank``): the XLA dump's, in
+    module-number order.
 
     The dump files a recompiled function (same module name) as ``name (module N)``; the
     n-th compile seen here is the n-th module of that name there.
     """
     if compile_number == 1:
-        return module
-    modules = sorted((u for u in run.units("jax") if u.name.startswith(f"{module} (module ")),
+        return ranked_name(module, rank)
+    modules = sorted((u for u in run.units("jax") if u.attrs.get("rank") == rank
+                      and split_rank(u.name)[0].startswith(f"{module} (module ")),
                      key=lambda u: _number(u.attrs.get("xla_module")))
     if compile_number - 2 < len(modules):
         return modules[compile_number - 2].name
-    return f"{module} (compile {compile_number})"
+    return ranked_name(f"{module} (compile {compile_number})", rank)
 
 
-def _file_triton_sidecars(run: Run, writer: Writer, staging: Staging) -> None:
+def _file_triton_sidecars(run: Run, writer: Writer, staging: Staging,
+                          rank: int | None = None) -> None:
     for sidecar in sorted(staging.triton.glob(f"*/{SIDECAR}")):
         info = _read_json(sidecar)
         name = info.get("name")
@@ -242,14 +247,24 @@ def _file_triton_sidecars(run: Run, writer: Writer, staging: Staging) -> None:
             unit_id = writer.add_unit(name, "triton")
         attrs = {"cache_hit": info.get("cache_hit"), "compile_time_us": info.get("compile_time_us"),
                  "constexprs": info.get("constexprs"), "signature": info.get("signature")}
+        if rank is not None:
+            attrs.update(_kernel_ranks(run.unit_by_id(unit_id).attrs, rank))
         writer.add_unit(_unit_name(run, unit_id) or name, "triton", info.get("source_file"),
-                        info.get("source_line"), {k: v for k, v in attrs.items() if v is not None})
+                        info.get("source_line"), {k: v for k, v in attrs.items() if v is not None
+                                                  or k == "rank"})
         if info.get("python_source"):
             writer.add_stage(unit_id, "python_source", info["python_source"],
                              origin=info.get("source_file"))
+        event = {"framework": "triton", "name": name, "hash": info.get("hash")}
         writer.add_event("cache_hit" if info.get("cache_hit") else "cache_miss",
-                         {"framework": "triton", "name": name, "hash": info.get("hash")},
-                         unit_id=unit_id)
+                         {**event, "rank": rank} if rank is not None else event, unit_id=unit_id)
+
+
+def _kernel_ranks(attrs: dict[str, Any], rank: int) -> dict[str, Any]:
+    """The rank attributes of a kernel ``rank`` compiled: ``rank`` while no other rank
+    compiled it, None (a kernel of no one rank) once another did; ``ranks`` lists them all."""
+    ranks = sorted({*attrs.get("ranks", ()), rank})
+    return {"ranks": ranks, "rank": ranks[0] if len(ranks) == 1 else None}
 
 
 def _unit_id(run: Run, framework: str | None, name: str | None, kernel_hash: str | None = None):

@@ -9,7 +9,10 @@ see ``irscope.collectors.xla_dumps``). Phase timings come from ``jax.monitoring`
 
 A lowering of a function that lies inside the jax package (a primitive run outside any
 jit, or ``jnp.sum`` called eagerly) is marked ``jax_internal`` with the user's line that
-called it, so filing can set these eager ops apart from the user's own functions.
+called it, so filing can set these eager ops apart from the user's own functions. Such an
+eager op gets no XLA dump (most of a script's compiles are eager ops, and a dump costs each
+compile its writing): its optimized HLO is read from the executable instead, a copy held in
+memory anyway.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import itertools
 import os
 import re
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -35,6 +39,7 @@ COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
 
 _counter = itertools.count(1)
 _compiles = itertools.count(1)
+_compiling = threading.local()  # .eager: whether this thread compiles one of JAX's eager ops
 
 
 def install(staging: Staging, dumps: bool = True,
@@ -67,6 +72,7 @@ def install(staging: Staging, dumps: bool = True,
     @functools.wraps(compile_method)
     def compile(self, compiler_options=None, **kwargs):
         start = time.perf_counter()
+        outer, _compiling.eager = getattr(_compiling, "eager", False), _is_eager(self)
         try:
             executable = compile_method(self, compiler_options, **kwargs)
         except Exception as exc:
@@ -74,6 +80,8 @@ def install(staging: Staging, dumps: bool = True,
                 "framework": "jax", "unit": module_name(getattr(self, "_name", "jit_unknown")),
                 "error": f"{type(exc).__name__}: {exc}"})
             raise
+        finally:
+            _compiling.eager = outer
         try:
             _stage_executable(staging, self, executable, time.perf_counter() - start)
         except Exception as exc:
@@ -92,6 +100,9 @@ def install(staging: Staging, dumps: bool = True,
     @functools.wraps(backend_compile)
     def compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs):
         number = None
+        if getattr(_compiling, "eager", False):  # filed from the executable: no dump
+            return backend_compile(backend, computation, devices, compile_options,
+                                   *args, **kwargs)
         try:
             number = _plan_dump(staging, dump_cache, backend, computation, devices,
                                 compile_options)
@@ -211,13 +222,27 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float,
         record.update(source_file=match["file"], source_line=int(match["line"]))
         if internal and _inside(match["file"], internal):  # JAX made this jit, not the user
             record.update(jax_internal=True, called_from=_caller_outside(internal))
+            computation._irscope_eager = True
     append_record(staging.jax_functions, record)
+
+
+def _is_eager(computation) -> bool:
+    """Whether ``computation`` lowers one of JAX's eager ops (see ``_stage_lowering``)."""
+    return getattr(computation, "_irscope_eager", False)
 
 
 def _stage_executable(staging: Staging, computation, executable, seconds: float) -> None:
     record: dict[str, Any] = {"record": "compile", "id": _record_id(computation),
                               "module": module_name(computation._name),
                               "compile_seconds": seconds}
+    if _is_eager(computation):  # no XLA dump: the optimized HLO the executable holds
+        record["xla_dump"] = False
+        try:
+            record["hlo_after_opt"] = "\n\n".join(
+                module.to_string() for module in executable.xla_extension_executable()
+                .hlo_modules())
+        except Exception as exc:  # not offered on every backend
+            record["hlo_after_opt_error"] = f"{type(exc).__name__}: {exc}"
     for key in ("cost_analysis", "memory_analysis"):
         try:
             record[key] = _jsonable(getattr(executable, key)())

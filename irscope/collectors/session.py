@@ -89,7 +89,7 @@ class Session:
         for rank, staging in [*ranks, (None, self.staging)]:  # then what no rank staged
             filed, whole = file_staging(self.run, staging, extra, progress,
                                         {**self.user_env, **self.env()},
-                                        prepared.get(staging.root))
+                                        prepared.get(staging.root), rank)
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []

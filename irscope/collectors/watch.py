@@ -46,7 +46,8 @@ class Prepared:
     that made the cached dump unreadable; ``analyses``: Triton kernel folder name (a staged
     kernel's, or a Triton cache entry's) -> its cubin's analysis (None where there is none);
     ``inductor_kernels``: (name, kernel path) of each Triton kernel the output code in the
-    trace names, in order.
+    trace names, in order; ``stored``: digests of the blobs put into the run's blob store
+    ahead (not yet named by any stage: an ingest's collection of orphans spares them).
     """
 
     compiles: list[dict[str, Any]] = field(default_factory=list)
@@ -54,6 +55,7 @@ class Prepared:
     cached_dumps: dict[int, dict[str, bytes] | Exception] = field(default_factory=dict)
     analyses: dict[str, Any] = field(default_factory=dict)
     inductor_kernels: list[tuple[str, str]] = field(default_factory=list)
+    stored: set[str] = field(default_factory=set)
 
 
 class Tail:
@@ -120,6 +122,7 @@ class StagingWatch:
         self._folders: dict[Path, _Folder] = {}
         self._work: list[_Job] = []
         self._ahead: deque[bytes] = deque()  # bytes for the blob store, put by the watch thread
+        self._stored: set[str] = set()  # digests of what was put
         self._storing_ahead = run_path is not None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -151,7 +154,7 @@ class StagingWatch:
                 progress.advance(1, description="kernels and dumps")
         background.shutdown()
         self._pool.shutdown()
-        return {root: folder.prepared() for root, folder in self._folders.items()}
+        return {root: folder.prepared(self._stored) for root, folder in self._folders.items()}
 
     # -- following -------------------------------------------------------------------------
     def _follow(self) -> None:
@@ -196,7 +199,7 @@ class StagingWatch:
         try:
             with run.transaction():
                 while self._ahead:
-                    run.put_blob(self._ahead.popleft())
+                    self._stored.add(run.put_blob(self._ahead.popleft()))
         except Exception:  # noqa: BLE001  a busy run: filing stores what is left itself
             self._ahead.clear()
 
@@ -216,8 +219,8 @@ class _Folder:
         self._traces: dict[Path, OutputCodeKernels] = {}
         self._inductor: dict[tuple[str, str], None] = {}  # (name, kernel path), in order
 
-    def prepared(self) -> Prepared:
-        return Prepared(
+    def prepared(self, stored: set[str]) -> Prepared:
+        return Prepared(stored=stored,
             compiles=[self._compiles[n] for n in sorted(self._compiles)],
             functions=[self._functions[n] for n in sorted(self._functions)],
             cached_dumps={n: _outcome(f) for n, f in self._cached.items()},
@@ -238,7 +241,7 @@ class _Folder:
                 watch.submit(_keep_dump, watch, record)
         for record in self._function_records.read(final):
             self._functions.setdefault(record.get("id", 0), {}).update(record)
-            for kind in ("jaxpr", "stablehlo"):  # the text filing stores as these stages
+            for kind in ("jaxpr", "stablehlo", "hlo_after_opt"):  # text filing stores
                 if isinstance(record.get(kind), str) and record[kind]:
                     watch.queue(record[kind].encode("utf-8"))
         self._poll_kernels(watch)

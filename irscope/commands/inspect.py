@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 EXIT_SIGNAL_BASE = 128
@@ -115,7 +114,9 @@ def run(args) -> int:
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
     try:
-        with _late_progress("filing the run") as bar:
+        from irscope.console import progress
+
+        with progress("filing the run", delay=LATE_BAR_S) as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar)
         if pass_dump:
             _file_passes(session.run, pass_dump)
@@ -243,62 +244,6 @@ def _while_running(session) -> None:
     session.open_run(environment.describe(["irscope", *sys.argv[1:]], versions=False))
 
 
-@contextmanager
-def _late_progress(description: str, delay: float = LATE_BAR_S):
-    """console.progress that appears only once the work has taken ``delay`` seconds."""
-    bar = _LateBar(description)
-    timer = threading.Timer(delay, bar.show)
-    timer.daemon = True
-    timer.start()
-    try:
-        yield bar
-    finally:
-        timer.cancel()
-        bar.close()
-
-
-class _LateBar:
-    """A progress handle that counts from the start and draws a bar only when shown."""
-
-    def __init__(self, description: str):
-        self._description = description
-        self._lock = threading.Lock()
-        self._stack = ExitStack()
-        self._bar = None
-        self._closed = False
-        self._total: int | None = None
-        self._done = 0
-        self._label: str | None = None
-
-    def show(self) -> None:
-        from irscope.console import progress
-
-        with self._lock:
-            if self._closed:
-                return
-            self._bar = self._stack.enter_context(progress(self._description, self._total))
-            if self._done:
-                self._bar.advance(self._done, description=self._label)
-
-    def total(self, total: int) -> None:
-        with self._lock:
-            self._total = total
-            if self._bar is not None:
-                self._bar.total(total)
-
-    def advance(self, n: int = 1, description: str | None = None) -> None:
-        with self._lock:
-            self._done += n
-            self._label = description or self._label
-            if self._bar is not None:
-                self._bar.advance(n, description=description)
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            self._stack.close()
-
-
 def _preload() -> None:
     """Import what filing and the summary need while the script runs (this process idles),
     on the cores the script leaves idle."""
@@ -317,11 +262,12 @@ def _preload() -> None:
 def _report(run, args) -> None:
     from irscope import summary
     from irscope.console import print_json
+    from irscope.run_summary import read_summary
 
     path = run.path
-    data = summary.summarize(run)
+    data = read_summary(run)
     if args.json:
-        print_json(data)
+        print_json(data.to_json())
     else:
         summary.render(data, stderr=True)
     if args.open:

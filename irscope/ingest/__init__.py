@@ -4,7 +4,8 @@
 logs, TORCH_LOGS text, Triton cache entries, XLA dump modules, single IR files), files
 them as units and stages, then links graphs to the kernels they launch. Everything is
 written in one transaction: an ingest that fails or is interrupted leaves the run as it was
-(the blob files a killed ingest left are collected by the next one).
+(the blob files a killed ingest left are collected by the next one, before it stores any;
+blobs a caller stored ahead, not yet named by a stage, are named to it and spared).
 
 Nothing collected is dropped: loose files of one name in different folders become units
 named after the folders that tell them apart, and a stage never replaces one of the same
@@ -16,14 +17,17 @@ the user's other files into a run.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from irscope.files import contained
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
 from . import (linking, single_file, thunder_traces, torch_compile_debug, torch_logs, torch_trace,
                triton_cache, xla_dump)
+from .ranked import RankWriter
 
 HEAD_BYTES = 64 << 10
 SKIP_DIRS = {"__pycache__", ".git", ".irscope"}
@@ -70,12 +74,19 @@ class _Plan:
                 + len(self.xla_files) + len(self.files) + len(self.thunder_folders))
 
 
-def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None) -> IngestReport:
+def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
+           analyses: dict[str, Any] | None = None, keep: Iterable[str] = (),
+           rank: int | None = None) -> IngestReport:
     """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item.
 
     ``dumps``: XLA dump files already found (``xla_dump.DumpFile``, e.g. a run's per-compile
     dumps and cached ones), filed with any found under ``paths``. ``workers``: how many
-    NVIDIA tool processes analyse cubins at once (default: one per core).
+    NVIDIA tool processes analyse cubins at once (default: one per core). ``analyses``: the
+    cubin analyses a caller already made, by Triton cache entry folder name (None: nothing to
+    analyse), so only the other entries are analysed here. ``keep``: digests of blobs the
+    caller stored in the run ahead of this ingest (a StagingWatch does while the program
+    runs), which the collection of a killed ingest's blobs must spare. ``rank``: the rank
+    whose XLA dumps these are (multi-process run): their units are that rank's.
     """
     report = IngestReport()
     report.units_before, report.stages_before = run.counts()
@@ -95,7 +106,7 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
     names = single_file.unit_names(plan.files)
     with run.transaction() as writer:
         writer.keep_all = True
-        writer.collect_orphans()
+        writer.collect_orphans(keep)
         for log in plan.traces:
             report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,
                                                          _share_reporter(progress, log.name))
@@ -104,14 +115,15 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
         for log in plan.logs:
             report.artifacts += torch_logs.ingest_log(writer, log, report)
             step(log.name)
-        for entry, analysis in triton_cache.analysed_entries(plan.triton_entries, workers):
+        for entry, analysis in _analysed(plan.triton_entries, analyses or {}, workers):
             report.artifacts += triton_cache.ingest_entry(writer, entry, report, analysis)
             step(entry.name)
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
             step(folder.name)
         dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
-        report.artifacts += xla_dump.ingest_dump(writer, dump_files, report)
+        report.artifacts += xla_dump.ingest_dump(
+            writer if rank is None else RankWriter(writer, rank), dump_files, report)
         for _ in dump_files:
             step("xla dump")
         for path in plan.files:
@@ -128,6 +140,14 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None)
             step(path.name)
     report.units_after, report.stages_after = run.counts()
     return report
+
+
+def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None):
+    """Each Triton cache entry with its cubin's analysis: the given one, else made here (on
+    ``workers`` threads, ahead of filing), in entry order."""
+    made = triton_cache.analysed_entries([e for e in entries if e.name not in analyses], workers)
+    for entry in entries:
+        yield (entry, analyses[entry.name]) if entry.name in analyses else next(made)
 
 
 def _share_reporter(progress, name: str):
