@@ -66,6 +66,8 @@ def _file_pass_dumps(run_, dumps: list[Path], report) -> None:
         report.warnings.extend(file_triton_dump(run_, dump))
         report.sources.append((str(dump), "mlir_pass_dump"))
         report.artifacts += 1
+    if dumps:
+        report.units_after, report.stages_after = run_.counts()
 
 
 def run(args) -> int:
