@@ -388,7 +388,9 @@ class Run:
             raise RunError(f"{index}: permission denied: the run cannot be read")
         writable = not read_only and os.access(index, os.W_OK) and os.access(path, os.W_OK)
         db, row, problem = None, None, None
-        for mode in (("rw", "ro", "immutable") if writable else ("ro", "immutable")):
+        modes = ("rw", "ro", "immutable") if writable else (
+            ("immutable",) if _wal_at_rest(index) else ("ro", "immutable"))
+        for mode in modes:
             try:
                 db = _connect(index, mode=mode)
                 row = db.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
@@ -981,6 +983,19 @@ def _bounded_decompress(data: bytes) -> bytes:
     if len(out) > MAX_BLOB_BYTES:
         raise _TooLarge()
     return out
+
+
+def _wal_at_rest(index: Path) -> bool:
+    """True for a write-ahead-log index that no process has open: no -shm file (SQLite makes
+    one for as long as any connection is open) and no -wal file holding commits. A reader
+    opens such an index as immutable: "ro" would create both files beside it."""
+    try:
+        with open(index, "rb") as fh:
+            header = fh.read(20)
+        wal = os.stat(f"{index}-wal").st_size if os.path.exists(f"{index}-wal") else 0
+    except OSError:
+        return False
+    return header[18:20] == b"\x02\x02" and not os.path.exists(f"{index}-shm") and wal == 0
 
 
 def _connect(path: Path, wal: bool = False, mode: str = "rw") -> sqlite3.Connection:

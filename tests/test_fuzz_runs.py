@@ -280,6 +280,40 @@ def test_run_without_write_access_reads(case, reader):
     check(f"run/read-only/{reader}", found, outcome)
 
 
+@pytest.mark.parametrize("reader", ["ls", "ls-json", "show", "report", "diff"])
+def test_reading_creates_no_journal_files(case, reader):
+    """A run irscope made (write-ahead log) whose index the user may not write, in a folder
+    they may: reading it leaves no -wal or -shm file beside the index."""
+    run, around = case
+    before = sorted(p.name for p in run.iterdir())
+    (run / "index.sqlite").chmod(0o444)
+    args, _ = READERS[reader]
+    outcome = irscope(*(a.format(run=run) for a in args), cwd=around, deny_access=True)
+    found = problems(outcome, ok=(0,))
+    after = sorted(p.name for p in run.iterdir())
+    if after != before:
+        found.append(f"files appeared beside the index: {sorted(set(after) - set(before))}")
+    check(f"run/read-only-index/{reader}", found, outcome)
+
+
+def test_opening_read_only_creates_no_journal_files(case):
+    """``Run.open(read_only=True)`` (serve, passes) of a run at rest in a writable folder."""
+    from irscope.store import Run
+
+    run, _ = case
+    db = sqlite3.connect(f"file:{run / 'index.sqlite'}?immutable=1", uri=True)
+    filed = db.execute("SELECT count(*) FROM units").fetchone()[0]
+    db.close()
+    before = sorted(p.name for p in run.iterdir())
+    with Run.open(run, read_only=True) as opened:
+        units = len(opened.units())
+    after = sorted(p.name for p in run.iterdir())
+    found = [] if after == before else [f"files appeared: {sorted(set(after) - set(before))}"]
+    if units != filed:
+        found.append(f"{units} units read, {filed} filed")
+    check("run/read-only-open", found)
+
+
 @pytest.mark.parametrize("command", ["ls", "show", "report", "open", "runs", "report-o",
                                      "ingest-o", "ls-latest"])
 def test_permission_denied_is_one_line(case, command):
