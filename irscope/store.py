@@ -55,17 +55,23 @@ MAX_BLOB_BYTES = 1 << 30  # larger blobs, stored or uncompressed, are refused as
 # A blob's name: the SHA-256 of its bytes, "3f5a...e1" (64 lower-case hex digits).
 BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 _NUMBER = (int, float)
-# Attributes that readers rely on the type of: a value of another type (a damaged or crafted
-# index) is left out when the unit is read, as if the run had not recorded it.
+# Every attribute a writer gives units and relations, with its type: a value of another type
+# (a damaged or crafted index) is left out when the unit is read, as if the run had not
+# recorded it. tests/test_hostile_attrs.py fails on a writer's attribute missing here.
 ATTR_TYPES: dict[str, type | tuple[type, ...]] = {
     **dict.fromkeys(("output_codes", "compile_times", "metadata", "config", "resources", "ptxas",
-                     "target", "signature", "constexprs"), dict),
+                     "target", "signature", "constexprs", "figures", "executors"), dict),
     **dict.fromkeys(("rank", "num_warps", "num_stages", "num_ctas", "guard_count",
-                     "graph_op_count", "graph_node_count", "xla_module", "shared", "order"), int),
+                     "graph_op_count", "graph_node_count", "xla_module", "shared", "order",
+                     "error_line", "compile"), int),
     **dict.fromkeys(("hash", "origin", "compile_id", "called_from", "called_by", "group",
-                     "kernel", "status", "xla_dump", "ttir_error"), str),
-    **dict.fromkeys(("compile_seconds", "compile_time_us"), _NUMBER),
-    **dict.fromkeys(("problems", "warnings", "autotune_candidates"), list),
+                     "kernel", "status", "xla_dump", "ttir_error", "error", "error_file",
+                     "error_source", "pass_dump", "role", "output_code", "via", "region",
+                     "executor", "thunder"), str),
+    **dict.fromkeys(("eager_op", "autotune_best", "cache_hit", "valid", "interpret"), bool),
+    **dict.fromkeys(("compile_seconds", "lowering_seconds", "compile_time_us"), _NUMBER),
+    **dict.fromkeys(("problems", "warnings", "autotune_candidates", "ranks", "regions", "grid"),
+                    list),
     "arch": (int, str),
 }
 # Mappings whose values readers compute with: every value must be of this type.
