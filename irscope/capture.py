@@ -96,26 +96,30 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         return getattr(self.run, name)
 
     def summary(self) -> dict[str, Any]:
-        from irscope import summary
+        """The run's headline figures as plain data (what `irscope inspect --json` prints)."""
+        return self._summary().to_json()
 
-        return summary.summarize(self.run)
+    def _summary(self):
+        from irscope.run_summary import read_summary  # reads the run: not at `import irscope`
+
+        return read_summary(self.run)
 
     def __repr__(self) -> str:
         if self._run is None:
             return f"<irscope capture {self.path or '(not started)'}: collecting>"
         from irscope import summary
 
-        return summary.to_text(self.summary())
+        return summary.to_text(self._summary())
 
     def __rich__(self):
         from irscope import summary
 
-        return summary.renderable(self.summary()) if self._run is not None else repr(self)
+        return summary.renderable(self._summary()) if self._run is not None else repr(self)
 
     def _repr_html_(self) -> str:
         from irscope import summary
 
-        return summary.to_html(self.summary()) if self._run is not None else repr(self)
+        return summary.to_html(self._summary()) if self._run is not None else repr(self)
 
 
 def _single_compile_thread():

@@ -23,6 +23,7 @@ from truth_helpers import (AOT_ID, DEFINITION, KERNEL_PATH, PTXAS_FRAME, RES_USA
                            run_tool)
 
 from irscope import summary
+from irscope.run_summary import read_summary
 from irscope.analysis.occupancy import occupancy
 from irscope.ingest import ingest
 from irscope.nvtools import find_tool
@@ -98,7 +99,7 @@ def test_forward_and_backward_are_both_counted(trust_run):
     assert set(roles) == {"forward", "backward"}
     assert step.kernels_launched == roles["forward"].kernels_launched + roles[
         "backward"].kernels_launched
-    text = summary.to_text(summary.summarize(run))
+    text = summary.to_text(read_summary(run))
     assert f"forward {roles['forward'].kernels_launched}" in text
     assert f"backward {roles['backward'].kernels_launched}" in text
 
@@ -115,8 +116,7 @@ def test_run_totals_are_sums_over_distinct_graphs(any_run):
         len(DEFINITION.findall(c)) for u in graphs for c in distinct_output_codes(run, u))
     assert report.totals["kernels_launched"] == sum(
         call_launches(c)[0] for u in graphs for c in distinct_output_codes(run, u))
-    data = summary.summarize(run)
-    assert data["kernels_generated"] == report.totals["kernels_generated"]
+    assert read_summary(run).kernels_generated == report.totals["kernels_generated"]
 
 
 def test_recompiles_are_compiles_not_reasons(trust_run):
@@ -124,7 +124,7 @@ def test_recompiles_are_compiles_not_reasons(trust_run):
     trace = next((dumps / "trace").glob("*.log")).read_text()
     recompiled = set(re.findall(r'\{"dynamo_start".*?"frame_id": (\d+), "frame_compile_id": '
                                 r'([1-9]\d*)', trace))
-    assert summary.summarize(run)["recompiles"] == len(recompiled) == 2
+    assert read_summary(run).recompiles == len(recompiled) == 2
     # the log repeats the trace's reasons, with blank space at their ends: one event each
     for unit in run.units("torch"):
         reasons = [e.data["reason"] for e in run.events("recompile") if e.unit_id == unit.id]

@@ -152,14 +152,14 @@ def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = prin
     the run's figures (graphs, breaks, recompilations, kernels) as `inspect` would."""
     import tempfile
 
-    from irscope import summary
     from irscope.ingest import ingest
+    from irscope.run_summary import read_summary
     from irscope.store import Run
 
     with tempfile.TemporaryDirectory(prefix="irscope-stats-") as scratch:
         with Run.create(Path(scratch) / "run", {"name": path.name}) as run:
             report = ingest(run, [path])
-            data = summary.summarize(run)
+            data = read_summary(run).to_json()
     figures = {"kind": kind, "graphs": data["graphs"], "units": data["units"],
                "graph_breaks": data["graph_breaks"], "recompiles": data["recompiles"],
                "compile_failures": data["compile_failures"],

@@ -1,0 +1,105 @@
+"""A run's headline figures, read once for the summary `irscope inspect`, `irscope.capture()`
+and notebooks show and for ``--json``: units per framework, graphs, kernels, problems."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from irscope.run_figures import read_run_figures
+from irscope.store import Run, Stage
+from irscope.units import shown_units
+
+TOP_OPCODES = 5
+
+
+@dataclass(frozen=True)
+class Launches:
+    """The kernels one output code of a graph launches per call."""
+
+    graph: str
+    role: str | None
+    output_code: str
+    kernels_launched: int
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """Headline figures of a run; ``to_json`` is what ``--json`` prints."""
+
+    run: str
+    name: str
+    exit_status: int | None = None
+    partial: bool = False
+    ended: str | None = None
+    error: str | None = None
+    units: Mapping[str, int] = field(default_factory=dict)  # per framework
+    hidden_units: Mapping[str, int] = field(default_factory=dict)  # JAX's eager ops
+    graphs: int = 0
+    kernels_generated: int = 0
+    kernels_launched: int = 0
+    kernels_launched_per_call: tuple[Launches, ...] = ()
+    graph_breaks: int = 0
+    recompiles: int = 0
+    compile_failures: int = 0
+    top_ptx_opcodes: Mapping[str, int] = field(default_factory=dict)
+    top_sass_opcodes: Mapping[str, int] = field(default_factory=dict)
+    frameworks_imported: tuple[str, ...] = ()
+    frameworks_missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def open_command(self) -> str:
+        return f"irscope open {self.run}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(units=dict(self.units), hidden_units=dict(self.hidden_units),
+                    top_ptx_opcodes=dict(self.top_ptx_opcodes),
+                    top_sass_opcodes=dict(self.top_sass_opcodes),
+                    kernels_launched_per_call=[dataclasses.asdict(k)
+                                               for k in self.kernels_launched_per_call],
+                    frameworks_imported=list(self.frameworks_imported),
+                    frameworks_missing=list(self.frameworks_missing), notes=list(self.notes),
+                    open_command=self.open_command)
+        return data
+
+
+def read_summary(run: Run) -> RunSummary:
+    """The headline figures of ``run``."""
+    units = run.units()
+    figures = read_run_figures(run, units)
+    shown, hidden = shown_units(units)
+    frameworks = Counter(u.framework for u in shown if not u.name.startswith("("))
+    ptx, sass = Counter(), Counter()
+    for stage in run.stages():
+        if stage.kind in ("ptx", "sass"):
+            (ptx if stage.kind == "ptx" else sass).update(_histogram(run, stage))
+    launched = tuple(Launches(graph.name, code.role, code.stage, code.kernels_launched)
+                     for graph in figures.graphs for code in graph.output_codes)
+    generated = figures.kernels_generated if figures.graphs else (
+        frameworks.get("triton", 0) + frameworks.get("cpp", 0))
+    meta = run.meta
+    return RunSummary(
+        run=str(run.path), name=run.name, exit_status=meta.get("exit_status"),
+        partial=bool(meta.get("partial")), ended=meta.get("ended"), error=meta.get("error"),
+        units=dict(frameworks), hidden_units=dict(Counter(u.framework for u in hidden)),
+        graphs=len(figures.graphs), kernels_generated=generated,
+        kernels_launched=figures.kernels_launched, kernels_launched_per_call=launched,
+        graph_breaks=figures.event_total("graph_breaks"), recompiles=figures.recompiles,
+        compile_failures=figures.event_total("compile_failures"),
+        top_ptx_opcodes=dict(ptx.most_common(TOP_OPCODES)),
+        top_sass_opcodes=dict(sass.most_common(TOP_OPCODES)),
+        frameworks_imported=tuple(meta.get("frameworks", ())),
+        frameworks_missing=tuple(meta.get("missing_frameworks", ())),
+        notes=tuple(meta.get("notes", ())))
+
+
+def _histogram(run: Run, stage: Stage) -> Mapping[str, int]:
+    try:
+        return run.parsed(stage).histogram
+    except Exception:  # an unreadable stage must not hide the rest
+        return {}
