@@ -4,6 +4,7 @@ before and after its pre-grad, joint and post-grad passes; and the two IRs of on
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from irscope.analysis.passes import PassRow, compare, row_with
@@ -16,6 +17,10 @@ INDUCTOR_PASSES = (("pre_grad", "before_pre_grad_graph", ("after_pre_grad_graph"
                    ("joint", "before_joint_graph", ("after_joint_graph",)),
                    ("post_grad", "before_post_grad_graph",
                     ("inductor_post_grad_graph", "after_post_grad_graph")))
+
+
+# before_post_grad_graph#2, inductor_post_grad_graph (2)
+AGAIN = re.compile(r"(?:#\d+| \(\d+\))$")
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ def inductor_passes(run: Run, stages: list[Stage], start: int,
             after = next((s for s in graphs[i + 1:] if _base(s.name) in afters), None)
             if after is None:
                 continue
-            row = PassRow(start + len(rows), "inductor", name, stage=after.name,
+            again = stage.name[len(_base(stage.name)):]  # "#2": the backward graph's
+            row = PassRow(start + len(rows), "inductor", name + again, stage=after.name,
                           before=stage.name)
             key = (stage.blob, after.blob)
             if key not in compared:
@@ -91,8 +97,9 @@ def inductor_passes(run: Run, stages: list[Stage], start: int,
 
 
 def _base(name: str) -> str:
-    """A stage name without the `` (2)`` a second stage of that name gets."""
-    return name.split(" (")[0]
+    """A stage name without the ``#2`` (a trace's) or `` (2)`` (an ingest's) that a second
+    stage of that name gets: the backward graph's."""
+    return AGAIN.sub("", name)
 
 
 def pass_texts(run: Run, unit: Unit, row: PassRow) -> tuple[str, str]:

@@ -224,15 +224,19 @@ def test_inductor_graph_passes_from_the_h100_sample_trace():
 def test_inductor_graph_passes_of_a_real_torch_compile(tmp_path, cli):
     trace = tmp_path / "trace"
     script = ("import torch\n"
-              "f = torch.compile(lambda x: torch.relu(x * 2.0 + 1.0).sum())\n"
-              "print(f(torch.ones(16)))\n")
+              "w = torch.randn(16, 16, requires_grad=True)\n"
+              "f = torch.compile(lambda x: torch.relu(x @ w * 2.0 + 1.0).sum())\n"
+              "f(torch.randn(4, 16)).backward()\n")
     subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                   env={**os.environ, "TORCH_TRACE": str(trace)}, cwd=ROOT)
+                   env={**os.environ, "TORCH_TRACE": str(trace),  # a cold compile: a
+                        "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")},  # hit runs no pass
+                   cwd=ROOT)
     assert cli("ingest", trace, "-o", tmp_path / "run").returncode == 0
     with Run.open(tmp_path / "run", read_only=True) as run:
         unit = next(u for u in run.units("torch") if u.name.startswith("[0/0]"))
         rows = unit_passes(run, unit).rows
-        assert {"pre_grad", "post_grad"} <= {r.name for r in rows}
+        # training: post-grad passes run on the forward and on the backward graph
+        assert [r.name for r in rows] == ["pre_grad", "post_grad", "post_grad#2"]
         for row in rows:
             before, after = pass_texts(run, unit, row)
             assert row.op_delta == independent(after, FX_CALL) - independent(before, FX_CALL)

@@ -78,9 +78,10 @@ def _list(passes, args) -> int:
                     "diagnostics": list(passes.diagnostics)})
         return 0
     _print_table(shown.rows)
-    out(f"{shown.total} passes: {shown.changed} changed the IR, {shown.folded} changed nothing "
-        f"(folded; --all lists them)" + (f", {shown.unknown} without the IR they left"
-                                          if shown.unknown else ""))
+    unchanged = shown.total - shown.changed - shown.unknown
+    out(f"{shown.total} passes: {shown.changed} changed the IR, {unchanged} changed nothing"
+        + (" (folded; --all lists them)" if shown.folded else "")
+        + (f", {shown.unknown} without the IR they left" if shown.unknown else ""))
     for message in passes.diagnostics:
         warn(message)
     return 0
