@@ -6,7 +6,7 @@ PIP := $(PY) -m pip --disable-pip-version-check --quiet
 STAMP := $(VENV)/.irscope-installed
 PYTEST_ARGS ?=
 
-.PHONY: setup layers test test-fast wheel-check demo bench clean
+.PHONY: setup layers test test-fast test-thunder wheel-check demo bench clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,21 @@ test: layers
 test-fast: layers
 	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow and not gpu" $(PYTEST_ARGS)
 
+# Lightning Thunder does not run with the torch of requirements/test.txt: its tests run in a
+# virtual environment of their own, with the pinned Thunder and the torch it runs with.
+THUNDER_VENV := .venv-thunder
+THUNDER_STAMP := $(THUNDER_VENV)/.irscope-installed
+
+$(THUNDER_STAMP): pyproject.toml requirements/thunder.txt
+	@test -x $(THUNDER_VENV)/bin/python || $(PYTHON) -m venv $(THUNDER_VENV)
+	$(THUNDER_VENV)/bin/python -m pip --disable-pip-version-check --quiet install \
+		-r requirements/thunder.txt
+	$(THUNDER_VENV)/bin/python -m pip --disable-pip-version-check --quiet install --no-deps -e .
+	@touch $(THUNDER_STAMP)
+
+test-thunder: $(THUNDER_STAMP)
+	$(THUNDER_VENV)/bin/python -m pytest -q -m thunder tests/test_thunder.py $(PYTEST_ARGS)
+
 # The wheel as a user installs it: the README's pip lines run in a clean virtual environment,
 # irscope used after each (base install on the committed samples, each extra's collector).
 wheel-check:
@@ -48,4 +63,4 @@ bench: setup
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) .irscope build *.egg-info
+	rm -rf $(VENV) $(THUNDER_VENV) .irscope build *.egg-info

@@ -17,23 +17,7 @@ inspect() {  # name script [args]
   echo "== $name: exit $?"
 }
 shrink() {  # run folder
-  python3 - "$1" <<'PY'
-import json, os, sqlite3, sys
-run = sys.argv[1]
-db = sqlite3.connect(f"{run}/index.sqlite")
-db.execute("DELETE FROM stats")
-db.execute("DELETE FROM blob_data WHERE blob NOT IN (SELECT blob FROM stages)")
-db.commit()
-keep = {row[0] for row in db.execute("SELECT blob FROM stages")}
-for root, _, files in os.walk(f"{run}/blobs"):
-    for name in files:
-        if name not in keep:
-            os.unlink(os.path.join(root, name))
-db.execute("PRAGMA journal_mode=DELETE"); db.execute("VACUUM"); db.close()
-meta = json.load(open(f"{run}/run.json"))
-meta["read_only"] = True  # a committed sample: irscope never writes to it
-open(f"{run}/run.json", "w").write(json.dumps(meta, indent=2, default=str))
-PY
+  python3 "$here/shrink_run.py" "$1"
 }
 inspect torch_cuda seed_torch.py --device cuda
 inspect torch_cuda_warm seed_torch.py --device cuda   # same caches: must capture the same kernels
