@@ -194,6 +194,31 @@ def test_jax_jit_on_the_cpu_files_hlo_after_each_pass(tmp_path, cli):
                     and re.match(r"\d{4}\.", s.name)]  # no pass file left as a text stage
 
 
+def test_an_xla_gpu_dump_files_its_emitter_logs_pass_by_pass(tmp_path, cli):
+    """The H100 dump's files written back as XLA named them: each emitter log becomes a
+    pipeline of the module's unit, no longer a text stage."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    with Run.open(GPU_SAMPLES / "jax_cuda", read_only=True) as run:
+        unit = run.unit("jit_activation_chain")
+        for stage in run.stages(unit.id):
+            if stage.kind == "hlo_before_opt" or stage.name.endswith(XLA_LOGS):
+                suffix = "before_optimizations.txt" if stage.kind == "hlo_before_opt" \
+                    else stage.name
+                (dump / f"module_0001.jit_activation_chain.{suffix}").write_bytes(
+                    run.read_blob(stage.blob))
+    done = cli("ingest", dump, "-o", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(cli("passes", tmp_path / "run", "jit_activation_chain", "--all",
+                            "--json").stdout)
+    log = (dump / "module_0001.jit_activation_chain.loop_exponential_fusion.mlir-passes.log")
+    assert listed["total"] == log.read_text().count("// -----// IR Dump Before ")
+    assert {p["pipeline"] for p in listed["passes"]} == {"loop_exponential_fusion · mlir-passes"}
+    with Run.open(tmp_path / "run", read_only=True) as run:
+        kinds = {s.kind for s in run.stages(run.unit("jit_activation_chain").id)}
+    assert "text" not in kinds and {"pass_list", "pass_ir", "hlo_before_opt"} <= kinds
+
+
 def test_xla_emitter_pass_logs_are_filed_as_pipelines(tmp_path):
     from irscope.ingest.passes import file_mlir_dump
 
