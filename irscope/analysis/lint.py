@@ -27,7 +27,6 @@ OCCUPANCY_LIMIT = 0.5  # below this, a register or shared-memory limit is report
 LAYOUT_CONVERSION_LIMIT = 4  # this many ttg.convert_layout in one kernel is "many"
 THREAD_LOCAL_LIMIT_BYTES = 1024  # an XLA thread-local buffer this large is reported
 MMA_ARCH = 80  # Triton lowers tt.dot to tensor cores from sm_80 on
-TENSOR_CORE_OPS = ("mma", "wgmma", "HMMA", "HGMMA", "IMMA", "DMMA", "UTCMMA", "UTCHMMA")
 ASYNC_COPY_OPS = ("ttg.async_copy_global_to_local", "ttng.async_tma_copy_global_to_local",
                   "tt.descriptor_load", "tt.experimental_descriptor_load",
                   "ttng.async_tma_gather")
@@ -266,14 +265,10 @@ def _dots(unit: LintInput) -> tuple[StageInput | None, list[int]]:
 
 
 def _tensor_core_count(unit: LintInput) -> int | None:
-    """Tensor-core instructions in the PTX, else in the SASS; None when neither is here."""
-    counts = []
-    for kind in ("ptx", "sass"):
-        stage = unit.stage(kind)
-        if stage:
-            ops = stage.parsed.ops or stage.parsed.histogram
-            counts.append(sum(n for op, n in ops.items()
-                              if op.split(".")[0] in TENSOR_CORE_OPS or op.startswith("wgmma")))
+    """Tensor-core instructions in the PTX or the SASS, as their parsers class opcodes; None
+    when neither is here."""
+    counts = [stage.parsed.categories.get("tensor_core", 0)
+              for stage in (unit.stage("ptx"), unit.stage("sass")) if stage]
     return max(counts) if counts else None
 
 
