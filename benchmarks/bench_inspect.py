@@ -10,12 +10,19 @@ own, the same for both commands:
   Triton's, JAX's compilation cache, irscope's cache of XLA dumps and tool output);
 - warm: the caches are filled once by each command, then both read the same caches.
 
+Python's bytecode: an installed irscope has its modules compiled; a checkout run with
+PYTHONDONTWRITEBYTECODE=1 compiles each of its modules at every start (0.4 s a command on
+a 2-core machine). Both commands therefore run with bytecode kept under the bench's own
+folder (PYTHONPYCACHEPREFIX), written before the first timed run; ``--bytecode-as-is`` keeps
+the environment's setting instead.
+
 The two commands alternate ``--repeat`` times and the median wall times are compared, as a
-ratio. Targets on the realistic workloads: at most +10% warm and +15% cold (+15% warm on the
+ratio; the load average before and after is printed (the machine may be shared). Targets on the realistic workloads: at most +10% warm and +15% cold (+15% warm on the
 seeds). ``filing`` is the median ``filing_s`` of the inspected runs (run.json): the time
 spent filing after the script ended.
 
-Run: python benchmarks/bench_inspect.py [--repeat 3] [--states warm,cold] [WORKLOAD ...]
+Run: python benchmarks/bench_inspect.py [--repeat 3] [--states warm,cold] [--bytecode-as-is]
+         [WORKLOAD ...]      (e.g. jax_train seed_jax: the JAX workloads only)
 """
 
 from __future__ import annotations
@@ -60,10 +67,24 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     return elapsed, cpu
 
 
+BYTECODE: dict[str, str] = {}  # how both commands keep Python bytecode (set by main)
+
+
 def cache_env(root: Path) -> dict[str, str]:
     """An environment whose compiler caches all live under ``root``."""
-    return {**os.environ, "NO_COLOR": "1",
+    environ = {k: v for k, v in os.environ.items()
+               if not (BYTECODE and k == "PYTHONDONTWRITEBYTECODE")}
+    return {**environ, "NO_COLOR": "1", **BYTECODE,
             **{name: str(root / folder) for name, folder in CACHE_VARIABLES.items()}}
+
+
+def compile_bytecode(prefix: Path) -> None:
+    """Keep both commands' bytecode under ``prefix``, irscope's compiled ahead as an install
+    compiles it (the workloads' own modules are compiled by their first run)."""
+    BYTECODE["PYTHONPYCACHEPREFIX"] = str(prefix)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "irscope"),
+                    str(ROOT / "parsers"), str(ROOT / "tui")], env=cache_env(prefix / "none"),
+                   stdout=subprocess.DEVNULL, check=False)
 
 
 def measure(workload: str, state: str, repeat: int, workdir: Path) -> dict[str, float]:
@@ -105,6 +126,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="timed runs of each command")
     ap.add_argument("--states", default=",".join(STATES), help="cache states to measure")
+    ap.add_argument("--bytecode-as-is", action="store_true",
+                    help="keep the environment's bytecode setting (default: both commands "
+                         "keep bytecode under the bench's folder, irscope's compiled ahead)")
     ap.add_argument("workloads", nargs="*", default=list(WORKLOADS), metavar="WORKLOAD",
                     help=f"any of {', '.join(WORKLOADS)} (default: all)")
     args = ap.parse_args()
@@ -115,7 +139,10 @@ def main() -> int:
         ap.error(f"unknown workload or cache state: {', '.join(unknown)}")
     workdir = Path(tempfile.mkdtemp(prefix="irscope-bench-inspect-"))
     rows, ok = [], True
+    load_before = os.getloadavg()[0]
     try:
+        if not args.bytecode_as_is:
+            compile_bytecode(workdir / "pycache")
         for workload in args.workloads:
             for state in states:
                 m = measure(workload, state, args.repeat, workdir)
@@ -136,8 +163,9 @@ def main() -> int:
         verdict = "-" if target is None else f"<= {target:.0%} {'pass' if passed else 'FAIL'}"
         print(f"{workload:<13}{state:<7}{m['wall']:>7.2f}s{m['inspect_wall']:>8.2f}s"
               f"{ratio:>7.3f}{ratio - 1:>+8.1%}{cpu:>+8.1%}{m['filing']:>7.2f}s  {verdict}")
-    print(f"medians of {args.repeat} alternating runs; load average "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(f"medians of {args.repeat} alternating runs; load average {load_before:.1f} "
+          f"before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} CPUs; bytecode "
+          f"{'as the environment has it' if args.bytecode_as_is else 'kept'}")
     return 0 if ok else 1
 
 

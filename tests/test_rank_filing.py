@@ -1,0 +1,54 @@
+"""Filing the staging folders of a multi-process run rank by rank: a Triton kernel a compile
+hook saw on one rank only is that rank's unit; one every rank compiled is shared, with the
+ranks that compiled it, and its cache events say which rank had them."""
+
+from __future__ import annotations
+
+import json
+
+from irscope.collectors.filing import file_staging
+from irscope.collectors.staging import Staging
+from irscope.collectors.triton import SIDECAR
+from irscope.run_ranks import read_rank_comparison
+from irscope.store import Run
+
+TTIR = """module {
+  tt.func public @%s(%%arg0: !tt.ptr<f32>) attributes {noinline = false} {
+    tt.return
+  }
+}
+"""
+
+
+def _stage_kernel(staging: Staging, name: str, kernel_hash: str, cache_hit: bool) -> None:
+    """A kernel folder as the Triton compile hook stages it (IR, metadata, the hook's notes)."""
+    folder = staging.triton / kernel_hash
+    folder.mkdir(parents=True)
+    (folder / f"{name}.ttir").write_text(TTIR % name)
+    (folder / f"{name}.json").write_text(json.dumps({"name": name, "hash": kernel_hash}))
+    (folder / SIDECAR).write_text(json.dumps({"name": name, "hash": kernel_hash,
+                                              "cache_hit": cache_hit}))
+
+
+def test_hook_seen_kernels_carry_the_rank_that_alone_compiled_them(tmp_path):
+    root = Staging(tmp_path / "staging")
+    ranks = {rank: root.for_rank(rank).create() for rank in (0, 1)}
+    _stage_kernel(ranks[0], "add_kernel", "a" * 64, cache_hit=False)
+    _stage_kernel(ranks[1], "add_kernel", "a" * 64, cache_hit=True)
+    _stage_kernel(ranks[1], "mul_kernel", "b" * 64, cache_hit=False)
+    _stage_kernel(ranks[0], "sub_kernel", "c" * 64, cache_hit=False)
+    run = Run.create(tmp_path / "run", {"name": "ranks"})
+    for rank, staging in ranks.items():
+        notes, complete = file_staging(run, staging, rank=rank)
+        assert complete and not notes
+    units = {u.name: u for u in run.units("triton")}
+    assert set(units) == {"add_kernel", "mul_kernel", "sub_kernel"}
+    assert units["add_kernel"].attrs["ranks"] == [0, 1]
+    assert units["add_kernel"].attrs.get("rank") is None  # shared, as Inductor's kernels are
+    assert units["mul_kernel"].attrs["rank"] == 1 and units["mul_kernel"].attrs["ranks"] == [1]
+    events = {(e.kind, e.data.get("rank")) for e in run.events()
+              if e.unit_id == units["add_kernel"].id}
+    assert events == {("cache_miss", 0), ("cache_hit", 1)}
+    divergences = {(d.unit, d.aspect): d.ranks for d in read_rank_comparison(run).divergences}
+    assert divergences == {("mul_kernel", "presence"): (1,), ("sub_kernel", "presence"): (1,)}
+    run.close()
