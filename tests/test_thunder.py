@@ -11,7 +11,7 @@ import json
 import re
 
 import pytest
-from inspect_helpers import base_name, inspect, kernel_names, write
+from inspect_helpers import base_name, def_line, inspect, kernel_names, write
 
 from irscope.parsers import registry
 from irscope.store import Run
@@ -39,7 +39,7 @@ print("loss", round(loss.item(), 6))
 with open(os.environ["THUNDER_SEEN"], "w") as out:  # Thunder's own account of the compile
     json.dump({"forward": str(thunder.last_traces(step)[-1]),
                "backward": str(thunder.last_backward_traces(step)[-1]),
-               "traces": len(thunder.last_traces(step))}, out)
+               "traces": [str(t) for t in thunder.last_traces(step)]}, out)
 '''
 
 
@@ -72,16 +72,45 @@ def test_torch_executor_traces_are_the_units_stages(tmp_path):
     assert names[0] == "00 initial" and names[-2:] == ["forward execution", "backward execution"]
     assert any(name.endswith("Grad transform pass") for name in names)
     assert any(name.endswith("operator executors") for name in names)  # executor assignment
-    # every trace Thunder lists (less the one it lists twice after checking it), the
-    # execution transform's steps and the backward trace
-    steps = [n for n in names if re.match(r"\d+ (operator executors|always executors|.* fusion "
-                                          r"pass)$", n)]
-    assert len(names) == seen["traces"] - 1 + len(steps) + 1
+    # every trace Thunder lists, then the execution transform's steps and the backward trace
+    assert set(seen["traces"]) <= set(stages.values())
+    others = [n for n, text in stages.items() if text not in seen["traces"]]
+    assert others[-1] == "backward execution" and others[:-1] and all(
+        re.match(r"\d+ (operator executors|always executors|\w+ fusion pass)$", n)
+        for n in others[:-1])
     for text in stages.values():
         assert registry.detect(text) == "thunder_trace"
     forward = registry.parse("thunder_trace", stages["forward execution"])
     assert forward.function == "computation" and forward.totals["fusions"] == 0
     assert forward.histogram == {"torch.nn.functional.linear": 2, "torch.gt": 1, "torch.where": 1}
+
+
+FUNCTION_SCRIPT = '''
+import thunder, torch
+
+
+def gelu_scale(x, w):
+    return torch.nn.functional.gelu(x @ w) * 2.0
+
+
+f = thunder.jit(gelu_scale)
+f(torch.randn(4, 8), torch.randn(8, 8))
+f(torch.randn(6, 8), torch.randn(8, 8))  # other shapes: Thunder compiles again
+print("misses", thunder.cache_misses(f))
+'''
+
+
+def test_a_function_compiled_twice_is_one_unit(tmp_path):
+    script = write(tmp_path, "fn.py", FUNCTION_SCRIPT)
+    result = inspect(script, run=tmp_path / "run", options=("--only", "torch"))
+    assert result.returncode == 0 and "misses 2" in result.stdout, result.stderr[-3000:]
+    with Run.open(tmp_path / "run") as run:
+        [unit] = run.units("thunder")
+        names = [s.name for s in run.stages(unit.id)]
+    assert (unit.name, unit.source_line) == ("gelu_scale", def_line(script, "gelu_scale"))
+    second = [n for n in names if n.startswith("compile 2: ")]
+    assert second and len(second) == len(names) - len(second)  # the same steps, twice
+    assert "compile 2: forward execution" in names and "backward execution" not in names
 
 
 @pytest.mark.slow

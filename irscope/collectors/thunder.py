@@ -222,17 +222,17 @@ def _compile_manifest(entry: _Jitted, nth: int, traces, backward) -> dict[str, A
     records: list[dict[str, Any]] = []
 
     def add(role: str, title: str, trace) -> None:
+        text = str(trace)
+        if records and (records[-1]["role"], records[-1]["text"]) == (role, text):
+            return  # a pass that changed nothing, or a trace Thunder lists again after a check
         records.append({"file": f"{len(records):02d}.trace", "role": role, "title": title,
-                        "text": str(trace)})
+                        "text": text})
 
     steps = list(entry.steps.get(id(traces), ()))
-    previous = None
     for index, trace in enumerate(traces or ()):
         while steps and steps[0][0] <= index:  # the execution steps, where they happened
             add("forward", *steps.pop(0)[1:])
-        if trace is not previous:  # Thunder lists a trace again after checking it
-            add("forward", "initial" if index == 0 else _title(trace), trace)
-        previous = trace
+        add("forward", "initial" if index == 0 else _title(trace), trace)
     for _, title, step in steps:
         add("forward", title, step)
     for trace in backward or ():
@@ -275,6 +275,10 @@ def _regions(trace, role: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
         definition = getattr(call, "last_used", None)  # nvFuser's FusionDefinition
         if definition is not None:
             region["definition"] = repr(definition)
+            try:  # the CUDA its last run compiled, where this nvFuser tells it
+                region["cuda"] = definition.last_cuda_code(intrinsic_code=False)
+            except Exception:  # noqa: BLE001  not this nvFuser's API, or not compiled yet
+                pass
         regions.append(region)
     return regions, counts
 

@@ -6,7 +6,8 @@ regions of the final forward and backward traces with the executor that runs eac
 ``NN.trace`` file per trace. Each jitted function is one unit (framework ``thunder``); a
 second function of the same name is ``name (2)``, a later compile of the same function adds
 its traces as ``compile N: ...``. A region run by the torch.compile executor is linked
-(``launches``) to the Dynamo graphs its first call compiled, which link on to their kernels.
+(``launches``) to the Dynamo graphs its first call compiled, which link on to their kernels;
+an nvFuser region's fusion definition and the CUDA it generated are stages of the unit.
 """
 
 from __future__ import annotations
@@ -72,10 +73,12 @@ def ingest_folder(writer: Writer, folder: Path, report, units: ThunderUnits) -> 
         filed += 1
     regions = [r for r in manifest.get("regions", ()) if isinstance(r, dict)]
     for region in regions:
-        if region.get("definition"):
-            writer.add_stage(unit, "text", region["definition"],
-                             name=f"{prefix}{region.get('name')} fusion definition", origin=ORIGIN)
-            filed += 1
+        for key, kind, what in (("definition", "text", "fusion definition"),
+                                ("cuda", "cpp_kernel", "CUDA")):
+            if isinstance(region.get(key), str):
+                writer.add_stage(unit, kind, region[key], name=f"{prefix}{region.get('name')} "
+                                 f"{what}", origin=ORIGIN)
+                filed += 1
         for graph in graphs_of(writer, region.get("dynamo_frames") or (), manifest.get("rank")):
             writer.add_relation(unit, "launches", graph,
                                 {"region": region.get("name"), "executor": region.get("executor"),
@@ -83,8 +86,8 @@ def ingest_folder(writer: Writer, folder: Path, report, units: ThunderUnits) -> 
     found = writer.run.unit_by_id(unit).attrs
     writer.add_unit(writer.run.unit_by_id(unit).name, "thunder", attrs={
         "regions": [*found.get("regions", ()),
-                    *({**{k: v for k, v in r.items() if k != "definition"}, "compile": nth}
-                      for r in regions)],
+                    *({**{k: v for k, v in r.items() if k not in ("definition", "cuda")},
+                       "compile": nth} for r in regions)],
         "executors": {**found.get("executors", {}),
                       **{prefix + role: counts
                          for role, counts in (manifest.get("executors") or {}).items()}}})
