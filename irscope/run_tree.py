@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from irscope.parsers import registry
@@ -81,21 +81,6 @@ def pipeline_key(stage: Stage) -> tuple[int, int]:
     """Sort key of a stage: the registry's pipeline order, then the order it was filed in
     (FX graphs of one unit share a kind: dynamo_output_graph comes before pre_grad, ...)."""
     return registry.get(stage.kind).order, stage.id
-
-
-def filter_groups(groups: Sequence[FrameworkGroup], query: str) -> list[FrameworkGroup]:
-    """Groups keeping units whose name, framework or a stage kind contains ``query``."""
-    needle = query.strip().lower()
-    if not needle:
-        return list(groups)
-    kept = []
-    for group in groups:
-        rows = tuple(r for r in group.rows if needle in r.unit.name.lower()
-                     or needle in group.framework.lower()
-                     or any(needle in s.kind for s in r.stages))
-        if rows:
-            kept.append(FrameworkGroup(group.framework, rows))
-    return kept
 
 
 def stage_title(stage: Stage) -> str:

@@ -39,7 +39,8 @@ def goto(unit: str, kind: str, *then: str):
             stage = run.stage(run.unit(unit), kind)
         app.navigator.select_stage(stage)
         await until(pilot, lambda: app.shown and app.shown.id == stage.id
-                    and app.panel.parsed is not None and app.navigator.stage_tree.badges,
+                    and app.panel.parsed is not None and app.navigator.stage_tree.badges
+                    and app.checked,
                     f"{unit} {kind}")
         app.viewer.focus()
         if then:
@@ -49,13 +50,25 @@ def goto(unit: str, kind: str, *then: str):
 
 
 async def settle(pilot) -> None:
-    """Let workers finish, then drop toasts: a toast's timeout must not decide the picture."""
+    """Let workers finish and every widget handle what they posted, then drop toasts: a
+    toast's timeout must not decide the picture, nor how busy the machine is."""
     app = pilot.app
-    await pilot.pause(0.3)
-    await app.workers.wait_for_complete()
-    await pilot.pause(0.1)
+    await drained(pilot)
     app.clear_notifications()
-    await pilot.pause(0.1)
+    await drained(pilot)
+
+
+async def drained(pilot) -> None:
+    """Until no worker runs and neither the app nor a widget of its screen has a message
+    waiting (a message handled may start a worker, whose result posts another)."""
+    from textual.worker import WorkerState
+
+    app = pilot.app
+    busy = (WorkerState.PENDING, WorkerState.RUNNING)
+    await until(pilot, lambda: app._message_queue.empty()
+                and not any(w.state in busy for w in app.workers), "idle workers")
+    await pilot._wait_for_screen()
+    await until(pilot, lambda: app._message_queue.empty(), "the app's messages")
 
 
 @pytest.fixture(scope="module")

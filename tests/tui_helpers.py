@@ -87,6 +87,16 @@ def remove_blob(path: Path, kernel: str, kind: str) -> str:
         return stage.blob
 
 
+async def until(pilot, condition, timeout: float = 60.0) -> None:
+    """Let workers and messages run until ``condition()`` holds: a state, never a time, so a
+    loaded machine makes a test slower, not flaky."""
+    for _ in range(int(timeout / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("condition never held")
+
+
 def synchronous(test):
     """Run an async pilot test with asyncio.run (no asyncio plugin is needed)."""
     @functools.wraps(test)

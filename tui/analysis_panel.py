@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
+from irscope.tui.checks import LINT_STYLES
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram
 from irscope.run_tree import compact
 
@@ -78,6 +79,14 @@ def card_table(rows: tuple[tuple[str, str], ...]) -> Table:
     return table
 
 
+def where(finding) -> str:
+    """A finding's evidence as `stage:line,line`, or its message when it has none."""
+    if finding.stage:
+        return f"{finding.stage}:{','.join(map(str, finding.lines))}" if finding.lines else (
+            finding.stage)
+    return finding.message
+
+
 def listing(title: str, items: tuple, describe, limit: int = 8) -> list[Text]:
     """A titled list of a parser's records (fusions), or nothing when absent."""
     if not items:
@@ -96,13 +105,18 @@ class AnalysisPanel(VerticalScroll):
     mode: reactive[str] = reactive("opcode")
     title: reactive[str] = reactive("")
     card: reactive[tuple[tuple[str, str], ...]] = reactive(())
+    findings: reactive[tuple[tuple[Any, Any], ...]] = reactive(())  # (Finding, Place) rows
 
     def compose(self) -> ComposeResult:
         yield Static(id="panel-head")
+        yield Static(id="panel-totals")
         yield OptionList(id="panel-launches")
+        yield Static(id="panel-lint")
+        yield OptionList(id="panel-findings")
         yield Static(id="panel-body")
 
     def on_mount(self) -> None:
+        self.watch_findings()
         self._refresh_all()
 
     def watch_parsed(self) -> None:
@@ -117,12 +131,28 @@ class AnalysisPanel(VerticalScroll):
     def watch_card(self) -> None:
         self._refresh_all()
 
+    def watch_findings(self) -> None:
+        try:
+            found = self.query_one("#panel-findings", OptionList)
+        except NoMatches:
+            return
+        found.clear_options()
+        found.add_options([Option(Text.assemble((f"{f.severity} ", LINT_STYLES.get(
+            f.severity, "dim")), f"{f.rule}  ", (where(f), "dim")), id=str(i))
+            for i, (f, _place) in enumerate(self.findings)])
+        found.display = bool(self.findings)
+        found.highlighted = 0 if self.findings else None  # enter opens the first at once
+        head = self.query_one("#panel-lint", Static)
+        head.update(Text(f"\nlint ({len(self.findings)})  P, enter opens the evidence",
+                         style="bold"))
+        head.display = bool(self.findings)
+
     def on_resize(self) -> None:
         self._refresh_all()
 
     def focus_first(self) -> None:
-        launches = self.query_one("#panel-launches", OptionList)
-        (launches if launches.display else self).focus()
+        lists = [self.query_one(f"#panel-{name}", OptionList) for name in ("launches", "findings")]
+        next((found for found in lists if found.display), self).focus()
 
     @property
     def launches(self) -> tuple[Launch, ...]:
@@ -131,6 +161,7 @@ class AnalysisPanel(VerticalScroll):
     def _refresh_all(self) -> None:
         try:
             head = self.query_one("#panel-head", Static)
+            totals_part = self.query_one("#panel-totals", Static)
             body = self.query_one("#panel-body", Static)
             launches = self.query_one("#panel-launches", OptionList)
         except NoMatches:  # a reactive set before the panel composed its parts
@@ -140,12 +171,14 @@ class AnalysisPanel(VerticalScroll):
                                  is not None else "dim", overflow="fold")]
         if self.card:
             parts += [Text(""), Text("kernel", style="bold"), card_table(self.card)]
+        head.update(Group(*parts))
         parsed = self.parsed
         if parsed is None:
-            head.update(Group(*parts))
+            totals_part.update("")
             launches.display = False
             body.update("")
             return
+        parts = []
         totals = parsed.totals
         if totals:
             parts += [Text(""), totals_table(totals)]
@@ -153,7 +186,7 @@ class AnalysisPanel(VerticalScroll):
         if items:
             parts += [Text(""), Text(f"kernels launched ({len(items)})  P, enter follows",
                                      style="bold")]
-        head.update(Group(*parts))
+        totals_part.update(Group(*parts))
         launches.clear_options()
         launches.add_options([Option(Text(f"{k.name}  {k.kind}", no_wrap=True,
                                           overflow="ellipsis"), id=f"{i}:{k.line}:{k.name}")
@@ -176,6 +209,10 @@ class AnalysisPanel(VerticalScroll):
                 rest.append(Text(f"{diag.line}: {diag.message}",
                                  style="dim", overflow="ellipsis", no_wrap=True))
         body.update(Group(*rest))
+
+    @on(OptionList.OptionSelected, "#panel-findings")
+    def _finding_chosen(self, event: OptionList.OptionSelected) -> None:
+        self.post_message(msg.PlaceChosen(self.findings[int(event.option.id or 0)][1]))
 
     @on(OptionList.OptionSelected, "#panel-launches")
     def _launch_chosen(self, event: OptionList.OptionSelected) -> None:

@@ -22,12 +22,15 @@ from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
+from irscope.tui.checks import (Place, lint_badges, lint_places, lint_problems, rank_problems,
+                                stage_of)
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, ProblemsScreen,
                                  PromptScreen, SideBySideScreen, SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
+from irscope.autotune import autotune_candidates
 from irscope.kernel_card import figure_deltas, kernel_card
 from irscope.launches import kernel_at, launch_line, launched_unit, output_code_kernels
 from irscope.locations import (LineLocations, def_line_of, first_code_line, is_ir, line_locations,
@@ -87,6 +90,9 @@ class IrscopeApp(App[None]):
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
+        self.rank_rows: list = []  # (Problem, Place) per divergence between ranks
+        self.findings: list = []  # (Finding, Place) per lint finding, worst first
+        self.checked = False  # whether the divergences and findings are in
 
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
@@ -132,6 +138,17 @@ class IrscopeApp(App[None]):
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id))
         self.post_message(msg.BadgesReady(out, figures))
+
+    @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
+    def load_checks(self) -> None:
+        """The ranks' divergences and lint's findings, read once the badges are in."""
+        from irscope.run_lint import read_findings
+        from irscope.run_ranks import read_rank_comparison
+
+        run, units = self.store(), list(self.units.values())
+        ranked = (rank_problems(read_rank_comparison(run), units)
+                  if self.navigator.unit_filter.ranks else [])
+        self.post_message(msg.ChecksReady(ranked, lint_places(read_findings(run), units)))
 
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)
     def load_stage(self, stage: Stage, cursor: int | None = None,
@@ -443,6 +460,38 @@ class IrscopeApp(App[None]):
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
             self.panel.card = self._card(unit)
+        self.load_checks()
+
+    @on(msg.ChecksReady)
+    def _checks(self, message: msg.ChecksReady) -> None:
+        self.rank_rows, self.findings = message.ranks, message.findings
+        self.checked = True
+        self.navigator.stage_tree.set_lint(lint_badges(message.findings))
+        self._show_findings()
+
+    def _show_findings(self) -> None:
+        """The current unit's lint findings in the panel."""
+        unit_id = self.current.unit_id if self.current else None
+        self.panel.findings = tuple(f for f in self.findings if f[1].unit_id == unit_id)
+
+    @on(msg.PlaceChosen)
+    def _place_chosen(self, message: msg.PlaceChosen) -> None:
+        self.jump(message.place)
+
+    def jump(self, place: Place) -> None:
+        """Open the stage and line a problem or finding names, else its unit's first IR."""
+        stage = stage_of(place, self.stages_by_unit)
+        if stage is None:
+            stage = next((s for s in self.stages_by_unit.get(place.unit_id, ()) if is_ir(s)),
+                         None)
+        if stage is None:
+            if place.unit_id is not None:
+                self.notify("that unit has no stage to open", severity="warning")
+            return
+        if self.current is not None:
+            self.back_stack.append(self._place())
+            self.forward_stack.clear()
+        self._go(stage, place.lines[0] if place.lines else None, place.lines)
 
     @on(Navigator.StageChosen)
     def _stage_chosen(self, message: Navigator.StageChosen) -> None:
@@ -456,6 +505,17 @@ class IrscopeApp(App[None]):
                          if r.dst == unit.id and r.src in self.units})
         if graphs:
             rows.append(("launched by", ", ".join(graphs)))
+        candidates = autotune_candidates(unit, self.units.values())
+        if candidates:
+            best = next((c for c in candidates if c.best), None)
+            rows.append(("configs", f"{len(candidates)} compiled, " + (
+                "★ chosen" if best else "choice not captured")))
+            for candidate in candidates:
+                figures = self.figures.get(candidate.unit_id)
+                registers = getattr(figures, "registers", None)
+                rows.append((("★ " if candidate.best else "  ")
+                             + ("▸" if candidate.unit_id == unit.id else " "),
+                             candidate.config + (f" · {registers} reg" if registers else "")))
         return tuple(rows)
 
     def open_stage(self, stage: Stage, cursor: int | None = None,
@@ -464,6 +524,7 @@ class IrscopeApp(App[None]):
         self.panel.title = self._label(stage)
         unit = self.units.get(stage.unit_id)
         self.panel.card = self._card(unit) if unit else ()
+        self._show_findings()
         self.panel.parsed = None
         self.load_stage(stage, cursor, marks)
 
@@ -569,6 +630,8 @@ class IrscopeApp(App[None]):
             parts.append(f"followed {at}/{len(runs)} (n/N)")
         if self.marked:
             parts.append(f"marked: {self.marked.kind}")
+        if self.navigator.rank is not None:
+            parts.append(f"rank {self.navigator.rank}")
         unit = self.units.get(self.current.unit_id)
         if unit is not None:
             parts.append(unit.name)
@@ -601,14 +664,15 @@ class IrscopeApp(App[None]):
         return self.current, self.viewer.cursor, tuple(sorted(self.viewer.marks))
 
     def action_problems(self) -> None:
-        def chosen(unit_id: int | None) -> None:
-            stages = [s for s in self.stages_by_unit.get(unit_id, ()) if is_ir(s)]
-            if stages:
-                self._go(stages[0], 0)
-            elif unit_id is not None:
-                self.notify("that unit has no stage to open", severity="warning")
+        """Compile problems, the ranks' divergences and lint's findings; enter jumps."""
+        rows = [(p, Place(p.unit_id)) for p in problems(self.events, self.units)]
+        rows += self.rank_rows + lint_problems(self.findings)
 
-        self.push_screen(ProblemsScreen(problems(self.events, self.units)), chosen)
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                self.jump(rows[index][1])
+
+        self.push_screen(ProblemsScreen([p for p, _ in rows]), chosen)
 
     def action_passes(self) -> None:
         from irscope.tui.passes_screen import PassesScreen
@@ -618,6 +682,14 @@ class IrscopeApp(App[None]):
             self.notify("choose a unit first", severity="warning")
             return
         self.push_screen(PassesScreen(self.run_path, unit))
+
+    def action_cycle_rank(self) -> None:
+        if not self.navigator.unit_filter.ranks:
+            self.notify("this run holds one process: no rank to filter", timeout=3)
+            return
+        rank = self.navigator.cycle_rank()
+        self.notify("every rank" if rank is None else f"units of rank {rank}", timeout=2)
+        self._update_status()
 
     def action_side_by_side(self) -> None:
         if self.current is not None:

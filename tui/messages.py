@@ -89,3 +89,18 @@ class Problem(Message):
 
     text: str
     severity: str = "error"
+
+
+@dataclass
+class ChecksReady(Message):
+    """The ranks' divergences as problems and lint's findings, each with its place."""
+
+    ranks: list[tuple[Any, Any]]
+    findings: list[tuple[Any, Any]]
+
+
+@dataclass
+class PlaceChosen(Message):
+    """A finding picked in the panel: open its evidence (an irscope.tui.checks.Place)."""
+
+    place: Any

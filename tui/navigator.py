@@ -7,29 +7,45 @@ their framework; with ``show_all`` they are shown, folded under a node of their 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
-from textual.widgets import Input, Tree
+from textual.widgets import Input, Static, Tree
 
 from irscope.store import Stage
 from irscope.tui.bindings import bindings
 from irscope.units import group_of, shown_units
 from irscope.locations import is_ir
-from irscope.run_tree import RAW, Badges, FrameworkGroup, UnitRow, filter_groups, stage_title
+from irscope.run_tree import RAW, Badges, FrameworkGroup, UnitRow, stage_title
+from irscope.tui.checks import LINT_STYLES
+from irscope.tui.unit_filter import UnitFilter
+
+
+@dataclass(frozen=True)
+class MoreRows:
+    """The data of a "… N more units" node: the rows of its parent not yet shown."""
+
+    rows: tuple[UnitRow, ...]
 
 
 class StageTree(Tree):
-    """Tree whose unit nodes add their stage leaves only when first expanded."""
+    """Tree whose unit nodes add their stage leaves only when first expanded, and whose
+    framework and group nodes show ``PAGE`` units at a time: a run of 12,000 units fills
+    and filters in the time a few hundred take, the rest one enter away."""
+
+    PAGE = 200  # units added under one node at a time
 
     def __init__(self) -> None:
         super().__init__("run", id="stage-tree")
         self.show_root = False
         self.guide_depth = 2
         self.badges: dict[int, Badges] = {}
+        self.lint: dict[int, tuple[int, str]] = {}  # unit id -> (findings, worst severity)
+        self.shown_units: list[int] = []  # the units filled in, shown or behind a "more" node
         self._unit_nodes: dict[int, object] = {}
 
     def fill(self, groups: Sequence[FrameworkGroup], hidden: dict[str, int] | None = None) -> None:
@@ -37,21 +53,56 @@ class StageTree(Tree):
         under a node of that group. ``hidden``: units left out, per framework."""
         self.clear()
         self._unit_nodes.clear()
+        self.shown_units = [row.unit.id for group in groups for row in group.rows]
         for group in groups:
             label = Text.assemble((group.framework, "bold"), f" ({len(group.rows)})")
             if (hidden or {}).get(group.framework):
                 label.append(f"  +{hidden[group.framework]} hidden", style="dim")
             fw_node = self.root.add(label, data=group.framework, expand=True)
             folded: dict[str, list[UnitRow]] = {}
+            plain: list[UnitRow] = []
             for row in group.rows:
                 if group_of(row.unit):
                     folded.setdefault(group_of(row.unit), []).append(row)
                 else:
-                    self._add_unit(fw_node, row)
+                    plain.append(row)
+            self._add_rows(fw_node, plain)
             for name, rows in folded.items():
                 group_node = fw_node.add(Text(f"{name} ({len(rows)})", style="dim"), data=name)
-                for row in rows:
-                    self._add_unit(group_node, row)
+                self._add_rows(group_node, rows)
+
+    def _add_rows(self, parent, rows: Sequence[UnitRow], count: int | None = None) -> None:
+        """Add the first ``count`` (default ``PAGE``) of ``rows`` under ``parent``, and a node
+        holding the others when some are left."""
+        count = max(count or 0, self.PAGE)
+        for row in rows[:count]:
+            self._add_unit(parent, row)
+        if len(rows) > count:
+            rest = tuple(rows[count:])
+            parent.add_leaf(Text(f"… {len(rest):,} more units: enter shows them",
+                                 style="dim italic"), data=MoreRows(rest))
+
+    def show_more(self, node, upto: int = 0) -> None:
+        """Replace a "more units" node by the next page of its rows (or by rows up to
+        index ``upto`` of them, and a page more)."""
+        if isinstance(node.data, MoreRows) and node.parent is not None:
+            parent, rows = node.parent, node.data.rows
+            node.remove()
+            self._add_rows(parent, rows, upto + self.PAGE if upto else None)
+
+    def _reveal(self, unit_id: int):
+        """The node of a unit not shown yet, after showing the rows up to it."""
+        pending = [self.root]
+        while pending:
+            node = pending.pop()
+            if isinstance(node.data, MoreRows):
+                ids = [row.unit.id for row in node.data.rows]
+                if unit_id in ids:
+                    self.show_more(node, ids.index(unit_id) + 1)
+                    return self._unit_nodes.get(unit_id)
+            elif not isinstance(node.data, (UnitRow, Stage)):
+                pending.extend(node.children)
+        return None
 
     def _add_unit(self, parent, row: UnitRow) -> None:
         node = parent.add(self.unit_label(row), data=row, allow_expand=bool(row.stages))
@@ -60,13 +111,24 @@ class StageTree(Tree):
     def unit_label(self, row: UnitRow) -> Text:
         badge = self.badges.get(row.unit.id)
         label = Text(row.unit.name)
+        if row.unit.id in self.lint:
+            count, worst = self.lint[row.unit.id]
+            label.append(f" ⚑{count}", style=LINT_STYLES.get(worst, "dim"))
         if badge and badge.text():
             label.append(f"  {badge.text()}", style="dim")
         return label
 
     def set_badges(self, badges: dict[int, Badges]) -> None:
         self.badges = badges
-        for unit_id, node in self._unit_nodes.items():
+        self._relabel()
+
+    def set_lint(self, lint: dict[int, tuple[int, str]]) -> None:
+        """Lint's findings per unit id: how many, and the worst severity."""
+        self.lint = lint
+        self._relabel()
+
+    def _relabel(self) -> None:
+        for node in self._unit_nodes.values():
             node.set_label(self.unit_label(node.data))
 
     def expand_unit(self, node) -> None:
@@ -85,7 +147,7 @@ class StageTree(Tree):
         self.expand_unit(event.node)
 
     def node_for_stage(self, stage: Stage):
-        unit_node = self._unit_nodes.get(stage.unit_id)
+        unit_node = self._unit_nodes.get(stage.unit_id) or self._reveal(stage.unit_id)
         if unit_node is None:
             return None
         self.expand_unit(unit_node)
@@ -124,6 +186,10 @@ class Navigator(Vertical):
         if show_all is not None:
             self.show_all = show_all
         self.groups: list[FrameworkGroup] = []  # the units shown, by framework
+        self.applied = ""  # the filter text the tree shows
+        self.rank: int | None = None  # the rank whose units are shown, None: every rank
+        self.unit_filter = UnitFilter([])
+        self.rank_label = Static("", id="rank-filter")
         self.hidden: dict[str, int] = {}  # units hidden by default, per framework
         self.filter = Input(placeholder="filter units…", id="filter")
         self.stage_tree = StageTree()
@@ -131,6 +197,7 @@ class Navigator(Vertical):
 
     def compose(self) -> ComposeResult:
         yield self.filter
+        yield self.rank_label
         yield self.stage_tree
 
     def set_groups(self, groups: list[FrameworkGroup]) -> None:
@@ -143,7 +210,10 @@ class Navigator(Vertical):
             self.hidden[unit.framework] = self.hidden.get(unit.framework, 0) + 1
         self.groups = [FrameworkGroup(g.framework, tuple(r for r in g.rows if r.unit.id in kept))
                        for g in groups]
-        self.stage_tree.fill(self.groups, self.hidden)
+        self.unit_filter = UnitFilter(self.groups)
+        self.rank_label.display = bool(self.unit_filter.ranks)
+        self._show_rank()
+        self.apply_filter(refill=True)
 
     def first_stage(self) -> Stage | None:
         """The stage to open first: the first IR of the first unit that has one, the user's
@@ -165,7 +235,35 @@ class Navigator(Vertical):
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:
-        self.stage_tree.fill(filter_groups(self.groups, event.value), self.hidden)
+        """Fill the tree for the filter's text; a change a later keystroke already replaced
+        is skipped, so keys typed faster than the tree fills cost one fill, not one each."""
+        if event.value == self.filter.value:
+            self.apply_filter()
+
+    def apply_filter(self, refill: bool = False) -> None:
+        """Fill the tree with the units the filter text and rank keep (unless it shows them
+        already and ``refill`` is not asked)."""
+        self.applied = self.filter.value
+        groups = self.unit_filter.apply(self.applied, self.rank)
+        if refill or [row.unit.id for g in groups for row in g.rows] != self.stage_tree.shown_units:
+            self.stage_tree.fill(groups, self.hidden)
+
+    def cycle_rank(self) -> int | None:
+        """Show the units of the next rank (every rank after the last); the rank shown."""
+        ranks = self.unit_filter.ranks
+        if not ranks:
+            return None
+        order = (None, *ranks)
+        self.rank = order[(order.index(self.rank) + 1) % len(order)]
+        self._show_rank()
+        self.apply_filter()
+        return self.rank
+
+    def _show_rank(self) -> None:
+        ranks = self.unit_filter.ranks
+        shown = "all ranks" if self.rank is None else f"rank {self.rank}"
+        self.rank_label.update(Text.assemble((f" {shown} ", "reverse bold"),
+                                             f" of {len(ranks)}  r: next rank", style="dim"))
 
     @on(Input.Submitted, "#filter")
     def _to_tree(self) -> None:
@@ -181,7 +279,9 @@ class Navigator(Vertical):
 
     @on(Tree.NodeSelected)
     def _selected(self, event: Tree.NodeSelected) -> None:
-        if isinstance(event.node.data, Stage):
+        if isinstance(event.node.data, MoreRows):
+            self.stage_tree.show_more(event.node)
+        elif isinstance(event.node.data, Stage):
             self.post_message(self.StageSelected())
 
     @on(Tree.NodeHighlighted)

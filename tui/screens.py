@@ -220,8 +220,8 @@ def stage_label(stage: Stage, unit_name: str) -> str:
 
 
 class ProblemsScreen(ModalScreen[int | None]):
-    """Compile failures, graph breaks, recompilations and the slowest compiles; enter jumps
-    to the unit (dismisses with its id)."""
+    """Compile failures, graph breaks, recompilations, the slowest compiles, the ranks'
+    divergences and lint's findings; enter jumps there (dismisses with the row's index)."""
 
     BINDINGS = CLOSE
 
@@ -237,8 +237,8 @@ class ProblemsScreen(ModalScreen[int | None]):
                 Option(Text.assemble((f"{row.kind:<16}", "bold"), f"{row.unit}  ",
                                      (row.text, "dim")), id=str(i))
                 for i, row in enumerate(self.rows)])
-            yield options if self.rows else Static("No graph breaks, recompilations or "
-                                                   "failures in this run.")
+            yield options if self.rows else Static("No graph breaks, recompilations, "
+                                                   "failures or findings in this run.")
 
     def on_mount(self) -> None:
         if self.rows:
@@ -246,7 +246,7 @@ class ProblemsScreen(ModalScreen[int | None]):
 
     @on(OptionList.OptionSelected, "#problems")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.rows[int(event.option.id)].unit_id)
+        self.dismiss(int(event.option.id))
 
 
 class SideBySideScreen(Screen[None]):

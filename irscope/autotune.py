@@ -1,0 +1,61 @@
+"""The configurations autotuning compiled for one Triton kernel, and the one it chose.
+
+Triton compiles a kernel once per configuration tried; irscope files each compile as a unit
+of its own, all from one module: the first under the kernel's name, the others as
+``name-<hash8>`` (``irscope.ingest.triton_cache``). Inductor's ``.best_config`` marks the
+winner with ``attrs["autotune_best"]``. Timings are not in a capture: the configurations are.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from irscope.launches import base_name
+from irscope.store import Unit
+
+LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas")
+DIGITS_RE = re.compile(r"(\d+)")  # "XBLOCK=128 warps=4" -> "XBLOCK=", "128", " warps=", ...
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One compiled configuration: its unit, its constexprs and launch settings, whether
+    autotuning chose it."""
+
+    unit_id: int
+    name: str
+    config: str  # "XBLOCK=128 warps=4 stages=1"
+    best: bool
+
+
+def config_text(attrs: Mapping) -> str:
+    """A compile's configuration, short enough for a side panel: its constexprs, then
+    num_warps and num_stages (and num_ctas when not 1) as ``warps=4 stages=3``."""
+    constexprs = attrs.get("constexprs")
+    parts = [f"{k}={v}" for k, v in constexprs.items()] if isinstance(constexprs, Mapping) else []
+    parts += [f"{key.removeprefix('num_')}={attrs[key]}" for key in LAUNCH_KEYS
+              if attrs.get(key) is not None and not (key == "num_ctas" and attrs[key] == 1)]
+    return " ".join(parts)
+
+
+def autotune_candidates(unit: Unit, units: Iterable[Unit]) -> list[Candidate]:
+    """Every compile of ``unit``'s kernel from its module, in configuration order; none for
+    a kernel compiled once that autotuning did not mark."""
+    if unit.framework != "triton":
+        return []
+    key = (base_name(unit.name), unit.source_file)
+    same = [u for u in units if u.framework == "triton"
+            and (base_name(u.name), u.source_file) == key]
+    if len(same) < 2 and not unit.attrs.get("autotune_best"):
+        return []
+    found = [Candidate(u.id, u.name, config_text(u.attrs), bool(u.attrs.get("autotune_best")))
+             for u in same]
+    return sorted(found, key=lambda c: (natural_key(c.config), c.name))
+
+
+def natural_key(text: str) -> list:
+    """Sort key reading runs of digits as numbers: "XBLOCK=8" before "XBLOCK=32"."""
+    return [(0, int(part), "") if part.isdigit() else (1, 0, part)
+            for part in DIGITS_RE.split(text) if part]

@@ -1,0 +1,223 @@
+"""The navigator on big and many-process runs (paging, filtering, the rank filter), lint's
+findings and the ranks' divergences in the TUI, and a kernel's autotuning configurations."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textual")
+
+from tui_helpers import (GPU_SAMPLES, build_run, copy_sample, sample_stages,  # noqa: E402
+                         synchronous, until)
+
+from irscope.analysis.ranks import ranked_name  # noqa: E402
+from irscope.autotune import autotune_candidates  # noqa: E402
+from irscope.run_tree import navigator_groups  # noqa: E402
+from irscope.store import Run  # noqa: E402
+from irscope.tui.app import IrscopeApp  # noqa: E402
+from irscope.tui.navigator import MoreRows, StageTree  # noqa: E402
+from irscope.tui.screens import ProblemsScreen  # noqa: E402
+from irscope.tui.unit_filter import UnitFilter  # noqa: E402
+
+SIZE = (140, 40)
+KERNELS = ("softmax_kernel", "add_kernel", "matmul_kernel")
+
+
+@pytest.fixture(scope="module")
+def copies_run(tmp_path_factory):
+    return build_run(tmp_path_factory.mktemp("checks") / "copies", copies=4)  # 12 units
+
+
+@pytest.fixture(scope="module")
+def ranked_run(tmp_path_factory):
+    """Two ranks of the sample kernels; rank 1 never compiled matmul_kernel."""
+    path = tmp_path_factory.mktemp("checks") / "ranks"
+    run = Run.create(path, {"name": "ranks", "command": "tests/test_tui_checks.py"})
+    found = sample_stages(KERNELS)
+    with run.transaction() as writer:
+        for rank in (0, 1):
+            for name in KERNELS[:3 - rank]:
+                attrs, stages = found[name]
+                unit = writer.add_unit(ranked_name(name, rank), "triton", None, None,
+                                       {**attrs, "rank": rank})
+                for kind, data, origin in stages:
+                    writer.add_stage(unit, kind, data, origin=origin)
+    run.close()
+    return path
+
+
+def names(tree) -> list[str]:
+    return [str(n.label).split()[0] if not isinstance(n.data, MoreRows) else "more"
+            for n in tree.root.children[0].children]
+
+
+# -- pure: the filter and the candidates ------------------------------------------------------
+def test_unit_filter_matches_names_frameworks_and_stage_kinds_and_narrows(copies_run):
+    with Run.open(copies_run) as run:
+        groups = navigator_groups(run)
+    units = UnitFilter(groups)
+    kept = lambda query: [r.unit.name for g in units.apply(query) for r in g.rows]  # noqa: E731
+    assert len(kept("")) == 12 and len(kept("TRITON")) == 12 and len(kept("sass")) == 12
+    assert kept("matmul_kernel_000") == [f"matmul_kernel_000{i}" for i in range(4)]
+    assert kept("matmul_kernel_0002") == ["matmul_kernel_0002"]  # narrowed from the last
+    assert kept("add") == [f"add_kernel_000{i}" for i in range(4)]  # a fresh scan
+    assert kept("no such unit") == []
+    assert units.ranks == ()
+
+
+def test_unit_filter_rank_keeps_that_ranks_units(ranked_run):
+    with Run.open(ranked_run) as run:
+        units = UnitFilter(navigator_groups(run))
+    assert units.ranks == (0, 1)
+    assert [r.unit.name for g in units.apply("", 1) for r in g.rows] == [
+        "softmax_kernel (rank 1)", "add_kernel (rank 1)"]
+    assert [r.unit.name for g in units.apply("matmul", 0) for r in g.rows] == ["matmul_kernel"]
+    assert units.apply("matmul", 1) == []
+
+
+def test_autotune_candidates_are_the_compiles_of_one_kernel_from_one_module():
+    """Inductor compiled triton_per_fused_native_layer_norm_1 in three configurations for
+    the H100 sample; its other kernels twice."""
+    with Run.open(GPU_SAMPLES / "torch_cuda") as run:
+        units = run.units()
+    norm = next(u for u in units if u.name == "triton_per_fused_native_layer_norm_1-9c2d72d9")
+    found = autotune_candidates(norm, units)
+    assert [c.config for c in found] == [f"XBLOCK={x} warps=2 stages=1" for x in (1, 8, 32)]
+    expected = {u.id for u in units if u.name.startswith("triton_per_fused_native_layer_norm_1")}
+    assert {c.unit_id for c in found} == expected and not any(c.best for c in found)
+    graph = next(u for u in units if u.framework == "torch")
+    assert autotune_candidates(graph, units) == []
+
+
+# -- the navigator on many units --------------------------------------------------------------
+@synchronous
+async def test_navigator_shows_a_page_of_units_and_the_rest_on_enter(copies_run, monkeypatch):
+    monkeypatch.setattr(StageTree, "PAGE", 5)
+    app = IrscopeApp(copies_run)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.navigator.stage_tree
+        await until(pilot, lambda: app.shown is not None)
+        assert names(tree) == [*(f"{k}_0000" for k in KERNELS), "softmax_kernel_0001",
+                               "add_kernel_0001", "more"]
+        assert "7 more units" in str(tree.root.children[0].children[-1].label)
+        tree.focus()
+        tree.move_cursor(tree.root.children[0].children[-1], animate=False)
+        await pilot.press("enter")
+        await until(pilot, lambda: len(names(tree)) == 11)
+        assert names(tree)[5:] == ["matmul_kernel_0001", *(f"{k}_0002" for k in KERNELS),
+                                   "softmax_kernel_0003", "more"]
+        with Run.open(copies_run) as run:  # a unit behind the "more" node: shown on demand
+            stage = run.stage(run.unit("matmul_kernel_0003"), "ptx")
+        app.navigator.select_stage(stage)
+        await until(pilot, lambda: app.shown.id == stage.id)
+        assert "matmul_kernel_0003" in names(tree)
+
+
+@synchronous
+async def test_typing_a_filter_fills_the_tree_once_per_change(copies_run):
+    app = IrscopeApp(copies_run)
+    async with app.run_test(size=SIZE) as pilot:
+        tree, navigator = app.navigator.stage_tree, app.navigator
+        await until(pilot, lambda: app.shown is not None)
+        fills = []
+        fill = tree.fill
+        tree.fill = lambda *args: (fills.append(navigator.applied), fill(*args))
+        await pilot.press("f", *"matmul_kernel_0002")
+        await until(pilot, lambda: navigator.applied == "matmul_kernel_0002")
+        assert names(tree) == ["matmul_kernel_0002"]
+        # "ma" keeps what "m" kept (softmax, matmul), "matmul_kernel_000" what "mat" kept
+        assert fills == ["m", "mat", "matmul_kernel_0002"]
+        await pilot.press("escape")
+        assert app.focused is tree
+
+
+# -- many processes ---------------------------------------------------------------------------
+@synchronous
+async def test_rank_filter_and_rank_divergences_in_the_problems_view(ranked_run):
+    app = IrscopeApp(ranked_run)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.navigator.stage_tree
+        await until(pilot, lambda: app.shown is not None and app.findings)
+        assert app.navigator.rank_label.display
+        assert "all ranks" in str(app.navigator.rank_label.render())
+        await pilot.press("r")
+        await until(pilot, lambda: app.navigator.rank == 0)
+        assert names(tree) == ["softmax_kernel", "add_kernel", "matmul_kernel"]
+        assert "rank 0" in str(app.navigator.rank_label.render())
+        assert "rank 0" in str(app.query_one("#status").render())
+        await pilot.press("r")
+        await until(pilot, lambda: names(tree) == ["softmax_kernel", "add_kernel"])
+        assert app.navigator.rank == 1  # both rank 1's units, named "… (rank 1)"
+        await pilot.press("r")
+        await until(pilot, lambda: app.navigator.rank is None and len(names(tree)) == 5)
+        await pilot.press("e")
+        assert isinstance(app.screen, ProblemsScreen)
+        kinds = [row.kind for row in app.screen.rows]
+        index = kinds.index("rank_divergence")
+        row = app.screen.rows[index]
+        assert row.unit == "matmul_kernel" and "presence differs" in row.text
+        assert "missing: rank 1" in row.text
+        await pilot.press(*["down"] * index, "enter")
+        matmul = next(u.id for u in app.units.values() if u.name == "matmul_kernel")
+        await until(pilot, lambda: app.shown.unit_id == matmul)
+
+
+@synchronous
+async def test_rank_key_on_a_one_process_run_says_so(copies_run):
+    app = IrscopeApp(copies_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None)
+        assert not app.navigator.rank_label.display
+        await pilot.press("r")
+        assert app.navigator.rank is None
+        assert any("one process" in n.message for n in app._notifications)
+
+
+# -- lint --------------------------------------------------------------------------------------
+@synchronous
+async def test_lint_findings_badge_units_and_jump_to_their_evidence(tmp_path):
+    """The sample's softmax kernel has scalar global accesses (PTX lines), matmul's
+    occupancy is limited by registers (SASS, no line)."""
+    run_path = build_run(tmp_path / "run")
+    app = IrscopeApp(run_path)
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.navigator.stage_tree
+        await until(pilot, lambda: app.shown is not None and app.findings)
+        labels = {str(n.label).split()[0]: str(n.label) for n in tree.root.children[0].children}
+        assert "⚑1" in labels["softmax_kernel"] and "⚑1" in labels["matmul_kernel"]
+        assert "⚑" not in labels["add_kernel"]
+        softmax = next(u.id for u in app.units.values() if u.name == "softmax_kernel")
+        finding, place = next(f for f in app.findings if f[1].unit_id == softmax)
+        assert finding.rule == "unvectorized_access" and place.stage == "ptx"
+        await until(pilot, lambda: app.shown.unit_id == softmax)  # the first unit opens first
+        assert [f.rule for f, _ in app.panel.findings] == ["unvectorized_access"]
+        await pilot.press("P")  # the panel's first list: the findings
+        await pilot.press("enter")
+        await until(pilot, lambda: app.shown.kind == "ptx" and app.viewer.marks)
+        lines = app.viewer.lines
+        assert app.viewer.cursor == finding.lines[0] - 1
+        assert all("ld.global" in lines[n] or "st.global" in lines[n]
+                   for n in app.viewer.marks), "every evidence line is a scalar access"
+        await pilot.press("e")
+        rows = app.screen.rows
+        assert {r.unit for r in rows if r.kind == "lint warning"} == {"softmax_kernel",
+                                                                      "matmul_kernel"}
+        index = next(i for i, r in enumerate(rows) if r.unit == "matmul_kernel")
+        await pilot.press(*["down"] * index, "enter")
+        await until(pilot, lambda: app.shown.kind == "sass")
+
+
+@synchronous
+async def test_kernel_card_lists_every_configuration(tmp_path):
+    app = IrscopeApp(copy_sample("torch_cuda", tmp_path / "torch_cuda"))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.figures)
+        unit = next(u for u in app.units.values()
+                    if u.name == "triton_per_fused_native_layer_norm_1-1991bdd6")
+        app.navigator.select_stage(app.stages_by_unit[unit.id][1])
+        await until(pilot, lambda: app.shown.unit_id == unit.id)
+        card = dict(app.panel.card)
+        assert card["configs"] == "3 compiled, choice not captured"
+        rows = [value for label, value in app.panel.card if label.strip() in ("", "▸")]
+        assert [r.split()[0] for r in rows] == ["XBLOCK=1", "XBLOCK=8", "XBLOCK=32"]
+        assert ("  ▸", "XBLOCK=8 warps=2 stages=1 · 27 reg") in app.panel.card
