@@ -69,14 +69,18 @@ def test_torch_executor_traces_are_the_units_stages(tmp_path):
     assert stages["forward execution"] == seen["forward"]
     assert stages["backward execution"] == seen["backward"]
     names = list(stages)
-    assert names[0] == "00 initial" and names[-2:] == ["forward execution", "backward execution"]
+    assert names[0] == "00 initial" and names[-1] == "backward execution"
     assert any(name.endswith("Grad transform pass") for name in names)
     assert any(name.endswith("operator executors") for name in names)  # executor assignment
+    # the split's forward among the forward traces, its backward opening the backward ones
+    splits = [n for n in names if re.match(r"\d+ autograd split$", n)]
+    assert len(splits) == 2 and [n for n in names if n.endswith("autograd split")] == splits
+    assert names.index(splits[0]) < names.index("forward execution") < names.index(splits[1])
     # every trace Thunder lists, then the execution transform's steps and the backward trace
     assert set(seen["traces"]) <= set(stages.values())
     others = [n for n, text in stages.items() if text not in seen["traces"]]
     assert others[-1] == "backward execution" and others[:-1] and all(
-        re.match(r"\d+ (operator executors|always executors|\w+ fusion pass)$", n)
+        re.match(r"\d+ (operator executors|always executors|\w+ fusion pass|autograd split)$", n)
         for n in others[:-1])
     for text in stages.values():
         assert registry.detect(text) == "thunder_trace"

@@ -1,8 +1,9 @@
 """Lightning Thunder collector: every ``thunder.jit`` function's traces, fusion regions and executors.
 
 ``install`` wraps ``thunder.jit`` to remember each jitted function's compile statistics, and
-Thunder's execution transform to keep the trace after each of its steps (operator executor
-assignment, each fusion executor's pass), which Thunder itself does not keep. A region that
+Thunder's execution transform and autograd split to keep the trace after each of their steps
+(operator executor assignment, each fusion executor's pass, the split into forward and
+backward), which Thunder itself does not keep. A region that
 the torch.compile executor made records the Dynamo frames its first call compiled, so
 filing can link it to the graphs and kernels of those frames. At exit every compile of every
 jitted function is written to ``thunder/<NNNN>/`` in staging: one ``.trace`` file per trace
@@ -38,8 +39,8 @@ class _Jitted:
     def __init__(self, name: str, source: tuple[str | None, int | None], stats):
         self.name, self.source, self.stats = name, source, stats
         self.compiles: list[tuple[Any, Any]] = []  # (computation traces, backward traces)
-        # id(traces) -> (how many traces the compile had then, title, trace)
-        self.steps: dict[int, list[tuple[int, str, Any]]] = {}
+        # id(traces) -> (how many traces the compile had then, role, title, trace)
+        self.steps: dict[int, list[tuple[int, str, str, Any]]] = {}
 
 
 class ThunderCollector:
@@ -82,14 +83,15 @@ class ThunderCollector:
             entry.compiles.append((traces, stats.last_backward_traces))
         return entry, traces
 
-    def step(self, title: str, trace) -> None:
-        """Keep ``trace``, the result of one execution step of the compile under way."""
+    def step(self, title: str, trace, role: str = "forward") -> None:
+        """Keep ``trace``, the result of one step of the compile under way that Thunder does
+        not keep itself (the execution transform's, the autograd split's)."""
         name = _trace_name(trace)
         if name.startswith(SKIPPED_TRACES):
             return
         entry, traces = self.current()
         if entry is not None:
-            entry.steps.setdefault(id(traces), []).append((len(traces), title, trace))
+            entry.steps.setdefault(id(traces), []).append((len(traces), role, title, trace))
 
     def write(self) -> None:
         """Stage every compile of every jitted function (once, at exit)."""
@@ -121,10 +123,12 @@ def install(staging: Staging) -> Callable[[], None]:
     import thunder
     from thunder.executors import passes
     from thunder.executors import torch_compile
+    from thunder.transforms import autodiff
 
     collector = ThunderCollector(staging)
     jit, execution, make_compiled = (thunder.jit, passes.transform_for_execution,
                                      torch_compile.make_compiled)
+    split = autodiff.split_into_forward_and_backward
 
     @functools.wraps(jit)
     def thunder_jit(fn, /, *args, **kwargs):
@@ -151,9 +155,17 @@ def install(staging: Staging) -> Callable[[], None]:
     def compiled_region(*args, **kwargs):
         return _frames_recorded(make_compiled(*args, **kwargs))
 
+    @functools.wraps(split)
+    def split_into_forward_and_backward(trace, *args, **kwargs):
+        forward, backward = split(trace, *args, **kwargs)
+        collector.step("autograd split", forward)
+        collector.step("autograd split", backward, "backward")
+        return forward, backward
+
     thunder.jit = thunder_jit
     passes.transform_for_execution = transform_for_execution
     torch_compile.make_compiled = compiled_region
+    autodiff.split_into_forward_and_backward = split_into_forward_and_backward
     atexit.register(collector.write)
 
     def restore() -> None:
@@ -161,6 +173,7 @@ def install(staging: Staging) -> Callable[[], None]:
         thunder.jit = jit
         passes.transform_for_execution = execution
         torch_compile.make_compiled = make_compiled
+        autodiff.split_into_forward_and_backward = split
 
     return restore
 
@@ -228,13 +241,13 @@ def _compile_manifest(entry: _Jitted, nth: int, traces, backward) -> dict[str, A
         records.append({"file": f"{len(records):02d}.trace", "role": role, "title": title,
                         "text": text})
 
-    steps = list(entry.steps.get(id(traces), ()))
+    steps = [s for s in entry.steps.get(id(traces), ()) if s[1] == "forward"]
     for index, trace in enumerate(traces or ()):
-        while steps and steps[0][0] <= index:  # the execution steps, where they happened
-            add("forward", *steps.pop(0)[1:])
+        while steps and steps[0][0] <= index:  # the steps Thunder keeps no trace of, in place
+            add(*steps.pop(0)[1:])
         add("forward", "initial" if index == 0 else _title(trace), trace)
-    for _, title, step in steps:
-        add("forward", title, step)
+    for step in [*steps, *(s for s in entry.steps.get(id(traces), ()) if s[1] == "backward")]:
+        add(*step[1:])
     for trace in backward or ():
         add("backward", _title(trace), trace)
     final = {role: next((r for r in reversed(records) if r["role"] == role), None)
