@@ -120,6 +120,71 @@ def test_rank_logs_of_one_name(tmp_path, dumps):
     check("ingest/collide/rank-logs", found, outcome)
 
 
+def test_rank_logs_are_named_by_rank(tmp_path, dumps):
+    """One log name from several ranks, the rank told by the folder (``rank1/``, ``rank_2/``)
+    or by torchrun's ``[rank3]:`` line prefix: each log is its rank's stage and unit, and each
+    rank's compiles its own units, never ``train.log (2)`` beside rank 0's."""
+    log = (dumps / "logs.txt").read_bytes()
+    r = rng("ingest/collide/rank-names")
+    ranks = {0: "rank0/train.log", 1: "rank1/train.log", 2: "logs/rank_2/train.log",
+             3: "combined/train.log"}
+    files = {}
+    for rank, name in ranks.items():
+        data = log.replace(b"import math", f"import math  # rank {rank}".encode())
+        if rank == 3:
+            data = b"".join(b"[rank3]:" + line for line in data.splitlines(keepends=True))
+        files[name] = _write(tmp_path / "in" / name, data).read_bytes()
+    order = r.sample(sorted(ranks), len(ranks))
+    run, outcome = _ingest(tmp_path, *(tmp_path / "in" / ranks[k] for k in order))
+    found = problems(outcome, ok=(0,)) + _lost(run, files)
+    if not found:
+        db = sqlite3.connect(f"file:{run / 'index.sqlite'}?mode=ro", uri=True)
+        logs = {name: json.loads(attrs).get("rank") for name, attrs in db.execute(
+            "SELECT stages.name, units.attrs FROM stages JOIN units ON units.id = unit_id "
+            "WHERE kind='torch_log'")}
+        codes = {name for (name,) in db.execute(
+            "SELECT DISTINCT units.name FROM stages JOIN units ON units.id = unit_id "
+            "WHERE kind='inductor_output_code'")}
+        db.close()
+        expected = {"train.log": 0, **{f"train.log (rank {k})": k for k in (1, 2, 3)}}
+        if logs != expected:
+            found.append(f"logs filed as {sorted(logs.items())}, not {sorted(expected.items())}")
+        for rank in (1, 2, 3):
+            if not any(name.endswith(f"(rank {rank})") for name in codes):
+                found.append(f"rank {rank}'s output code is not in a unit of rank {rank}")
+    check("ingest/collide/rank-names", found, outcome)
+
+
+def test_output_codes_renamed_on_collision_are_recorded_by_their_filed_name(tmp_path):
+    """Output codes of one graph filed under one stage name (two sources, three captures):
+    the store files each newcomer as ``name (n)``, and the graph's ``output_codes`` attribute
+    must name the stage that holds each code, not the name it was offered."""
+    from irscope.ingest import graphs
+    from irscope.store import Run
+
+    r = rng("ingest/collide/output-code-names")
+    codes = [(SAMPLES / "inductor" / name).read_text() for name in
+             ("complex_activation.output_code.py", "mlp_dead_gate.output_code.py")]
+    codes += [codes[r.randrange(2)] + f"\n# capture {r.randrange(1 << 30)}\n"]
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as writer:
+        writer.keep_all = True
+        unit = writer.add_unit("[0/0] forward", "torch")
+        for code in r.sample(codes, len(codes)):
+            graphs.add_output_code(writer, unit, code, "output_code", "test")
+    held = {s.name: run.read_text(s) for s in run.stages() if s.kind == graphs.OUTPUT_CODE}
+    keys = run.unit_by_id(unit).attrs["output_codes"]
+    run.close()
+    found = [f"loss: {len(held)} output code stages for {len(codes)} codes"] if len(
+        held) != len(codes) else []
+    for key, name in keys.items():
+        if name not in held or graphs.output_code_key(held[name]) != key:
+            found.append(f"output_codes names {name!r} for a code it does not hold")
+    if len(keys) != len(codes):
+        found.append(f"{len(keys)} output codes recorded for {len(codes)}")
+    check("ingest/collide/output-code-names", found)
+
+
 def test_three_trace_logs_of_one_name(tmp_path, dumps):
     trace = (dumps / "trace" / "dedicated_log_torch_trace_429mjk2q.log").read_bytes()
     payloads = {}

@@ -2,7 +2,10 @@
 
 The whole log is kept as a torch_log stage of a unit named after the file; Inductor
 output code it prints becomes an inductor_output_code stage, and graph breaks and
-recompilations become events.
+recompilations become events. A log of one rank of a multi-process job (its lines prefixed
+``[rank1]:`` by torchrun, or its path naming the rank: ``rank1/train.log``) is that rank's:
+its units and stage are named as ``ranked_name`` names them (``train.log (rank 1)``), and
+its compile ids are that rank's compiles.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from irscope.analysis.ranks import ranked_name
 from irscope.store import Writer
 
 from . import graphs
@@ -27,6 +31,10 @@ RECOMPILE = re.compile(r"Recompiling function (\S+) in (\S+?):(\d+)")
 RECOMPILE_ID = re.compile(r"\[([\d/!_]+)\] \[__recompiles\] Recompiling function (\w+)")
 #     - 0/0: tensor 'x' size mismatch at index 0. expected 32, actual 48
 GUARD_FAILURE = re.compile(r"^\s*- (\d+/\d+: .+)$")
+# [rank1]:V1124 12:04:05.928000 455 torch/_inductor/graph.py:2552] ...  (torchrun's prefix)
+RANK_PREFIX = re.compile(r"^\[rank(\d+)\]:", re.M)
+# rank1/train.log, rank_1/, train_rank1.log, train.rank-1.log: a path part naming a rank
+RANK_IN_PATH = re.compile(r"(?:^|[_.-])rank[_-]?(\d+)(?=$|[_.-])")
 # Any one of these in the first 64 KiB of a non-Python file marks TORCH_LOGS output.
 MARKERS = re.compile(r"\] (?:\[[\d/!_]+\] )?\[__\w+\]|TORCH_LOGS=|TRACED GRAPH|GUARDS:|"
                      r"Recompiling function|Graph break|produce_guards|torch/_dynamo/\S+\.py:\d+\]|"
@@ -52,19 +60,23 @@ def ingest_log(writer: Writer, path: Path, report) -> int:
         return 0
     text = data.decode("utf-8", "replace")
     origin = str(path)
-    log_unit = writer.add_unit(f"(log) {path.name}", "torch", attrs={"origin": origin})
-    writer.add_stage(log_unit, "torch_log", data, name=path.name, origin=origin)
+    rank = log_rank(path, text)
+    attrs = {"origin": origin} if rank is None else {"origin": origin, "rank": rank}
+    log_unit = writer.add_unit(ranked_name(f"(log) {path.name}", rank), "torch", attrs=attrs)
+    writer.add_stage(log_unit, "torch_log", data, name=ranked_name(path.name, rank),
+                     origin=origin)
     stored = 1
     functions = {cid: fn for cid, fn in RECOMPILE_ID.findall(text)}
     units: dict[str | None, int] = {}
 
     def unit_for(compile_id: str | None, code: str | None = None) -> int:
         if compile_id is None:
-            held = graphs.unit_holding_output_code(writer, code) if code is not None else None
+            held = (graphs.unit_holding_output_code(writer, code, rank) if code is not None
+                    else None)
             return log_unit if held is None else held
         if compile_id not in units:
             units[compile_id] = graphs.unit_for_compile(writer, compile_id,
-                                                        functions.get(compile_id), origin)
+                                                        functions.get(compile_id), origin, rank)
         return units[compile_id]
 
     for n, (compile_id, code) in enumerate(_output_code_blocks(text), 1):
@@ -77,6 +89,20 @@ def ingest_log(writer: Writer, path: Path, report) -> int:
         writer.add_event("recompile", event, unit_for(compile_id))
     report.sources.append((origin, "torch_logs"))
     return stored
+
+
+def log_rank(path: Path, text: str) -> int | None:
+    """The rank whose log this is: the one rank its lines' ``[rankN]:`` prefixes name, else
+    the rank its file or folder names (``rank1/train.log``); None for a single process's log
+    (or one interleaving several ranks)."""
+    prefixed = set(RANK_PREFIX.findall(text))
+    if prefixed:
+        return int(prefixed.pop()) if len(prefixed) == 1 else None
+    for part in reversed(path.parts[-3:]):
+        found = RANK_IN_PATH.findall(part)
+        if found:
+            return int(found[-1])
+    return None
 
 
 def _graph_breaks(text: str) -> list[tuple[str | None, dict]]:

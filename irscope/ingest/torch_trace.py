@@ -401,7 +401,7 @@ class _TraceReader:
                 writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
                 if kind == graphs.OUTPUT_CODE:  # the key by which other sources find the graph
                     key = _output_code_key(self.run, ref)
-                    graphs.note_output_code(writer, unit, key, stage_name)
+                    graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
             located = any(k == "graph_break" and "file" in d for k, d in comp.events)
             seen = set()
             for kind, data in comp.events:
