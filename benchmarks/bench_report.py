@@ -1,9 +1,12 @@
-"""`irscope report` over a run of 1,000 real Triton units: target under 2 s (JSON, warm cache).
+"""`irscope report` over a run of 1,000 real Triton units: target under 2 s (JSON, warm cache);
+then a run of 12,000 units (``report_scale.py``): first JSON report under 10 s, cached under 2 s,
+with ls, ls --json, diff and the TUI's figures beside them, each with its peak RSS.
 
 Builds the run from ahead-of-time compiles of the four sample kernels (TTIR, TTGIR, LLVM IR,
 PTX and cubin per unit), each unit's texts made unique by a trailing comment so that a cold
 cache really parses 4,000 stages. Times `irscope report RUN --format json` in process with
-the parse cache cold and warm, and every other format warm.
+the parse cache cold and warm, and every other format warm. ``bench_report.py scale [N]``
+runs only the 12,000-unit (or N-unit) case, which needs no compiler.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 UNITS = 1000
 TARGET_S = 2.0
@@ -79,6 +83,16 @@ def decode_cache(path: Path) -> tuple[float, float]:
 
 
 def main() -> int:
+    import report_scale
+
+    if sys.argv[1:2] == ["scale"]:
+        return report_scale.main(*map(int, sys.argv[2:3]))
+    code = thousand_units()
+    print(f"\n=== {report_scale.__doc__.splitlines()[0]}")
+    return report_scale.main() or code
+
+
+def thousand_units() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run"
         start = time.perf_counter()

@@ -7,6 +7,7 @@ rewrite the user's terminal. They are shown as the Unicode control pictures (ESC
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -64,8 +65,11 @@ def write_text(text: str) -> None:
 
 
 def print_json(data: Any) -> None:
-    """Pretty JSON on stdout, keys in the order given."""
-    json.dump(data, sys.stdout, indent=2, default=str)
+    """Pretty JSON on stdout, keys in the order given; written in pieces of many encoder
+    chunks (one write per chunk costs more than the encoding of a large listing)."""
+    chunks = json.JSONEncoder(indent=2, default=str).iterencode(data)
+    while piece := "".join(itertools.islice(chunks, 65536)):
+        sys.stdout.write(piece)
     sys.stdout.write("\n")
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import errno
+import functools
 import hashlib
 import itertools
 import json
@@ -230,7 +231,14 @@ def _attrs(text: Any) -> dict[str, Any]:
     return attrs
 
 
+# The types of a stage row as irscope writes it (origin may be NULL): read as they are.
+_STAGE_ROW = (int, int, str, str, int, str, int)
+_STAGE_ROWS = frozenset({(*_STAGE_ROW, str), (*_STAGE_ROW, type(None))})
+
+
 def _stage(row) -> Stage:
+    if tuple(map(type, row)) in _STAGE_ROWS:
+        return Stage(*row)
     return Stage(_integer(row[0], 0), _integer(row[1], 0), _text(row[2]), _text(row[3]),
                  _integer(row[4], 0), _text(row[5]), _integer(row[6], 0), _optional_text(row[7]))
 
@@ -1017,7 +1025,7 @@ def _connect(path: Path, wal: bool = False, mode: str = "rw") -> sqlite3.Connect
         query = "mode=ro" if mode == "ro" else "immutable=1"
         uri = f"file:{urllib.parse.quote(str(Path(path).absolute()))}?{query}"
         db = sqlite3.connect(uri, timeout=60, isolation_level=None, uri=True)
-    db.text_factory = lambda data: data.decode("utf-8", "replace")
+    db.text_factory = functools.partial(bytes.decode, encoding="utf-8", errors="replace")
     db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
     db.execute("PRAGMA foreign_keys = ON")
     if mode != "rw":

@@ -86,7 +86,9 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None) -> list[d
 def run(args) -> int:
     with Run.open(locate_run(args.run)) as run_:
         rows = listing(run_, args.show_all, args.rank)
-        hidden = len(listing(run_, True, args.rank)) - len(rows)
+        hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank
+            args.rank is None or u.attrs.get("rank") == args.rank
+            for u in shown_units(run_.units(), False)[1])
     if args.json:
         print_json(rows)
         return 0
