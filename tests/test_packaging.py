@@ -72,8 +72,11 @@ def test_wheel_installs_only_irscope(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops == {"irscope", next(t for t in tops if t.endswith(".dist-info"))}
-    for sub in ("irscope/parsers/registry.py", "irscope/tui/__init__.py", "irscope/cli.py"):
-        assert sub in names
+    sources = {f"irscope/{p.relative_to(ROOT / 'irscope').as_posix()}"
+               for p in (ROOT / "irscope").rglob("*.py")}
+    sources |= {f"irscope/{folder}/{p.relative_to(ROOT / folder).as_posix()}"
+                for folder in ("parsers", "tui") for p in (ROOT / folder).rglob("*.py")}
+    assert sorted(sources - set(names)) == []  # every module of the source tree is installed
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "irscope = irscope.cli:entry" in text and "[pygments.lexers]" in text
