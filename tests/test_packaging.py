@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -66,8 +67,16 @@ def test_subpackages_resolve_inside_irscope():
 
 def test_wheel_installs_only_irscope(tmp_path):
     """The built wheel holds one top-level package, irscope (no `parsers` or `tui`)."""
+    source = tmp_path / "source"  # a copy: a build/ folder left in the checkout is not read
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE", "irscope", "parsers", "tui"):
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        elif (ROOT / name).exists():
+            shutil.copy(ROOT / name, source / name)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-                    "-q", "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True)
+                    "-q", "-w", str(tmp_path), str(source)], check=True, capture_output=True)
     wheel = next(tmp_path.glob("irscope-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
