@@ -40,7 +40,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         from irscope import environment
         from irscope.collectors.bootstrap import Collectors
         from irscope.collectors.session import Session
-        from irscope.collectors import xla_dumps
+        from irscope.collectors import xla_dump_cache
         from irscope.collectors.staging import gpu_visible, owns_xla_dumps
         from irscope.collectors.torch import LiveTrace
 
@@ -53,7 +53,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         self._threads = (_single_compile_thread() if "torch" in self._only
                          and gpu_visible(dict(os.environ)) else None)
         self._collectors = Collectors(session.staging, self._only,
-                                      owns_xla_dumps(dict(os.environ)), xla_dumps.cache_dir())
+                                      owns_xla_dumps(dict(os.environ)), xla_dump_cache.cache_dir())
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -166,7 +166,7 @@ def _cached_run(name: str, args: list[str], data: bytes, suffix: str, **options)
 
 def cache_folder(environ: dict[str, str] | None = None) -> Path | None:
     """Where tool outputs are kept, or None when irscope's cache is switched off."""
-    from irscope.collectors.xla_dumps import cache_dir
+    from irscope.collectors.xla_dump_cache import cache_dir
 
     base = cache_dir(environ)
     return base / CACHE_FOLDER if base else None

@@ -236,7 +236,7 @@ def test_json_lines_are_taken_once_their_line_is_complete(tmp_path):
 
 
 def test_a_finished_compile_is_kept_in_the_dump_cache_while_the_script_runs(tmp_path):
-    from irscope.collectors import xla_dumps
+    from irscope.collectors import xla_dump_cache
     from irscope.collectors.staging import Staging, append_record, close_records
     from irscope.collectors.watch import StagingWatch
 
@@ -248,16 +248,16 @@ def test_a_finished_compile_is_kept_in_the_dump_cache_while_the_script_runs(tmp_
     (folder / "module_0001.jit_f.before_optimizations.txt").write_text("HloModule jit_f")
     append_record(staging.xla_dump_records, {"compile": 1, "module": "jit_f", "key": key,
                                              "folder": str(folder), "cache": str(cache)})
-    assert not wait_for(lambda: xla_dumps.lookup(cache, key), seconds=0.5)  # still compiling
+    assert not wait_for(lambda: xla_dump_cache.lookup(cache, key), seconds=0.5)  # still compiling
     append_record(staging.xla_dump_records, {"compile": 1, "done": True})
     try:
-        assert wait_for(lambda: xla_dumps.lookup(cache, key))  # before the program ends
+        assert wait_for(lambda: xla_dump_cache.lookup(cache, key))  # before the program ends
     finally:
         close_records()
         prepared = watch.finish()[staging.root]
     assert prepared.compiles == [{"compile": 1, "module": "jit_f", "key": key,
                                   "folder": str(folder), "cache": str(cache), "done": True}]
-    assert xla_dumps.load(xla_dumps.lookup(cache, key)) == {
+    assert xla_dump_cache.load(xla_dump_cache.lookup(cache, key)) == {
         "module_0001.jit_f.before_optimizations.txt": b"HloModule jit_f"}
 
 

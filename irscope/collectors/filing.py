@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from irscope.analysis.ranks import ranked_name, split_rank
-from irscope.collectors import xla_dumps
+from irscope.collectors import xla_dump_cache
 from irscope.collectors.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
@@ -162,14 +162,14 @@ def _compile_dumps(compiles: list[dict[str, Any]], cached: dict[int, Any],
         elif record.get("folder"):
             entry = Path(record["folder"])
             try:
-                names = xla_dumps.folder_files(entry)
+                names = xla_dump_cache.folder_files(entry)
             except OSError as exc:  # unreadable: noted; the folder stays in staging
                 notes.append(f"XLA dump of {record.get('module')} unreadable ({exc})")
                 continue
             read = functools.partial(_read_relative, entry)
         else:
             continue
-        renamed = xla_dumps.renumbered(names, numbers)
+        renamed = xla_dump_cache.renumbered(names, numbers)
         files += [DumpFile(dump_name(renamed[name]), str(entry), f"{entry}/{name}",
                            functools.partial(read, name)) for name in names]
     return files

@@ -5,7 +5,7 @@ closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp
 ``MeshComputation.compile`` (returns the executable whose analyses JAX offers) and
 ``compiler.compile_or_get_cached`` (where the compile options are final: each compile gets
 an XLA dump folder of its own, or none when irscope's dump cache already holds its dump,
-see ``irscope.collectors.xla_dumps``). Phase timings come from ``jax.monitoring``.
+see ``irscope.collectors.xla_dump_cache``). Phase timings come from ``jax.monitoring``.
 
 A lowering of a function that lies inside the jax package (a primitive run outside any
 jit, or ``jnp.sum`` called eagerly) is marked ``jax_internal`` with the user's line that
@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from irscope.collectors import xla_dumps
+from irscope.collectors import xla_dump_cache
 from irscope.collectors.staging import Staging, append_record
 
 # mlp at /home/me/seed_jax.py:10
@@ -145,7 +145,7 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
     record: dict[str, Any] = {"compile": number, "module": module, "key": key}
     passes = bool(os.environ.get("IRSCOPE_PASSES"))  # inspect --passes: HLO after every pass
     cache = None if passes else cache  # a cached dump holds no pass files
-    cached = xla_dumps.lookup(cache, key)
+    cached = xla_dump_cache.lookup(cache, key)
     if cached is not None:
         record["cached"] = str(cached)
     else:

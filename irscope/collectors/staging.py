@@ -164,7 +164,7 @@ def collection_env(staging: Staging, only: tuple[str, ...],
 
     The user's own settings win: an existing TORCH_TRACE or ``--xla_dump_to`` is kept (and
     read back at the end, see ``user_dump_files``). XLA dumps are asked for per compile by
-    the JAX collector (see ``irscope.collectors.xla_dumps``); only what a compile's options
+    the JAX collector (see ``irscope.collectors.xla_dump_cache``); only what a compile's options
     cannot say goes into XLA_FLAGS: on a GPU, PTX and LLVM IR per emitter, which XLA writes
     only for a module it dumps.
     """

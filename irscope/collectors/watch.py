@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from irscope import nvtools
-from irscope.collectors import xla_dumps
+from irscope.collectors import xla_dump_cache
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 
@@ -322,7 +322,7 @@ def _older_than(path: Path, started: float) -> bool:
 # -- jobs on the pool ---------------------------------------------------------------------
 def _load_cached(watch: StagingWatch, entry: Path) -> dict[str, bytes]:
     """The files of a cached dump, their bytes queued for the blob store."""
-    files = xla_dumps.load(entry)
+    files = xla_dump_cache.load(entry)
     os.utime(entry)  # recently used: the last to be pruned
     for data in files.values():
         watch.queue(data)
@@ -331,9 +331,9 @@ def _load_cached(watch: StagingWatch, entry: Path) -> dict[str, bytes]:
 
 def _keep_dump(watch: StagingWatch, record: dict[str, Any]) -> None:
     """Keep a finished compile's dump in the cache, and queue its files' bytes."""
-    files = xla_dumps.read_folder(Path(record["folder"]))
+    files = xla_dump_cache.read_folder(Path(record["folder"]))
     try:
-        xla_dumps.store_files(Path(record["cache"]), record["key"], files)
+        xla_dump_cache.store_files(Path(record["cache"]), record["key"], files)
     except OSError:  # a full or read-only cache: the run itself is complete
         pass
     for data in files.values():

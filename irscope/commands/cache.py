@@ -27,14 +27,14 @@ def _entries(folder: Path | None, pattern: str) -> list[Path]:
 
 def run(args) -> int:
     from irscope import nvtools
-    from irscope.collectors import xla_dumps
+    from irscope.collectors import xla_dump_cache
 
-    cache = xla_dumps.cache_dir()
+    cache = xla_dump_cache.cache_dir()
     if cache is None:
         data = {"path": None, "dumps": 0, "bytes": 0, "tool_results": 0, "tool_bytes": 0,
                 "cleared": 0}
     else:
-        dumps = _entries(cache / xla_dumps.FOLDER, "*.zip")
+        dumps = _entries(cache / xla_dump_cache.FOLDER, "*.zip")
         tools = _entries(nvtools.cache_folder(), "*")
         data = {"path": str(cache), "dumps": len(dumps),
                 "bytes": sum(entry.stat().st_size for entry in dumps),
@@ -52,7 +52,7 @@ def run(args) -> int:
     else:
         cleared = f"; cleared {data['cleared']}" if args.clear else ""
         out(f"{data['path']}: {data['dumps']} XLA dumps, {data['bytes'] / 2**20:.1f} MiB "
-            f"(at most {xla_dumps.CACHE_LIMIT_BYTES >> 20} MiB); {data['tool_results']} "
+            f"(at most {xla_dump_cache.CACHE_LIMIT_BYTES >> 20} MiB); {data['tool_results']} "
             f"NVIDIA tool results, {data['tool_bytes'] / 2**20:.1f} MiB "
             f"(at most {nvtools.CACHE_LIMIT_BYTES >> 20} MiB){cleared}")
     return 0

@@ -76,7 +76,7 @@ def _target(args) -> list[str]:
 
 
 def run(args) -> int:
-    from irscope.collectors import launch, xla_dumps
+    from irscope.collectors import launch, xla_dump_cache
     from irscope.collectors.session import Session
     from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
 
@@ -92,7 +92,7 @@ def run(args) -> int:
         _remove_run(Path(args.output))
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python})
-    cache = None if args.no_dump_cache else xla_dumps.cache_dir()
+    cache = None if args.no_dump_cache else xla_dump_cache.cache_dir()
     config = session.staging.write_config({
         "staging": str(session.staging.root), "only": list(only),
         "xla_dumps": owns_xla_dumps(dict(os.environ)), "dump_cache": cache and str(cache),
