@@ -2,7 +2,7 @@
 # On a CUDA machine: `irscope inspect` against plain python, cold then warm caches, on GPT-2
 # (12 layers, forward + backward) and a flax/optax training step; then the run's roll-ups
 # against independent counts and warm against cold. Prints one line per measurement.
-#   ROUNDS=2 bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
+#   ROUNDS=2 [ARMS="plain irscope"] bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
 # Arms, in an order that turns each round: `plain` (python as the user runs it), `plain-1t`
 # (python with TORCHINDUCTOR_COMPILE_THREADS=1, as irscope runs Inductor where a GPU is
 # visible, so that Triton compiles stay in the hooked process) and `irscope`. Each arm keeps its
@@ -41,8 +41,8 @@ run_arm() {  # workload arm round
   done
 }
 for w in $workloads; do
-  arms="plain plain-1t irscope"
-  [ "$w" = jax ] && arms="plain irscope"
+  arms=${ARMS:-plain plain-1t irscope}
+  [ "$w" = jax ] && arms=${ARMS:-plain irscope}
   for r in $(seq 1 "$rounds"); do
     for arm in $arms; do run_arm "$w" "$arm" "$r"; done
     arms="$(echo $arms | cut -d' ' -f2-) $(echo $arms | cut -d' ' -f1)"  # the next round starts with the next arm
