@@ -121,6 +121,12 @@ def split(lines: Iterable[str], diagnostics: list[Diagnostic]
                 timing.append((row["name"], float(row["seconds"]), len(row["indent"]) // 2 - 1))
             if timing is not None or not line.startswith(SECTION):
                 continue
+        if not line.startswith(("//", "===")):  # a line of IR: most lines
+            if current is not None and not skipping:
+                body.append(line)
+            elif current is None and not skipping and line.strip():
+                preamble += 1
+            continue
         if TIMING_RULE.match(line):
             if current is not None and not skipping:
                 yield _snapshot(current, body)

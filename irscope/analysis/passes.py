@@ -98,12 +98,32 @@ def op_count(text: str, family: str) -> int:
     return sum(1 for line in text.splitlines() if pattern.match(line))
 
 
+@dataclass(frozen=True)
+class IrProfile:
+    """What a comparison reads of one IR text: the text, its IR lines as a multiset, its ops."""
+
+    text: str
+    lines: Counter
+    ops: int
+
+
+def profile(text: str, family: str) -> IrProfile:
+    """The profile of ``text``, made once and compared with the IR before and after it."""
+    return IrProfile(text, Counter(normal_lines(text, family)), op_count(text, family))
+
+
+def compare_profiles(old: IrProfile, new: IrProfile) -> PassChange:
+    """``compare`` of two profiled texts; the same text is no change, without a count."""
+    if old.text == new.text:
+        return PassChange(0, 0, old.ops, new.ops)
+    return PassChange(sum((new.lines - old.lines).values()),
+                      sum((old.lines - new.lines).values()), old.ops, new.ops)
+
+
 def compare(before: str, after: str, family: str) -> PassChange:
     """Lines added and removed (as multisets of lines, so moved lines count twice and
     renumbered locations not at all) and the op counts on either side."""
-    old, new = Counter(normal_lines(before, family)), Counter(normal_lines(after, family))
-    return PassChange(sum((new - old).values()), sum((old - new).values()),
-                      op_count(before, family), op_count(after, family))
+    return compare_profiles(profile(before, family), profile(after, family))
 
 
 def row_with(row: PassRow, change: PassChange | None) -> PassRow:

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 
-from irscope.analysis.passes import PassRow, compare, row_with
+from irscope.analysis.passes import IrProfile, PassRow, compare_profiles, profile, row_with
 from irscope.parsers import mlir_passes
 from irscope.parsers.base import Diagnostic
 from irscope.store import Writer
@@ -43,7 +43,7 @@ class PipelineFiler:
         self.rows: list[PassRow] = []
         self.diagnostics: list[Diagnostic] = []
         self.kept, self.limit, self.capped = kept, budget(), False
-        self._text: str | None = None  # the IR as it stands now
+        self._ir: IrProfile | None = None  # the IR as it stands now
         self._stage: str | None = None  # the stage holding it, when kept
         self._pending: PassRow | None = None  # a pass dumped "before": waits for its output
         self._timed = 0  # rows before this one have had their timing report
@@ -90,20 +90,22 @@ class PipelineFiler:
             else:
                 self.rows.append(row_with(self._pending, None))
             self._pending = None
-        elif after is not None and self._text is None:
-            self._text, self._stage = after, self._keep(f"{self.pipeline} · input", after)
+        elif after is not None and self._ir is None:
+            self._ir = profile(after, self.family)
+            self._stage = self._keep(f"{self.pipeline} · input", after)
 
     def _record(self, row: PassRow, after: str) -> None:
-        if self._text is None:  # nothing to compare with: the first IR of the pipeline
-            self._text, self._stage = after, self._keep(f"{self.pipeline} · input", after)
+        if self._ir is None:  # nothing to compare with: the first IR of the pipeline
+            self._ir = profile(after, self.family)
+            self._stage = self._keep(f"{self.pipeline} · input", after)
             self.rows.append(row_with(row, None))
             return
-        change = compare(self._text, after, self.family)
-        row = row_with(row, change)
+        now = self._ir if after == self._ir.text else profile(after, self.family)
+        row = row_with(row, compare_profiles(self._ir, now))
         if row.changed:
             self._stage = self._keep(f"{self.pipeline} · {row.index:04d} {row.name}", after)
             row = replace(row, stage=self._stage)
-        self._text = after
+        self._ir = now
         self.rows.append(row)
 
     def _keep(self, name: str, text: str) -> str | None:
