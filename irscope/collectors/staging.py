@@ -175,11 +175,9 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = str(staging.torch_trace)
         elif not os.path.isabs(trace):  # the script may change directory before it compiles
             env["TORCH_TRACE"] = os.path.abspath(trace)
-        # Inductor's parallel compile workers would bypass the Triton hooks of this process;
-        # with no GPU to compile Triton kernels for, its C++ kernels compile in parallel.
-        if gpu_visible(environ):
-            env["TORCHINDUCTOR_COMPILE_THREADS"] = environ.get("TORCHINDUCTOR_COMPILE_THREADS",
-                                                               "1")
+        # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
+        # compile worker made, out of this process's hooks, is filed from Triton's cache as
+        # one loaded from a warm cache is (``irscope.collectors.inductor_cache``).
     flags = environ.get("XLA_FLAGS", "")
     dump_to = XLA_DUMP_TO.search(flags)
     if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
