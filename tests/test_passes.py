@@ -207,7 +207,12 @@ def test_an_xla_gpu_dump_files_its_emitter_logs_pass_by_pass(tmp_path, cli):
                     else stage.name
                 (dump / f"module_0001.jit_activation_chain.{suffix}").write_bytes(
                     run.read_blob(stage.blob))
-    done = cli("ingest", dump, "-o", tmp_path / "run")
+    plain = cli("ingest", dump, "-o", tmp_path / "plain", "--json")
+    assert plain.returncode == 0, plain.stderr
+    with Run.open(tmp_path / "plain", read_only=True) as run:  # not asked for: left out
+        kinds = {s.kind for s in run.stages(run.unit("jit_activation_chain").id)}
+        assert kinds == {"hlo_before_opt"}
+    done = cli("ingest", "--passes", dump, "-o", tmp_path / "run")
     assert done.returncode == 0, done.stderr
     listed = json.loads(cli("passes", tmp_path / "run", "jit_activation_chain", "--all",
                             "--json").stdout)

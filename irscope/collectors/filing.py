@@ -49,12 +49,13 @@ def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
 def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
                  progress=None, environ: dict[str, str] | None = None,
                  prepared: Prepared | None = None,
-                 rank: int | None = None) -> tuple[list[str], bool]:
+                 rank: int | None = None, passes: bool = False) -> tuple[list[str], bool]:
     """File everything staged into ``run``: (notes on what went wrong, whether all was read).
 
     ``extra``: files from the user's own dump folders; ``prepared``: what a StagingWatch
     did while the program ran (without it, that work is done here first, in parallel);
-    ``rank``: the rank whose folder ``staging`` is, in a multi-process run.
+    ``rank``: the rank whose folder ``staging`` is, in a multi-process run; ``passes``: file
+    XLA's emitter pass logs pass by pass (``inspect --passes``), else leave them out.
     """
     progress = progress if isinstance(progress, Passes) else Passes(progress)
     if prepared is None:
@@ -79,13 +80,17 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
         report = IngestReport()
         if paths or dumps:  # one ingest: the blobs it stores all come after its collection
             report = ingest(run, paths, progress=progress, dumps=dumps,
-                            analyses=prepared.analyses, keep=prepared.stored, rank=rank)
+                            analyses=prepared.analyses, keep=prepared.stored, rank=rank,
+                            passes=passes)
         if own:
             report.warnings += ingest(run, own, progress=progress, keep=prepared.stored).warnings
         if extra:  # the user's own trace: its output code is read from the run
             cached = stage_cached_kernels(run, staging, environ)
             if cached:
                 ingest(run, cached, progress=progress)
+        if report.pass_logs_left_out:
+            notes.append(f"{report.pass_logs_left_out} XLA emitter MLIR pass logs not filed "
+                         "(inspect --passes files them pass by pass)")
         if report.warnings:
             more = f" (+{len(report.warnings) - 1} more)" if len(report.warnings) > 1 else ""
             notes.append(f"ingest: {report.warnings[0]}{more}")

@@ -75,8 +75,9 @@ class Session:
         return collection_env(self.staging, self.only, self.user_env)
 
     def finish(self, status: dict[str, Any], keep_staging: bool = False,
-               progress=None) -> list[str]:
-        """File the staging folder into the run and record how the program ended."""
+               progress=None, passes: bool = False) -> list[str]:
+        """File the staging folder into the run and record how the program ended
+        (``passes``: with the XLA emitter pass logs, pass by pass)."""
         from irscope.collectors.filing import Passes, file_staging  # not on the script's path
         from irscope.collectors.pallas import file_kernels
 
@@ -89,7 +90,7 @@ class Session:
         for rank, staging in [*ranks, (None, self.staging)]:  # then what no rank staged
             filed, whole = file_staging(self.run, staging, extra, progress,
                                         {**self.user_env, **self.env()},
-                                        prepared.get(staging.root), rank)
+                                        prepared.get(staging.root), rank, passes)
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []

@@ -27,7 +27,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--passes", action="store_true",
                         help="split MLIR pass dumps (MLIR_ENABLE_DUMP with MLIR_DUMP_PATH) by "
                              "kernel and file each pass into its Triton unit (`irscope passes`); "
-                             "XLA dumps' pass files are filed pass by pass either way")
+                             "and XLA's emitter MLIR pass logs pass by pass (left out without "
+                             "it); XLA's HLO pass files are filed pass by pass either way")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
@@ -93,7 +94,7 @@ def run(args) -> int:
             run_.update_meta({"ingests": [*earlier, this]})
             paths, dumps = _pass_dumps(args.paths) if args.passes else (args.paths, [])
             with progress("ingesting") as bar:
-                report = ingest(run_, paths, progress=bar)
+                report = ingest(run_, paths, progress=bar, passes=args.passes)
             _file_pass_dumps(run_, dumps, report)
             this.update(ended=environment.now(), exit_status=0 if report.ingested else 1,
                         artifacts=report.artifacts)
@@ -113,6 +114,7 @@ def run(args) -> int:
                                                        for p, k in report.sources],
                 "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
                 "warnings": report.warnings,
+                "pass_logs_left_out": report.pass_logs_left_out,
             }
     except BaseException:
         if made_here:  # a run that never got anything (disk full, Ctrl-C) is not left behind
@@ -122,6 +124,9 @@ def run(args) -> int:
         warn(f"{p}: skipped: {reason}")
     for message in report.warnings:
         warn(message)
+    if report.pass_logs_left_out:
+        note(f"irscope: {report.pass_logs_left_out} XLA emitter MLIR pass logs not filed "
+             "(--passes files them pass by pass)")
     if not report.ingested:
         if made_here:
             shutil.rmtree(path, ignore_errors=True)  # an empty run would only clutter `runs`

@@ -116,7 +116,8 @@ def run(args) -> int:
         status = launch.merged_status(session.staging, status)
     try:
         with progress("filing the run", delay=LATE_BAR_S) as bar:
-            session.finish(status, keep_staging=args.keep_staging, progress=bar)
+            session.finish(status, keep_staging=args.keep_staging, progress=bar,
+                           passes=args.passes)
         if pass_dump:
             _file_passes(session.run, pass_dump)
     except Exception as exc:  # noqa: BLE001  a full disk, an unwritable run: said in one line

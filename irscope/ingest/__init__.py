@@ -49,6 +49,7 @@ class IngestReport:
     units_after: int = 0
     stages_before: int = 0
     stages_after: int = 0
+    pass_logs_left_out: int = 0  # XLA emitter MLIR pass logs not asked for (``passes``)
 
     @property
     def ingested(self) -> bool:
@@ -76,7 +77,7 @@ class _Plan:
 
 def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
            analyses: dict[str, Any] | None = None, keep: Iterable[str] = (),
-           rank: int | None = None) -> IngestReport:
+           rank: int | None = None, passes: bool = False) -> IngestReport:
     """File ``paths`` into ``run``; ``progress`` (console.progress handle) is advanced per item.
 
     ``dumps``: XLA dump files already found (``xla_dump.DumpFile``, e.g. a run's per-compile
@@ -87,6 +88,8 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
     caller stored in the run ahead of this ingest (a StagingWatch does while the program
     runs), which the collection of a killed ingest's blobs must spare. ``rank``: the rank
     whose XLA dumps these are (multi-process run): their units are that rank's.
+    ``passes``: file XLA's emitter MLIR pass logs pass by pass (else they are left out,
+    counted in ``pass_logs_left_out``).
     """
     report = IngestReport()
     report.units_before, report.stages_before = run.counts()
@@ -123,7 +126,7 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
             step(folder.name)
         dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
         report.artifacts += xla_dump.ingest_dump(
-            writer if rank is None else RankWriter(writer, rank), dump_files, report)
+            writer if rank is None else RankWriter(writer, rank), dump_files, report, passes)
         for _ in dump_files:
             step("xla dump")
         for path in plan.files:

@@ -6,10 +6,11 @@
     module_0001.jit_mlp.3.ptx / 2.ir-no-opt.ll (GPU, one per emitter) -> ptx / llir
     module_0001.jit_mlp.gemm_fusion_dot.4.hlo (GPU, one fusion's HLO) -> hlo_fusion
 
-HLO after each pass (``--xla_dump_hlo_pass_re``, ``0005.simplification.after_algsimp...``) and
-the emitters' MLIR pass logs (``*.mlir-passes.log``, ``*.triton-to-llvm.txt``) are filed pass
-by pass (``irscope.ingest.passes``). Stages of one emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile,
-``ptx · fusion.12``: the kernel the file defines, mapped back to the HLO instruction of
+HLO after each pass (``--xla_dump_hlo_pass_re``, ``0005.simplification.after_algsimp...``) is
+filed pass by pass (``irscope.ingest.passes``), and so are the emitters' MLIR pass logs
+(``*.mlir-passes.log``, ``*.triton-to-llvm.txt``) when passes are asked for. Stages of one
+emitter (PTX, LLVM IR, Triton IR) are named after the fusion they compile, ``ptx · fusion.12``:
+the kernel the file defines, mapped back to the HLO instruction of
 that name (kernel names are HLO names with ``.`` made ``_``). Other files of the module are
 kept as text stages named by their suffix.
 
@@ -147,8 +148,10 @@ def _module_of(number: str, rest: str, names: dict[str, set[str]]) -> str:
     return max(known, key=len) if known else rest.split(".")[0]
 
 
-def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
-    """File the files of XLA dumps, one unit per module; returns the number stored."""
+def ingest_dump(writer: Writer, files: list[DumpFile], report, passes: bool = False) -> int:
+    """File the files of XLA dumps, one unit per module; returns the number stored. The
+    emitters' MLIR pass logs are filed pass by pass with ``passes``, else left out and
+    counted (tens of MB on a GPU, which only a pass-by-pass reading makes useful)."""
     names = module_names([f.name for f in files])
     groups: dict[tuple[int, str, str], list[tuple[str, DumpFile]]] = defaultdict(list)
     companions = []
@@ -184,6 +187,9 @@ def ingest_dump(writer: Writer, files: list[DumpFile], report) -> int:
         members, hlo_passes = _split_hlo_passes(members)
         stored += _file_hlo_passes(writer, unit, hlo_passes, report)
         for suffix, file in sorted(members, key=lambda item: natural_key(item[0])):
+            if not passes and MLIR_PASS_LOG.search(suffix):
+                report.pass_logs_left_out += 1
+                continue
             try:
                 data = file.read()
             except (OSError, InputError) as exc:
