@@ -27,6 +27,7 @@ from irscope import nvtools
 from irscope.collectors import xla_dump_cache
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
+from irscope.ingest.xla_dump import MLIR_PASS_LOG
 
 POLL_S = 0.1  # how often the staging folder is looked at while the script runs
 LEAST_PRIORITY = 19  # the nice value of the threads that work while the program runs
@@ -322,16 +323,22 @@ def _older_than(path: Path, started: float) -> bool:
 # -- jobs on the pool ---------------------------------------------------------------------
 def _load_cached(watch: StagingWatch, entry: Path) -> dict[str, bytes]:
     """The files of a cached dump, their bytes queued for the blob store."""
-    files = xla_dump_cache.load(entry)
+    files = _without_pass_logs(xla_dump_cache.load(entry))
     os.utime(entry)  # recently used: the last to be pruned
     for data in files.values():
         watch.queue(data)
     return files
 
 
+def _without_pass_logs(files: dict[str, bytes]) -> dict[str, bytes]:
+    """A dump's files but the emitters' MLIR pass logs: a cached dump serves runs that did
+    not ask for passes (``inspect --passes`` compiles without the cache), which leave them out."""
+    return {name: data for name, data in files.items() if not MLIR_PASS_LOG.search(name)}
+
+
 def _keep_dump(watch: StagingWatch, record: dict[str, Any]) -> None:
     """Keep a finished compile's dump in the cache, and queue its files' bytes."""
-    files = xla_dump_cache.read_folder(Path(record["folder"]))
+    files = _without_pass_logs(xla_dump_cache.read_folder(Path(record["folder"])))
     try:
         xla_dump_cache.store_files(Path(record["cache"]), record["key"], files)
     except OSError:  # a full or read-only cache: the run itself is complete
