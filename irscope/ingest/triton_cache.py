@@ -74,16 +74,22 @@ def ingest_entry(writer: Writer, folder: Path, report,
     name = str(meta.get("name") or stem)
     attrs = {k: meta[k] for k in ATTRS if k in meta}
     unit = _same_compile(writer, contents)
+    held: set[str] = set()  # the stages a copy of this compile filed already
     if unit is None:
         attrs["hash"] = str(meta.get("hash") or folder.name)
         unit = _unit(writer, name, attrs["hash"], attrs, _kernel_file(contents))
-    elif attrs:  # a kernel dump and the cache entry of one compile: one unit, every fact
-        writer.add_unit(writer.run.unit(unit).name, "triton", attrs=attrs)
+    else:  # a kernel dump and the cache entry of one compile, or two ranks' copies of one
+        # entry (their PTX and cubin differ only in the source path): one unit, every fact
+        held = {stage.name for stage in writer.run.stages(unit)}
+        if attrs:
+            writer.add_unit(writer.run.unit(unit).name, "triton", attrs=attrs)
     stored = 0
     for path, data in contents:
         kind, name = EXTENSIONS[path.suffix], None
         if kind == "python_source" and SOURCE_IR_RE.search(data[:4096]):
             kind, name = "ttir", "ttir source"  # the IR the compile started from, not Python
+        if (name or kind) in held:
+            continue
         if kind == "cubin":
             file_cubin(writer, unit, data, str(path), analysis=analysis)
         else:
