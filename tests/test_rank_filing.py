@@ -52,3 +52,37 @@ def test_hook_seen_kernels_carry_the_rank_that_alone_compiled_them(tmp_path):
     divergences = {(d.unit, d.aspect): d.ranks for d in read_rank_comparison(run).divergences}
     assert divergences == {("mul_kernel", "presence"): (1,), ("sub_kernel", "presence"): (1,)}
     run.close()
+
+
+def test_two_ranks_copies_of_one_cache_entry_file_one_set_of_stages(tmp_path):
+    """Two ranks stage one Inductor kernel from one Triton cache entry, each copy's PTX naming
+    the kernel's source file of its own rank: one unit, shared, with one stage per IR."""
+    from conftest import ROOT
+
+    with Run.open(ROOT / "samples" / "gpu" / "triton_kernels", read_only=True) as sample:
+        unit = next(u for u in sample.units("triton")
+                    if {"ttgir", "ptx", "cubin"} <= {s.kind for s in sample.stages(u.id)})
+        files = {s.kind: sample.read_blob(s.blob) for s in sample.stages(unit.id)
+                 if s.kind in ("ttir", "ttgir", "llir", "ptx", "cubin") and s.name == s.kind}
+    root = Staging(tmp_path / "staging")
+    for rank in (0, 1):
+        staging = root.for_rank(rank).create()
+        folder = staging.triton / ("d" * 64)
+        folder.mkdir(parents=True)
+        for kind, data in files.items():
+            if kind == "ptx":  # the path comment a copy of the entry carries of its rank
+                data += f"// /tmp/inductor/rank{rank}/kernel.py\n".encode()
+            (folder / f"{unit.name}.{kind}").write_bytes(data)
+        (folder / f"{unit.name}.json").write_text(json.dumps({"name": unit.name,
+                                                              "hash": "d" * 64}))
+        (folder / SIDECAR).write_text(json.dumps({"name": unit.name, "hash": "d" * 64,
+                                                  "cache_hit": True}))  # as Inductor's are
+    run = Run.create(tmp_path / "run", {"name": "ranks"})
+    for rank in (0, 1):
+        assert file_staging(run, root.for_rank(rank), rank=rank)[1]
+    [filed] = run.units("triton")
+    names = [s.name for s in run.stages(filed.id)]
+    assert len(names) == len(set(names)) and not [n for n in names if n.endswith("(2)")]
+    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
+    assert filed.attrs["ranks"] == [0, 1] and filed.attrs.get("rank") is None
+    run.close()
