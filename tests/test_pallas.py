@@ -159,3 +159,46 @@ def test_jax_triton_call_links_the_triton_units_of_its_kernel(tmp_path):
     assert {r.dst for r in run.relations("launches") if r.src == caller} == kernels
     assert len(run.units("triton")) == 3
     run.close()
+
+
+def test_jax_triton_dumps_file_the_kernels_stages(tmp_path):
+    """jax_triton compiles with Triton's backend passes, which no compile hook sees; inspect
+    points its JAX_TRITON_DUMP_DIR into staging, and filing makes each dumped kernel a Triton
+    unit (the code generator's TTIR as the compile's input, then TTGIR, LLVM IR, PTX) that
+    the jit calling it launches."""
+    import json
+
+    from conftest import ROOT
+
+    from irscope.collectors.filing import file_staging
+    from irscope.collectors.pallas import KERNELS, file_kernels
+    from irscope.collectors.staging import Staging, collection_env
+
+    staging = Staging(tmp_path / "staging").create()
+    assert collection_env(staging, ("jax",), {})["JAX_TRITON_DUMP_DIR"] == str(
+        staging.jax_triton)
+    assert "JAX_TRITON_DUMP_DIR" not in collection_env(staging, ("jax",),
+                                                       {"JAX_TRITON_DUMP_DIR": "/mine"})
+    with Run.open(ROOT / "samples" / "gpu" / "triton_kernels", read_only=True) as sample:
+        unit = sample.unit("add_kernel")
+        texts = {s.kind: sample.read_text(s) for s in sample.stages(unit.id)
+                 if s.kind in ("ttir", "ttgir", "llir", "ptx") and s.name == s.kind}
+    folder = staging.jax_triton / "8123456789"  # as jax_triton writes it
+    folder.mkdir(parents=True)
+    (folder / "config").write_text("(<JITFunction add_kernel>, (('x_ptr', '*fp32'),))\n")
+    for kind, text in texts.items():
+        (folder / f"add_kernel.{kind}").write_text(text)
+    (folder / "add_kernel.compile_info").write_text("add_kernel: shared_mem_bytes: 0\n")
+    (staging.jax / KERNELS).write_text(json.dumps(
+        {"module": "jit_add", "kind": "triton", "name": "add_kernel", "grid": [4]}) + "\n")
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as writer:
+        caller = writer.add_unit("jit_add", "jax")
+    assert file_staging(run, staging)[1]
+    assert file_kernels(run, staging) == 1
+    [kernel] = run.units("triton")
+    stages = {s.name: run.read_text(s) for s in run.stages(kernel.id)}
+    assert list(stages) == ["ttir source", "ttgir", "llir", "ptx"]
+    assert stages["ttir source"] == texts["ttir"] and stages["ptx"] == texts["ptx"]
+    assert {r.dst for r in run.relations("launches") if r.src == caller} == {kernel.id}
+    run.close()

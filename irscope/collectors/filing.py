@@ -136,13 +136,28 @@ class Passes:
 
 
 def _triton_kernels(staging: Staging) -> list[Path]:
-    """The staged Triton kernel folders (compile hooks' and warm-cache copies alike), in the
-    order an ingest of the folder takes them."""
-    if not staging.triton.is_dir():
-        return []
-    return [folder for folder in sorted(staging.triton.iterdir())
-            if folder.is_dir() and not folder.is_symlink() and triton_cache.is_entry(
-                folder, [n for n in os.listdir(folder) if not os.path.islink(folder / n)])]
+    """The staged Triton kernel folders (compile hooks' and warm-cache copies alike, then
+    jax_triton's dumps), in the order an ingest of the folder takes them."""
+    found = []
+    for root in (staging.triton, staging.jax_triton):
+        if root.is_dir():
+            found += [folder for folder in sorted(root.iterdir())
+                      if folder.is_dir() and not folder.is_symlink() and triton_cache.is_entry(
+                          folder, [n for n in os.listdir(folder)
+                                   if not os.path.islink(folder / n)])]
+    for folder in found:
+        if folder.parent == staging.jax_triton:
+            _source_ttir(folder)
+    return found
+
+
+def _source_ttir(folder: Path) -> None:
+    """jax_triton dumps the TTIR its code generator made, before Triton's TTIR passes: the
+    compile's input, which a Triton cache entry keeps as ``<kernel>.source``."""
+    for ttir in folder.glob("*.ttir"):
+        source = ttir.with_suffix(".source")
+        if not source.exists():
+            ttir.rename(source)
 
 
 def _compile_dumps(compiles: list[dict[str, Any]], cached: dict[int, Any],

@@ -62,6 +62,12 @@ class Staging(namedtuple("Staging", "root")):
         return self.root / "xla"
 
     @property
+    def jax_triton(self) -> Path:
+        """jax_triton's kernel dumps (``JAX_TRITON_DUMP_DIR``): ``<hash>/<kernel>.ttir``, ...;
+        jax_triton compiles with Triton's backend passes, out of sight of the compile hook."""
+        return self.root / "jax_triton"
+
+    @property
     def xla_compiles(self) -> Path:
         """One dump folder per XLA compile, named by its number: ``xla_compiles/0003/``."""
         return self.root / "xla_compiles"
@@ -178,6 +184,8 @@ def collection_env(staging: Staging, only: tuple[str, ...],
         # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
         # compile worker made, out of this process's hooks, is filed from Triton's cache as
         # one loaded from a warm cache is (``irscope.collectors.inductor_cache``).
+    if "jax" in only and not environ.get("JAX_TRITON_DUMP_DIR"):
+        env["JAX_TRITON_DUMP_DIR"] = str(staging.jax_triton)
     flags = environ.get("XLA_FLAGS", "")
     dump_to = XLA_DUMP_TO.search(flags)
     if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
