@@ -162,3 +162,29 @@ def test_kernel_metadata_is_tritons_and_dynamic_shared_memory_counts(gpu_run):
     expected = occupancy(90, metadata["num_warps"] * 32, card["registers"], kernel.shared_bytes)
     assert kernel.occupancy == round(expected.ratio, 4)
     assert kernel.occupancy_limiter == card["occupancy_limiter"] == expected.limiter
+
+
+def test_thunder_torch_compile_regions_launch_their_graphs_kernels_on_the_gpu(gpu_run):
+    """Thunder's torch.compile executor on an H200: each fusion region of the final traces
+    launches the Dynamo graph its first call compiled, and that graph the Triton kernels its
+    output code defines; the region's operations are those its trace lists."""
+    run = gpu_run("thunder_torch_compile")
+    [thunder] = run.units("thunder")
+    units = {u.id: u for u in run.units()}
+    traces = {s.name: run.read_text(s) for s in run.stages(thunder.id)}
+    regions = {}
+    for relation in run.relations("launches"):
+        if relation.src == thunder.id:
+            regions[relation.attrs["region"]] = units[relation.dst]
+    # every region the final traces call, independently: "TorchCompileN(" call sites
+    called = set(re.findall(r"\b(TorchCompile\d+)\(", traces["forward execution"]
+                            + traces["backward execution"]))
+    assert set(regions) == called and called
+    for region, graph in regions.items():
+        defined = set(TRITON_DEF.findall(output_code(run, graph)))
+        launched = {units[r.dst].name.split("-")[0] for r in run.relations("launches")
+                    if r.src == graph.id}
+        assert launched == defined and defined, region
+        for kernel in (r.dst for r in run.relations("launches") if r.src == graph.id):
+            kinds = {s.kind for s in run.stages(kernel)}
+            assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= kinds
