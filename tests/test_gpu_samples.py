@@ -55,7 +55,7 @@ def test_dead_matmul_is_gone_from_the_gpu_output_code(gpu_run):
     assert parsed.extern_calls == {"mm": 2} == {"mm": code.count("extern_kernels.mm(")}
 
 
-@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels"])
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "thunder_torch_compile"])
 def test_every_triton_kernel_has_every_stage_and_correct_counts(gpu_run, sample):
     run = gpu_run(sample)
     kernels = run.units("triton")
@@ -118,7 +118,7 @@ def test_fp32_to_bf16_diff_shows_the_conversions(tmp_path, cli):
     assert gate.returncode == 1 and "cvt.f32.bf16" in gate.stderr + gate.stdout
 
 
-@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda"])
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda", "thunder_torch_compile"])
 def test_every_stage_lexes_losslessly_and_survives_damage(gpu_run, sample):
     """Each text stage of a real GPU run: no Error token, and mangled copies never crash."""
     from pygments.token import Error
