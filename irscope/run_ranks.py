@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from irscope.analysis.ranks import (RUN_UNIT, RankComparison, RankUnit, compare_ranks,
-                                    process_neutral_digest, split_rank)
+from irscope.analysis.ranks import RUN_UNIT, RankComparison, RankUnit, compare_ranks, split_rank
 from irscope.store import Run
 
 GRAPH_STAGES = ("dynamo_output_graph",)  # what Dynamo traced (AOT graphs go with cache state)
@@ -27,6 +26,8 @@ def run_ranks(run: Run) -> list[int]:
 
 def rank_units(run: Run) -> list[RankUnit]:
     """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels."""
+    from irscope.analysis.ranks import process_neutral_digest
+
     ranked = [u for u in run.units() if unit_rank(u) is not None]
     if not ranked:
         return []

@@ -6,11 +6,6 @@ import os
 import sys
 from pathlib import Path
 
-from irscope import environment
-from irscope.console import note, print_json, progress, rich_console, warn
-from irscope.errors import InputError, MissingDependency, UsageError
-from irscope.store import Run, default_run_dir
-
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -53,6 +48,8 @@ def add_parser(subparsers) -> None:
 
 def split_target(text: str) -> tuple[str, str]:
     """``path/k.py::matmul_kernel`` -> (path, kernel); the file must exist."""
+    from irscope.errors import InputError, UsageError
+
     path, sep, kernel = text.rpartition("::")
     if not sep or not kernel.isidentifier() or not path:
         raise UsageError(f"compile: {text!r} is not FILE.py::KERNEL")
@@ -68,6 +65,9 @@ def run(args) -> int:
     from irscope.sweep import configs as sweep, results
     from irscope.sweep.pool import CompilePool
     from irscope.collectors import triton_aot
+    from irscope.console import note, progress
+    from irscope.errors import MissingDependency
+    from irscope.store import Run, default_run_dir
 
     path, kernel = split_target(args.target)
     signature = sweep.parse_signature(args.signature)
@@ -100,6 +100,8 @@ def run(args) -> int:
     results.store_figures(run_store, rows)
     rows = results.sort_rows(rows, args.sort, args.reverse)
     if args.json:
+        from irscope.console import print_json
+
         print_json({"run": str(out), "kernel": kernel, "rows": rows})
     else:
         _print_table(rows)
@@ -114,6 +116,7 @@ def run(args) -> int:
 
 def _file_passes(run_store, unit_id: int, dump: str) -> None:
     """File a configuration's pass dump into its unit, then remove the dump."""
+    from irscope.console import warn
     from irscope.ingest.passes import file_dump_file
 
     try:
@@ -129,6 +132,7 @@ def _print_table(rows: list[dict]) -> None:
     """The comparison table (config columns that vary, then figures) and each config's problems."""
     from rich.table import Table
 
+    from irscope.console import rich_console
     from irscope.sweep import results
 
     console = rich_console()
@@ -163,4 +167,6 @@ def _number(value) -> str:
 
 
 def _describe() -> dict:
+    from irscope import environment
+
     return environment.describe(["irscope", *sys.argv[1:]])

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import shlex
 
-from irscope.cli import build_parser
-
 SHELLS = ("bash", "zsh", "fish")
 INSTALL = {
     "bash": "irscope completion bash > ~/.local/share/bash-completion/completions/irscope",
@@ -31,6 +29,8 @@ def add_parser(subparsers) -> None:
 
 def commands() -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(name, help, [(option, help)]) of every subcommand, in --help's order."""
+    from irscope.cli import build_parser
+
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {a.dest: a.help or "" for a in sub._choices_actions}

@@ -7,10 +7,6 @@ import json
 from pathlib import Path
 
 from irscope.commands.report import add_format_options, chosen_format, emit, stage_filter
-from irscope.console import error, warn
-from irscope.errors import InputError
-from irscope.files import read_artifact
-from irscope.store import Run, locate_run
 
 
 def add_parser(subparsers) -> None:
@@ -35,9 +31,12 @@ def add_parser(subparsers) -> None:
 
 def load_side(spec: str, stages, unit_pattern):
     """A Report for one side: a report JSON file, an artifact file, or a run."""
+    from irscope.errors import InputError
+    from irscope.files import read_artifact
     from irscope.parsers import registry
     from irscope.reports.records import (build_report, filtered, report_from_json,
                                          report_from_parsed)
+    from irscope.store import Run, locate_run
 
     path = Path(spec)
     if path.is_file():
@@ -58,6 +57,7 @@ def load_side(spec: str, stages, unit_pattern):
 
 
 def run(args: argparse.Namespace) -> int:
+    from irscope.console import error, warn
     from irscope.reports import renderer
     from irscope.reports.diff import diff_reports
     from irscope.reports.gates import evaluate, known_figure, parse_gate

@@ -6,9 +6,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from irscope import environment
 from irscope.console import note, out, print_json, progress, warn
-from irscope.store import INDEX, Run, default_run_dir, locate_run
 
 
 def add_parser(subparsers) -> None:
@@ -34,6 +32,8 @@ def add_parser(subparsers) -> None:
 
 
 def _target(args) -> Path:
+    from irscope.store import default_run_dir, locate_run
+
     if not args.output:
         return default_run_dir(args.name or Path(args.paths[0]).name or "ingest")
     output = Path(args.output)
@@ -72,7 +72,9 @@ def _file_pass_dumps(run_, dumps: list[Path], report) -> None:
 
 
 def run(args) -> int:
+    from irscope import environment  # these, not on --help's path
     from irscope.ingest import ingest
+    from irscope.store import INDEX, Run
 
     path = _target(args)
     made_here = not path.exists()  # removed again when nothing could be filed into it

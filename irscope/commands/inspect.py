@@ -15,11 +15,6 @@ import sys
 import threading
 from pathlib import Path
 
-import irscope
-from irscope.cli import environment_error
-from irscope.console import error, print_json, progress, warn
-from irscope.errors import InputError, IrscopeError, RunError, UsageError
-
 EXIT_SIGNAL_BASE = 128
 LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
 
@@ -61,6 +56,8 @@ def add_parser(subparsers) -> None:
 
 
 def _target(args) -> list[str]:
+    from irscope.errors import InputError, UsageError
+
     target = list(args.target or [])
     if target[:1] == ["--"]:
         target = target[1:]
@@ -84,6 +81,8 @@ def run(args) -> int:
     only = frameworks_arg(args.only)
     launcher = target[0] != "-m" and launch.is_launcher(target)
     if args.nproc < 1 or (launcher and args.nproc > 1):
+        from irscope.errors import UsageError
+
         raise UsageError("inspect: --nproc takes a count of 1 or more, and a script (a "
                          "launcher command starts its own processes)")
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
@@ -115,6 +114,8 @@ def run(args) -> int:
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
     try:
+        from irscope.console import progress
+
         with progress("filing the run", delay=LATE_BAR_S) as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar,
                            passes=args.passes)
@@ -147,6 +148,7 @@ def _file_passes(run, dump: Path) -> None:
     """File the Triton kernels' passes into their units, then remove the dump."""
     import shutil
 
+    from irscope.console import warn
     from irscope.ingest.passes import file_triton_dump
 
     try:
@@ -214,6 +216,10 @@ def _unfiled(session, status: dict, cause: BaseException) -> int:
     """Say in one line why the run is not filed whole, mark it partial with the script's exit
     status where the disk still allows, and end with that status (1 if the script succeeded:
     irscope did not)."""
+    from irscope.cli import environment_error
+    from irscope.console import error
+    from irscope.errors import IrscopeError
+
     message = str(cause) if isinstance(cause, IrscopeError) else environment_error(cause)[0]
     code = int(status.get("exit_status", 0) or 0)
     error(f"the run is not filed whole: {message}")
@@ -256,6 +262,7 @@ def _preload() -> None:
 
 def _report(run, args) -> None:
     from irscope import summary
+    from irscope.console import print_json
     from irscope.run_summary import read_summary
 
     path = run.path
@@ -273,6 +280,7 @@ def _report(run, args) -> None:
 def _remove_run(path: Path) -> None:
     import shutil
 
+    from irscope.errors import RunError
     from irscope.store import INDEX
 
     if path.is_dir() and any(path.iterdir()):
@@ -285,6 +293,7 @@ def _import_path(python: str, staging_root: Path) -> dict[str, str]:
     """PYTHONPATH that lets another interpreter import irscope (and nothing else of ours)."""
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         return {}  # (a venv's python links to its base interpreter: compare paths, not files)
+    import irscope
 
     shim = staging_root / "import"
     shim.mkdir(exist_ok=True)

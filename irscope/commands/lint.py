@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-from irscope.console import note, out, print_json, rich_console
-from irscope.errors import UsageError
-from irscope.store import Run, locate_run
-from irscope.units import shown_units
-
 EXIT_FINDINGS = 1
 SEVERITY_STYLE = {"warning": "yellow", "info": "cyan"}
 
@@ -35,6 +30,8 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from irscope.analysis.lint import RULES
+    from irscope.console import out, print_json
+    from irscope.errors import UsageError
 
     if args.list_rules:
         for rule in RULES:
@@ -59,6 +56,8 @@ def run(args) -> int:
 def _findings(spec: str, pattern: str | None, rules):
     from irscope.reports.records import unit_selected
     from irscope.run_lint import read_findings
+    from irscope.store import Run, locate_run
+    from irscope.units import shown_units
 
     with Run.open(locate_run(spec)) as run_:
         shown, _ = shown_units(run_.units())
@@ -72,6 +71,7 @@ def render(findings, run_name: str) -> None:
     from rich.text import Text
 
     from irscope.analysis.lint import DOCS
+    from irscope.console import note, rich_console
 
     if not findings:
         note(f"{run_name}: no findings")

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from irscope.analysis.figures import unit_figures
+from typing import TYPE_CHECKING
+
 from irscope.console import note, out, print_json
-from irscope.store import Run, locate_run
-from irscope.units import group_of, shown_units
+
+if TYPE_CHECKING:
+    from irscope.store import Run
 
 
 
@@ -33,6 +35,8 @@ def add_parser(subparsers) -> None:
 def headline(unit) -> dict:
     """Figures known without parsing: compile time, and the kernel's resources (registers,
     ptxas's spill bytes, shared memory per block: static + dynamic, occupancy)."""
+    from irscope.analysis.figures import unit_figures  # not on --help's path
+
     attrs = unit.attrs
     figures = {}
     times = attrs.get("compile_times") or {}
@@ -56,6 +60,8 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None) -> list[d
     """Units with stages (kind, name, size), events counted, and relations by name;
     without ``show_all``, those hidden by default are left out; with ``rank``, only the
     units that rank compiled."""
+    from irscope.units import group_of, shown_units
+
     stages = defaultdict(list)
     for s in run_.stages():
         stages[s.unit_id].append({"kind": s.kind, "name": s.name, "size": s.size})
@@ -84,6 +90,9 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None) -> list[d
 
 
 def run(args) -> int:
+    from irscope.store import Run, locate_run
+    from irscope.units import shown_units
+
     with Run.open(locate_run(args.run)) as run_:
         rows = listing(run_, args.show_all, args.rank)
         hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from irscope.store import Run, locate_run
-
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -25,6 +23,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from irscope.store import Run, locate_run
+
     path = locate_run(args.run)
     Run.open(path).close()  # a missing or damaged index is one clear line, before any UI
     other = None

@@ -5,9 +5,7 @@ from __future__ import annotations
 import difflib
 import sys
 
-from irscope.console import color_enabled, out, print_json, printable, rich_console, warn
 from irscope.errors import IrscopeError
-from irscope.store import Run, locate_run
 
 
 class NoPasses(IrscopeError):
@@ -36,6 +34,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
+    from irscope.store import Run, locate_run
+
     with Run.open(locate_run(args.run), read_only=True) as run_:
         unit = run_.unit(args.unit)
         from irscope.run_passes import find_pass, pass_texts, unit_passes
@@ -56,6 +56,8 @@ def run(args) -> int:
                                      f"before {row.name}", f"after {row.name}",
                                      n=max(0, args.context), lineterm=""))
     if args.json:
+        from irscope.console import print_json
+
         print_json({"unit": unit.name, "pass": row.to_json(), "diff": diff})
     elif row.changed is None:
         print(f"{row.name}: the dump does not hold the IR this pass left", file=sys.stderr)
@@ -66,6 +68,7 @@ def run(args) -> int:
 
 def _list(passes, args) -> int:
     from irscope.analysis.passes import listing
+    from irscope.console import out, print_json, warn
 
     shown = listing(passes.rows, args.all)
     if args.json:
@@ -87,6 +90,7 @@ def _list(passes, args) -> int:
 def _print_table(rows) -> None:
     from rich.table import Table
 
+    from irscope.console import rich_console
 
     console = rich_console()
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
@@ -108,6 +112,8 @@ def _print_table(rows) -> None:
 
 
 def _write_diff(diff: list[str], name: str) -> None:
+    from irscope.console import color_enabled, printable
+
     if not diff:
         print(f"{name} changed nothing", file=sys.stderr)
         return

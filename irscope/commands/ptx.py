@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irscope.commands.stats import artifact_paths, each_file
 from irscope.console import markup_escape, out, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
 from irscope.files import read_artifact
@@ -35,6 +34,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from irscope.commands.stats import artifact_paths, each_file
+
     paths = artifact_paths(args.files)
     if not args.json or len(paths) == 1:
         return each_file(paths, lambda path: analyse(path, args))

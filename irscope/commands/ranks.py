@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from irscope.console import note, out, print_json
-from irscope.store import Run, locate_run
 
 EXIT_DIVERGED = 1
 
@@ -36,6 +35,7 @@ def comparison_json(comparison) -> dict:
 
 def run(args) -> int:
     from irscope.run_ranks import read_rank_comparison
+    from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
         comparison = read_rank_comparison(run_)

@@ -5,10 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irscope.console import note, rich_console, write_text
-from irscope.errors import InputError
-from irscope.store import Run, locate_run
-
 FORMATS = ("table", "json", "csv", "md", "html")
 
 
@@ -65,6 +61,9 @@ def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -> None:
     """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise)."""
+    from irscope.console import rich_console, write_text
+    from irscope.errors import InputError
+
     if output:
         try:
             Path(output).write_text(text_for_file(), encoding="utf-8")
@@ -78,8 +77,10 @@ def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -
 
 
 def run(args: argparse.Namespace) -> int:
+    from irscope.console import note
     from irscope.reports import renderer
     from irscope.reports.records import build_report
+    from irscope.store import Run, locate_run
 
     fmt = chosen_format(args)
     with Run.open(locate_run(args.run)) as opened:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from irscope.console import note, out
-from irscope.errors import InputError
-from irscope.store import Run, locate_run
-
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -32,6 +28,9 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from irscope import repro
+    from irscope.console import note, out
+    from irscope.errors import InputError
+    from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
         spec = read_spec(run_, run_.unit(args.unit))
@@ -56,6 +55,7 @@ def run(args) -> int:
 def read_spec(run, unit):
     """The ReproSpec of a Triton unit from its stages, attributes and the graph launching it."""
     from irscope import repro
+    from irscope.errors import InputError
 
     stages = {s.kind: s for s in reversed(run.stages(unit.id))}
     by_name = {s.name: s for s in run.stages(unit.id)}

@@ -6,13 +6,12 @@ from pathlib import Path
 
 from irscope.console import note, out, print_json
 from irscope.errors import RunError
-from irscope.store import DEFAULT_ROOT, Run, find_runs
 
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("runs", help="list runs (name, date, units, command, exit)",
                                    description="List the runs under ./.irscope/runs or --root.")
-    parser.add_argument("--root", type=Path, help=f"folder holding runs (default {DEFAULT_ROOT})")
+    parser.add_argument("--root", type=Path, help="folder holding runs (default ./.irscope/runs)")
     parser.add_argument("--json", action="store_true", help="print the list as JSON")
     parser.set_defaults(func=run)
 
@@ -20,6 +19,8 @@ def add_parser(subparsers) -> None:
 def describe(path: Path) -> dict:
     """One row of the listing; a damaged, unreadable or newer run is listed with its problem.
     ``partial``: the run's program failed, or an ingest into it never finished (killed)."""
+    from irscope.store import Run  # not on --help's path
+
     try:
         with Run.open(path) as run_:
             units = run_.counts()[0]
@@ -40,6 +41,8 @@ def describe(path: Path) -> dict:
 
 
 def run(args) -> int:
+    from irscope.store import DEFAULT_ROOT, find_runs
+
     root = args.root or DEFAULT_ROOT
     rows = [describe(p) for p in find_runs(root)]
     if args.json:

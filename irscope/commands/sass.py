@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from irscope.analysis.occupancy import occupancy
 from irscope.console import markup_escape, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
 from irscope.files import read_bytes
@@ -75,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _card(args, module, kernel) -> dict | None:
     """Occupancy of one kernel, or None when its register count is unknown."""
+    from irscope.analysis.occupancy import occupancy
+
     res = kernel.resources
     arch = args.arch or module.arch
     if "registers" not in res or not arch:

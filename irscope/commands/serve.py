@@ -14,10 +14,6 @@ import sys
 import threading
 from pathlib import Path
 
-from irscope.console import note
-from irscope.errors import UsageError
-from irscope.store import Run, locate_run
-
 DEFAULT_PORT = 8000
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -48,6 +44,10 @@ def app_command(run_path: Path, show_all: bool = False) -> str:
 
 
 def run(args) -> int:
+    from irscope.console import note
+    from irscope.errors import UsageError
+    from irscope.store import locate_run
+
     path = Path(locate_run(args.run)).resolve()
     open_read_only(path).close()  # a missing or damaged run is one clear line, before serving
     try:
@@ -73,6 +73,8 @@ def open_read_only(path: Path):
     """The run opened for reading only: by the store's read-only mode where it has one (no
     SQLite journal files either), and in any case marked so that parsed() caches nothing
     and transaction() refuses."""
+    from irscope.store import Run
+
     if "read_only" in inspect.signature(Run.open).parameters:
         run = Run.open(path, read_only=True)
     else:

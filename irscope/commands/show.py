@@ -6,7 +6,6 @@ import sys
 
 from irscope.console import printable
 from irscope.errors import InputError
-from irscope.store import Run, locate_run
 
 
 def add_parser(subparsers) -> None:
@@ -20,7 +19,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from irscope.parsers import registry
+    from irscope.parsers import registry  # these, not on --help's path
+    from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
         unit = run_.unit(args.unit)

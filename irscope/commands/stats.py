@@ -14,7 +14,6 @@ from rich.markup import escape
 from irscope.console import error, note, print_json, rich_console
 from irscope.errors import InputError, IrscopeError, UsageError
 from irscope.files import read_artifact
-from irscope.store import Run
 
 TOP_OPS = 15
 
@@ -155,6 +154,7 @@ def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = prin
 
     from irscope.ingest import ingest
     from irscope.run_summary import read_summary
+    from irscope.store import Run
 
     with tempfile.TemporaryDirectory(prefix="irscope-stats-") as scratch:
         with Run.create(Path(scratch) / "run", {"name": path.name}) as run:
