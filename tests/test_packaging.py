@@ -96,3 +96,14 @@ def test_console_script_and_module_agree(cli):
     assert out.returncode == 0 and out.stdout.startswith("irscope ")
     help_out = cli("--help")
     assert help_out.returncode == 0 and "inspect" in help_out.stdout
+
+
+def test_help_imports_no_store_parser_or_analysis():
+    """`irscope --help` builds every command's options and nothing more: the store, the
+    parsers and the analyses load when a command runs (start-up is part of every command)."""
+    code = ("import sys, irscope.cli\n"
+            "irscope.cli.build_parser()\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('irscope.store', "
+            "'irscope.parsers', 'irscope.analysis', 'irscope.ingest', 'rich.table'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
