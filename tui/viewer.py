@@ -21,7 +21,7 @@ from textual.strip import Strip
 from irscope.tui.bindings import bindings
 from irscope.locations import mark_runs
 
-CHUNK = 200  # lines lexed together: enough context for most tokens, cheap to redo
+CHUNK = 64  # lines lexed together: enough context for most tokens, cheap to redo
 TAB = 8  # columns per tab stop, as lines are drawn
 HSCROLL = 8  # columns one left/right key moves
 
