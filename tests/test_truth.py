@@ -273,3 +273,45 @@ def test_a_cached_kernel_s_source_ir_is_not_called_python(trust_run):
             assert not head.startswith(("#loc", "module")), (unit.name, stage.origin)
     sources = [s for u in run.units("triton") for s in run.stages(u.id) if s.name == "ttir source"]
     assert sources and all("tt.func" in run.read_text(s) for s in sources)
+
+
+def test_kernels_compiled_while_the_program_ran_are_cache_misses(tmp_path):
+    """A kernel that no compile hook saw is taken from Triton's cache: a cache hit when its
+    entry was there before the program started, a miss (compiled by Inductor's workers) when
+    it was written while the program ran, as a cold run on a GPU compiles them."""
+    import json
+    import os
+
+    from irscope.collectors.inductor_cache import stage_cached_kernels
+    from irscope.collectors.staging import Staging
+    from irscope.collectors.triton import SIDECAR
+
+    with tarfile.open(DUMPS) as archive:
+        archive.extractall(tmp_path, filter="data")
+    cache = tmp_path / "w" / "triton_cache"
+    run = Run.create(tmp_path / "run")
+    ingest(run, [tmp_path / "w" / "trace"])
+    entry_hash = {entry.name: json.loads(meta.read_text())["hash"]
+                  for entry in cache.iterdir() for meta in entry.glob("*.json")
+                  if not meta.name.startswith("__grp__")}
+
+    def staged(name: str, fresh: set[str]) -> dict[str, bool]:
+        """Compile hash -> cache_hit of each kernel staged, the entries of ``fresh`` written
+        after the collection started and the others an hour before."""
+        staging = Staging(tmp_path / name).create()
+        started = staging.write_config({}).stat().st_mtime
+        for entry in cache.iterdir():
+            for path in entry.iterdir():
+                when = started + 1 if entry.name in fresh else started - 3600
+                os.utime(path, (when, when))
+        sidecars = [json.loads((folder / SIDECAR).read_text()) for folder in
+                    stage_cached_kernels(run, staging, {"TRITON_CACHE_DIR": str(cache)})]
+        return {sidecar["hash"]: sidecar["cache_hit"] for sidecar in sidecars}
+
+    before = staged("warm", set())
+    assert len(before) >= 2 and all(before.values())  # every entry older than the program
+    compiled = next(entry for entry, kernel in sorted(entry_hash.items()) if kernel in before)
+    after = staged("cold", {compiled})
+    assert set(after) == set(before)
+    assert [kernel for kernel, hit in after.items() if not hit] == [entry_hash[compiled]]
+    run.close()
