@@ -28,9 +28,10 @@ layers: setup
 test: layers
 	$(PY) -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
 
-# The edit loop: everything but the tests marked slow (real compiles of models and sweeps).
+# The edit loop: everything but the tests marked slow (real compiles of models and sweeps)
+# and the fuzz campaign.
 test-fast: layers
-	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow and not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest -n 2 --dist loadfile -q -m "not slow and not gpu and not fuzz" $(PYTEST_ARGS)
 
 # Lightning Thunder does not run with the torch of requirements/test.txt: its tests run in a
 # virtual environment of their own, with the pinned Thunder and the torch it runs with.

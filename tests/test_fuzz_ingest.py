@@ -23,6 +23,8 @@ import pytest
 from fuzz_helpers import (SAMPLES, SECRET, changed, check, digest, irscope, mutate, problems,
                           rng, stage_digests, tree_state)
 
+pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out
+
 DUMPS = SAMPLES / "gpu" / "dumps" / "trust_torch.tar.gz"
 PTX = (SAMPLES / "ptx" / "add_kernel.sm80.ptx").read_bytes()
 TTIR = (SAMPLES / "mlir" / "add_kernel.sm80.ttir").read_bytes()

@@ -10,6 +10,8 @@ import pytest
 from fuzz_helpers import (MUTATIONS, SAMPLES, SECRET, Checks, check, irscope, mutate,
                           problems, rng)
 
+pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out
+
 # Commands that read one artifact file; each must refuse what it cannot read in one line.
 FILE_COMMANDS = {
     "stats": ("stats",), "stats-json": ("stats", "--json"), "ptx": ("ptx",),

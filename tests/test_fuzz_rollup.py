@@ -22,6 +22,8 @@ from irscope.reports.json_report import render_report  # noqa: E402
 from irscope.reports.records import build_report  # noqa: E402
 from irscope.store import Run, compress  # noqa: E402
 
+pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out
+
 UNITS = 60  # 3 copies and a part of the H100 sample: graphs, kernels, relations, events
 CHANGES = {  # changes to a run made by hand, behind irscope's back
     "rename-unit": "UPDATE units SET name = name || ' renamed' WHERE id = {unit}",

@@ -15,6 +15,8 @@ import pytest
 from fuzz_helpers import (SAMPLES, SECRET, Checks, changed, check, irscope, problems, rng,
                           tree_state, uncompressed_copy)
 
+pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out
+
 INPUTS = ("ptx/add_kernel.sm80.ptx", "mlir/add_kernel.sm80.ttir", "llir/add_kernel.sm80.llir",
           "ptx/add_kernel.sm90.cubin")
 UNIT, STAGE = "add_kernel.sm80", "ptx"  # the stage the blob cases tamper with

@@ -122,6 +122,7 @@ def test_open_a_run_with_hostile_blobs_and_quit(tmp_path, how):
     check(f"tui/blob-{how}", found)
 
 
+@pytest.mark.slow  # waits out a worker stuck on purpose
 def test_q_quits_while_a_worker_is_stuck(tmp_path):
     run = tmp_path / "run"
     shutil.copytree(SAMPLES / "gpu" / "triton_kernels", run)

@@ -56,6 +56,7 @@ def test_repro_of_a_hand_written_kernel_compiles_on_the_cpu(tmp_path, unit):
     assert int(seen["shared_dynamic_bytes"]) == metadata["shared"]
 
 
+@pytest.mark.slow  # a real Triton compile of each kernel
 @pytest.mark.parametrize("unit", ["triton_poi_fused_relu_0",
                                   "triton_per_fused_native_layer_norm_1-9c2d72d9"])
 def test_repro_of_an_inductor_kernel_compiles_on_the_cpu_with_its_launch(tmp_path, unit):
