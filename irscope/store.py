@@ -649,6 +649,16 @@ class Run:
                                args)
         return [_stage(r) for r in rows]
 
+    def stage_outlines(self) -> dict[int, list[tuple[str, str, int]]]:
+        """Unit id -> (kind, name, size) of each of its stages in order: what a listing of
+        every stage shows, without building a Stage per row (a run may hold 500,000)."""
+        outlines: dict[int, list[tuple[str, str, int]]] = {}
+        for unit_id, kind, name, size in self.db.execute(
+                "SELECT unit_id, kind, name, size FROM stages ORDER BY unit_id, position, id"):
+            outlines.setdefault(_integer(unit_id, 0), []).append(
+                (_text(kind), _text(name), _integer(size, 0)))
+        return outlines
+
     def stage(self, unit: Unit, key: str) -> Stage:
         """A unit's stage by kind or name (first of that kind when several)."""
         stages = self.stages(unit.id)

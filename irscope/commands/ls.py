@@ -56,31 +56,33 @@ def headline(unit) -> dict:
     return figures
 
 
-def listing(run_: Run, show_all: bool = True, rank: int | None = None) -> list[dict]:
+def listing(run_: Run, show_all: bool = True, rank: int | None = None,
+            units: list | None = None) -> list[dict]:
     """Units with stages (kind, name, size), events counted, and relations by name;
     without ``show_all``, those hidden by default are left out; with ``rank``, only the
-    units that rank compiled."""
+    units that rank compiled. ``units``: the run's units, when already read."""
     from irscope.units import group_of, shown_units
 
-    stages = defaultdict(list)
-    for s in run_.stages():
-        stages[s.unit_id].append({"kind": s.kind, "name": s.name, "size": s.size})
+    stages = run_.stage_outlines()
     events = defaultdict(lambda: defaultdict(int))
     for e in run_.events():
         events[e.unit_id][e.kind] += 1
-    names = {u.id: u.name for u in run_.units()}
+    units = run_.units() if units is None else units
+    names = {u.id: u.name for u in units}
     launches = defaultdict(list)
     for r in run_.relations("launches"):
         launches[r.src].append(names.get(r.dst))
     rows = []
-    units, _ = shown_units(run_.units(), show_all)
-    for u in units:
+    for u in shown_units(units, show_all)[0]:
         if rank is not None and u.attrs.get("rank") != rank:
             continue
         figures = headline(u)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
                      "source": f"{u.source_file}:{u.source_line}" if u.source_file else None,
-                     "group": group_of(u), "stages": stages[u.id], "events": dict(events[u.id]),
+                     "group": group_of(u),
+                     "stages": [{"kind": kind, "name": name, "size": size}
+                                for kind, name, size in stages.get(u.id, ())],
+                     "events": dict(events[u.id]),
                      "launches": launches[u.id], "figures": figures})
         if u.attrs.get("rank") is not None:
             rows[-1]["rank"] = u.attrs["rank"]
@@ -94,10 +96,11 @@ def run(args) -> int:
     from irscope.units import shown_units
 
     with Run.open(locate_run(args.run)) as run_:
-        rows = listing(run_, args.show_all, args.rank)
+        units = run_.units()
+        rows = listing(run_, args.show_all, args.rank, units)
         hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank
             args.rank is None or u.attrs.get("rank") == args.rank
-            for u in shown_units(run_.units(), False)[1])
+            for u in shown_units(units, False)[1])
     if args.json:
         print_json(rows)
         return 0
