@@ -165,3 +165,22 @@ def test_two_viewers_browse_a_served_run_which_stays_untouched(hostile_run, tmp_
     assert not ran, "the shell ran a command from the run's name"
     assert not (tmp_path / "EXECUTED").exists(), "code from the run was executed"
     assert tree(hostile_run) == before, "serving wrote to the run"
+
+
+def test_pipes_collected_after_the_server_loop_closed_are_not_reported():
+    """Ctrl-C on `irscope serve`: asyncio reports an app process's pipe collected after the
+    server's loop closed as an unraisable "Event loop is closed" with a traceback; that one
+    is left out, any other still reaches the hook it replaced."""
+    from types import SimpleNamespace
+
+    from irscope.commands.serve import _closed_loop_quiet
+
+    seen = []
+    hook = _closed_loop_quiet(seen.append)
+    closed = SimpleNamespace(exc_type=RuntimeError, exc_value=RuntimeError("Event loop is closed"),
+                             exc_traceback=None, err_msg=None, object=None)
+    other = SimpleNamespace(exc_type=ValueError, exc_value=ValueError("bad"),
+                            exc_traceback=None, err_msg=None, object=None)
+    hook(closed)
+    hook(other)
+    assert seen == [other]

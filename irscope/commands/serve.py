@@ -61,12 +61,24 @@ def run(args) -> int:
         note(f"serving on {args.host}: every machine that reaches this one can read {path.name}")
     server = Server(app_command(path, args.show_all), host=args.host, port=args.port,
                     title=f"irscope {path.name}")
+    sys.unraisablehook = _closed_loop_quiet(sys.unraisablehook)
     try:
         server.serve()
     except OSError as exc:  # the port is taken, or the address is not this machine's
         raise UsageError(f"cannot listen on {args.host}:{args.port}: "
                          f"{exc.strerror or exc}") from None
     return 0
+
+
+def _closed_loop_quiet(hook):
+    """``hook`` but for the pipes of app processes collected after the server's event loop
+    closed on Ctrl-C, which asyncio reports as "Event loop is closed" with a traceback."""
+    def unraisable(info) -> None:
+        if isinstance(info.exc_value, RuntimeError) and str(info.exc_value) == \
+                "Event loop is closed":
+            return
+        hook(info)
+    return unraisable
 
 
 def open_read_only(path: Path):
