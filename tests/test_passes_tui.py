@@ -11,22 +11,13 @@ import pytest
 pytest.importorskip("textual")
 
 from conftest import SAMPLES  # noqa: E402
-from tui_helpers import synchronous  # noqa: E402
+from tui_helpers import synchronous, until  # noqa: E402
 
 from irscope.tui.app import IrscopeApp  # noqa: E402
 from irscope.tui.passes_screen import PassesScreen  # noqa: E402
 from irscope.tui.viewer import IrViewer  # noqa: E402
 
 SIZE = (120, 36)
-
-
-async def until(pilot, condition, timeout: float = 10.0) -> None:
-    """Let workers and messages run until ``condition()`` holds."""
-    for _ in range(int(timeout / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition never held")
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ pytest.importorskip("textual")
 
 from kernels import SCRIPTS  # noqa: E402
 from rich.console import Console  # noqa: E402
-from tui_helpers import build_run, remove_blob, synchronous  # noqa: E402
+from tui_helpers import build_run, remove_blob, synchronous, until  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -26,15 +26,6 @@ SIZE = (120, 36)
 @pytest.fixture(scope="module")
 def run_path(tmp_path_factory):
     return build_run(tmp_path_factory.mktemp("tui") / "run")
-
-
-async def until(pilot, condition, timeout: float = 10.0) -> None:
-    """Let workers and messages run until ``condition()`` holds."""
-    for _ in range(int(timeout / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition never held")
 
 
 async def open_stage(app, pilot, unit: str, kind: str):

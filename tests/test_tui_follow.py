@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tui_helpers import build_run, copy_sample, synchronous  # noqa: E402
+from tui_helpers import build_run, copy_sample, synchronous, until  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -27,14 +27,6 @@ def torch_run(tmp_path_factory):
 @pytest.fixture(scope="module")
 def triton_run(tmp_path_factory):
     return build_run(tmp_path_factory.mktemp("follow") / "triton")
-
-
-async def until(pilot, condition, timeout: float = 20.0) -> None:
-    for _ in range(int(timeout / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("condition never held")
 
 
 async def open_stage(app, pilot, unit: str, kind: str, name: str | None = None):

@@ -69,6 +69,7 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
 
         if prepared.inductor_kernels:  # those no compile hook saw: from Inductor's warm cache
             stage_cached_kernels(run, staging, environ, prepared.inductor_kernels)
+        _source_ttir(staging)
         kernels, paths = _triton_kernels(staging), []
         for path in dump_paths(staging, list(extra)):
             if path == staging.triton:  # anything but kernel folders: the ingest's to tell
@@ -145,18 +146,15 @@ def _triton_kernels(staging: Staging) -> list[Path]:
                       if folder.is_dir() and not folder.is_symlink() and triton_cache.is_entry(
                           folder, [n for n in os.listdir(folder)
                                    if not os.path.islink(folder / n)])]
-    for folder in found:
-        if folder.parent == staging.jax_triton:
-            _source_ttir(folder)
     return found
 
 
-def _source_ttir(folder: Path) -> None:
+def _source_ttir(staging: Staging) -> None:
     """jax_triton dumps the TTIR its code generator made, before Triton's TTIR passes: the
     compile's input, which a Triton cache entry keeps as ``<kernel>.source``."""
-    for ttir in folder.glob("*.ttir"):
+    for ttir in staging.jax_triton.glob("*/*.ttir"):
         source = ttir.with_suffix(".source")
-        if not source.exists():
+        if not source.exists() and not ttir.is_symlink():
             ttir.rename(source)
 
 
