@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from inspect_helpers import inspect, inspect_popen, jax_script, write
@@ -132,23 +134,26 @@ def _xla_kinds(run_path: Path, unit: str) -> set[str]:
 
 
 def test_jax_persistent_cache_hits_still_show_the_xla_dump(tmp_path):
-    """JAX's persistent compilation cache skips XLA, and with it XLA's dump: the second
-    run files the dump irscope cached on the first."""
+    """JAX's persistent compilation cache skips XLA, and with it XLA's dump. A run of the
+    script alone fills JAX's cache; the run under irscope that follows uses the same cache
+    keys (it adds no entry), compiles what irscope holds no dump of, and caches that dump;
+    the next run files the cached dump. Without irscope's cache, each run compiles to dump."""
     script = write(tmp_path, "persistent.py", jax_script("from_disk"))
     jax_cache = {"JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+    plain = subprocess.run([sys.executable, str(script)], env={**os.environ, **jax_cache},
+                           capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    entries = sorted(p.name for p in (tmp_path / "jax-cache").iterdir())
+    assert any(name.startswith("jit_from_disk-") for name in entries)
     ours = {**jax_cache, "IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
-    for out in ("cold", "warm"):
-        result = inspect(script, run=tmp_path / out, env=ours)
+    for out, options in (("cold", ()), ("warm", ()), ("uncached", ["--no-dump-cache"])):
+        result = inspect(script, run=tmp_path / out, env=ours, options=options)
         assert result.returncode == 0, result.stderr[-3000:]
         assert _xla_kinds(tmp_path / out, "jit_from_disk") == XLA_STAGES, out
-    assert list((tmp_path / "jax-cache").iterdir())  # JAX did load it from its own cache
-    # without irscope's cache, a JAX cache hit leaves XLA next to nothing to dump
-    result = inspect(script, run=tmp_path / "uncached", env=jax_cache,
-                     options=["--no-dump-cache"])
-    assert result.returncode == 0
-    assert _xla_kinds(tmp_path / "uncached", "jit_from_disk") < XLA_STAGES
+        assert sorted(p.name for p in (tmp_path / "jax-cache").iterdir()) == entries, out
+    assert list((tmp_path / "dumps" / "xla-dumps").glob("jit_from_disk-*.zip"))
 
 
 def test_no_dump_cache_dumps_every_compile_and_caches_nothing(tmp_path):

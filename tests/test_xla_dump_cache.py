@@ -194,3 +194,25 @@ def test_cpu_kernel_modules_are_named_after_their_fusion(tmp_path):
     ingest(run, [dump])
     assert emitter_stages(run, "jit_add") == [("llir", "ir-no-opt · broadcast_add_fusion"),
                                               ("llir", "ir-with-opt · call_computation")]
+
+
+def test_the_emitter_dump_option_stays_out_of_jaxs_cache_key():
+    """On a GPU a dumped compile asks for XLA's per-emitter files through an option that JAX's
+    cache key would hold; the collector's key leaves it out, so a run under irscope keeps the
+    cache entries the script has alone."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax._src import cache_key, compiler
+
+    from irscope.collectors.jax import EMITTER_DUMP, without_emitter_dump
+
+    module = jax.jit(lambda x: x * 2.0).lower(jnp.ones(4)).compiler_ir("stablehlo")
+    devices = np.array(jax.devices()[:1])
+    backend = devices[0].client
+    options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    alone = cache_key.get(module, devices, options, backend)
+    options.env_option_overrides = [*options.env_option_overrides, EMITTER_DUMP]
+    assert cache_key.get(module, devices, options, backend) != alone
+    assert cache_key.get(module, devices, without_emitter_dump(options), backend) == alone
+    assert EMITTER_DUMP in options.env_option_overrides  # the compile itself still dumps

@@ -6,6 +6,11 @@ closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp
 ``compiler.compile_or_get_cached`` (where the compile options are final: each compile gets
 an XLA dump folder of its own, or none when irscope's dump cache already holds its dump,
 see ``irscope.collectors.xla_dump_cache``). Phase timings come from ``jax.monitoring``.
+On a GPU a dumped compile also asks for PTX and LLVM IR per emitter, through an option of that
+compile alone, which ``cache_key.get`` is made to ignore as JAX ignores its other dump options:
+a run under irscope reads and writes the same entries of JAX's compilation cache as the
+script run alone. A compile whose dump irscope has not cached yet is compiled, not read from
+JAX's cache (which skips XLA, and so its dump); its entry there is written again, the same.
 
 A lowering of a function that lies inside the jax package (a primitive run outside any
 jit, or ``jnp.sum`` called eagerly) is marked ``jax_internal`` with the user's line that
@@ -36,6 +41,9 @@ SRC_INFO = re.compile(r" at (?P<file>.+):(?P<line>\d+)$")
 MODULE_NAME_UNSAFE = re.compile(r"[^\w.-]")
 # /jax/core/compile/backend_compile_duration
 COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
+# XLA's per-emitter dump (PTX, LLVM IR), asked for per compile on a GPU
+EMITTER_DUMP = ("xla_dump_emitter_re", ".*")
+GPU_PLATFORMS = ("cuda", "rocm", "gpu")
 
 _counter = itertools.count(1)
 _compiles = itertools.count(1)
@@ -50,13 +58,15 @@ def install(staging: Staging, dumps: bool = True,
     ``--xla_dump_to``); ``dump_cache``: where dumps are cached (None: no cache). Returns a
     function that takes the wraps off again.
     """
-    from jax._src import compiler, monitoring
+    from jax._src import cache_key, compilation_cache, compiler, monitoring
     from jax._src.interpreters import pxla
 
     lower = pxla.lower_sharding_computation
     internal = _package_folders()
     compile_method = pxla.MeshComputation.compile
     backend_compile = compiler.compile_or_get_cached
+    key_of = cache_key.get
+    read_entry = compilation_cache.get_executable_and_time
 
     @functools.wraps(lower)
     def lower_sharding_computation(closed_jaxpr, api_name, fun_name, *args, **kwargs):
@@ -108,22 +118,40 @@ def install(staging: Staging, dumps: bool = True,
                                 compile_options)
         except Exception as exc:  # the compile goes on, without a dump
             staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
-        executable = backend_compile(backend, computation, devices, compile_options,
-                                     *args, **kwargs)
+        _compiling.dumping = number is not None and _dumps(compile_options)
+        try:
+            executable = backend_compile(backend, computation, devices, compile_options,
+                                         *args, **kwargs)
+        finally:
+            _compiling.dumping = False
         if number is not None:  # a dump of a compile that finished may be cached
             append_record(staging.xla_dump_records, {"compile": number, "done": True})
         return executable
+
+    @functools.wraps(read_entry)
+    def get_executable_and_time(*args, **kwargs):
+        if getattr(_compiling, "dumping", False):
+            return None, None  # XLA dumps only what it compiles
+        return read_entry(*args, **kwargs)
+
+    @functools.wraps(key_of)
+    def get_cache_key(module, devices, compile_options, *args, **kwargs):
+        return key_of(module, devices, without_emitter_dump(compile_options), *args, **kwargs)
 
     pxla.lower_sharding_computation = lower_sharding_computation
     pxla.MeshComputation.compile = compile
     if dumps:
         compiler.compile_or_get_cached = compile_or_get_cached
+        cache_key.get = get_cache_key
+        compilation_cache.get_executable_and_time = get_executable_and_time
     monitoring.register_event_duration_secs_listener(on_duration)
 
     def restore() -> None:
         pxla.lower_sharding_computation = lower
         pxla.MeshComputation.compile = compile_method
         compiler.compile_or_get_cached = backend_compile
+        cache_key.get = key_of
+        compilation_cache.get_executable_and_time = read_entry
         monitoring.unregister_event_duration_listener(on_duration)
 
     return restore
@@ -155,11 +183,32 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
         debug.xla_dump_hlo_as_text = True
         if passes:
             debug.xla_dump_hlo_pass_re = ".*"
+        if getattr(backend, "platform", "") in GPU_PLATFORMS:  # the CPU backend crashes on it
+            compile_options.env_option_overrides = [*compile_options.env_option_overrides,
+                                                    EMITTER_DUMP]
         record["folder"] = str(folder)
         if cache is not None and key:
             record["cache"] = str(cache)  # where filing keeps the dump once compiled
     append_record(staging.xla_dump_records, record)
     return number
+
+
+def _dumps(compile_options) -> bool:
+    """Whether ``_plan_dump`` pointed this compile at a dump folder."""
+    return bool(compile_options.executable_build_options.debug_options.xla_dump_to)
+
+
+def without_emitter_dump(compile_options):
+    """``compile_options`` as JAX's cache key should see them: without the emitter dump that
+    ``_plan_dump`` asked for (a dump option, which does not change the executable)."""
+    overrides = compile_options.env_option_overrides
+    if EMITTER_DUMP not in overrides:
+        return compile_options
+    import copy
+
+    options = copy.deepcopy(compile_options)
+    options.env_option_overrides = [o for o in overrides if o != EMITTER_DUMP]
+    return options
 
 
 def module_name(jax_name: str) -> str:

@@ -170,9 +170,9 @@ def collection_env(staging: Staging, only: tuple[str, ...],
 
     The user's own settings win: an existing TORCH_TRACE or ``--xla_dump_to`` is kept (and
     read back at the end, see ``user_dump_files``). XLA dumps are asked for per compile by
-    the JAX collector (see ``irscope.collectors.xla_dump_cache``); only what a compile's options
-    cannot say goes into XLA_FLAGS: on a GPU, PTX and LLVM IR per emitter, which XLA writes
-    only for a module it dumps.
+    the JAX collector (see ``irscope.collectors.jax``), not in XLA_FLAGS: JAX's compilation
+    cache keys hold XLA_FLAGS, and the script's compiles keep the keys they have without
+    irscope.
     """
     env: dict[str, str] = {}
     if "torch" in only:
@@ -191,9 +191,6 @@ def collection_env(staging: Staging, only: tuple[str, ...],
     if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
         flags = env["XLA_FLAGS"] = (flags[:dump_to.start(1)] + os.path.abspath(dump_to.group(1))
                                     + flags[dump_to.end(1):])
-    if ("jax" in only and owns_xla_dumps(environ) and "--xla_dump_emitter_re" not in flags
-            and _gpu_jax(environ)):  # the CPU backend crashes on this flag
-        env["XLA_FLAGS"] = f"{flags} --xla_dump_emitter_re=.*".strip()
     return env
 
 
