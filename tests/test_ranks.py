@@ -43,6 +43,18 @@ def test_digest_ignores_addresses_object_ids_and_times():
     assert process_neutral_digest([a]) != process_neutral_digest([a.replace("'x'", "'y'")])
 
 
+def test_digest_ignores_the_ids_of_checked_objects_and_types():
+    """Guards of one graph on ranks 0 and 1 of a DDP job on two H200s (NCCL): a type's id is
+    its static address, 8 digits here, and differs between the processes all the same."""
+    rank0 = ("| | | +- ID_MATCH: ___check_obj_id(G['_GeneratorContextManager'], 71238784), "
+             "type=<class 'contextlib._GeneratorContextManager'>\n"
+             "| | +- TYPE_MATCH: ___check_type_id(L['self'], 72259952), type=<class "
+             "'__main__.Small'>  # h = self.fc1(x)")
+    rank1 = rank0.replace("71238784", "586376320").replace("72259952", "685155824")
+    assert process_neutral_digest([rank0]) == process_neutral_digest([rank1])
+    assert process_neutral_digest([rank0]) != process_neutral_digest(
+        [rank0.replace("L['self']", "L['other']")])
+
 
 def test_digest_ignores_which_gpu_each_rank_runs_on():
     """Texts of one graph traced by ranks 0 and 1 of a DDP job on two H200s (NCCL)."""
@@ -84,6 +96,16 @@ def test_divergences_name_the_ranks_that_differ():
     assert found["(run)", "recompiles"].ranks == (1,)
     assert ("[0/0] forward", "guards") not in found
     assert result.count("graph") == 1
+
+
+def test_a_kernel_compiled_into_a_shared_cache_is_on_every_rank_that_generates_it():
+    """Ranks that share Triton's cache: rank 1 compiled k0 and k1, rank 0 loaded them. Only
+    the kernel rank 0's graph does not generate is missing there."""
+    graphs = [_unit(0, kernels=("k0", "k1")), _unit(1, kernels=("k0", "k1", "k2"))]
+    kernels = [RankUnit(rank=1, framework="triton", name=name) for name in ("k0", "k1", "k2")]
+    found = {(d.unit, d.aspect): d for d in compare_ranks(graphs + kernels).divergences}
+    assert found["k2", "presence"].groups == (("missing", (0,)), ("compiled", (1,)))
+    assert ("k0", "presence") not in found and ("k1", "presence") not in found
 
 
 def test_kernel_count_divergence():

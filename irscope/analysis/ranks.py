@@ -24,6 +24,9 @@ RANK_IN_PATH = re.compile(r"rank_(\d+)")
 # what rank 0 calls cuda:0
 PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us|ms|s)\b"
                            r"|(?<=cuda:)\d+|(?<=type='cuda', index=)\d+|(?<=, device=)\d+")
+# the id a guard checks, short where it is a type's static address: "___check_type_id(L['x'],
+# 71238784)", "___check_obj_id(G['torch'].relu, 140608828668992)"
+CHECKED_ID = re.compile(r"(___check_(?:obj|type)_id\([^\n]*?, )\d+\)")
 
 ASPECTS = ("presence", "graph", "guards", "recompiles", "kernels", "kernel_count")
 RUN_UNIT = "(run)"  # the unit name of run-wide differences
@@ -53,7 +56,7 @@ def process_neutral_digest(texts: Iterable[str]) -> str:
     object ids), so that one graph traced on two ranks digests the same."""
     sha = hashlib.sha256()
     for text in texts:
-        sha.update(PROCESS_LOCAL.sub("#", text).encode("utf-8"))
+        sha.update(PROCESS_LOCAL.sub("#", CHECKED_ID.sub(r"\1#)", text)).encode("utf-8"))
         sha.update(b"\0")
     return sha.hexdigest()[:12]
 
@@ -121,6 +124,10 @@ def compare_ranks(units: Iterable[RankUnit]) -> RankComparison:
     per_rank = {rank: _totals([u for u in units if u.rank == rank]) for rank in ranks}
     if len(ranks) < 2:
         return RankComparison(ranks, len(by_unit), (), per_rank)
+    generating: dict[str, set[int]] = {}  # kernel name: the ranks whose graphs generate it
+    for unit in units:
+        for kernel in unit.kernels:
+            generating.setdefault(kernel, set()).add(unit.rank)
     found: list[Divergence] = []
     for (framework, name), held in sorted(by_unit.items()):
         def add(aspect: str, values: Mapping[int, str], framework=framework, name=name) -> None:
@@ -128,7 +135,10 @@ def compare_ranks(units: Iterable[RankUnit]) -> RankComparison:
             if len(groups) > 1:
                 found.append(Divergence(framework, name, aspect, groups))
 
-        add("presence", {r: "compiled" if r in held else "missing" for r in ranks})
+        # a kernel one rank compiled into a cache the ranks share is there for every rank
+        # whose graphs generate it
+        present = held.keys() | generating.get(name, set())
+        add("presence", {r: "compiled" if r in present else "missing" for r in ranks})
         both = {r: u for r, u in held.items()}
         add("graph", {r: u.graph or "-" for r, u in both.items()})
         add("guards", {r: u.guards or "-" for r, u in both.items()})

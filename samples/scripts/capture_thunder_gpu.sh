@@ -32,6 +32,11 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   --target "$site" "$wheels"/*.whl ${extra:-} || exit 1
 if [ -n "${extra:-}" ]; then
   printf 'import os, sys\nsys.setdlopenflags(os.RTLD_LAZY)\n' > "$site/sitecustomize.py"
+  if [ ! -d "$site/nvfuser" ]; then  # a wheel of the direct bindings alone: Thunder 0.2.6 still
+    # imports compute_tensor_descriptor from the legacy module, which the direct one also has
+    mkdir -p "$site/nvfuser"
+    printf 'from nvfuser_direct import *  # noqa: F401,F403\nfrom nvfuser_direct._C_DIRECT import compute_tensor_descriptor  # noqa: F401\n' > "$site/nvfuser/__init__.py"
+  fi
 fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 python3 - <<'PY'
