@@ -188,3 +188,45 @@ def test_thunder_torch_compile_regions_launch_their_graphs_kernels_on_the_gpu(gp
         for kernel in (r.dst for r in run.relations("launches") if r.src == graph.id):
             kinds = {s.kind for s in run.stages(kernel)}
             assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= kinds
+
+
+def test_jax_triton_kernel_is_launched_by_the_jit_that_calls_it_on_the_gpu(gpu_run):
+    """jax_triton on an H200: the Triton kernel that triton_call compiled is a unit with its
+    stages, launched by the jit whose optimized HLO calls it (one custom call)."""
+    run = gpu_run("jax_triton")
+    units = {u.id: u for u in run.units()}
+    caller = run.unit("jit_add")
+    hlo = run.read_text(run.stage(caller, "hlo_after_opt"))
+    assert len(re.findall(r'custom_call_target="triton_kernel_call"', hlo)) == 1
+    launched = [units[r.dst] for r in run.relations("launches") if r.src == caller.id]
+    assert [u.name for u in launched] == ["add_kernel"]
+    [kernel] = launched
+    assert [s.kind for s in run.stages(kernel.id)] == ["ttir", "ttgir", "llir", "ptx"]
+    text = run.read_text(run.stage(kernel, "ptx"))
+    assert re.search(r"^\.visible \.entry add_kernel\(", text, re.MULTILINE)
+    assert Counter(dict(ptx.summarize_ptx(text))) == reference_opcodes(text)
+
+
+def test_ddp_over_nccl_ranks_compile_the_same_and_launch_what_they_define(gpu_run):
+    """torchrun with 2 ranks of DDP over NCCL on two H200s: each rank's graph launches the
+    Triton kernels its own output code defines, every kernel holds one copy of each stage,
+    and the ranks compiled the same (guards name rank 1's GPU and its object ids, which
+    differ, and must not count)."""
+    from irscope.run_ranks import read_rank_comparison
+
+    run = gpu_run("ddp_nccl")
+    units = {u.id: u for u in run.units()}
+    forwards = [u for u in run.units("torch") if u.name.startswith("[4/0] forward")]
+    assert sorted(u.attrs.get("rank") for u in forwards) == [0, 1]
+    for graph in forwards:  # its forward's and its backward's output code
+        defined = {name for stage in run.stages(graph.id) if stage.kind == "inductor_output_code"
+                   for name in TRITON_DEF.findall(run.read_text(stage))}
+        launched = {units[r.dst].name.split("-")[0] for r in run.relations("launches")
+                    if r.src == graph.id}
+        assert launched == defined and len(defined) == 4, graph.name
+    for kernel in run.units("triton"):
+        names = [s.name for s in run.stages(kernel.id)]  # not "ptx (2)": one copy each
+        assert len(names) == len(set(names)), (kernel.name, names)
+        assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
+    comparison = read_rank_comparison(run)
+    assert comparison.ranks == (0, 1) and not comparison.diverged, comparison.divergences

@@ -86,3 +86,36 @@ def test_two_ranks_copies_of_one_cache_entry_file_one_set_of_stages(tmp_path):
     assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
     assert filed.attrs["ranks"] == [0, 1] and filed.attrs.get("rank") is None
     run.close()
+
+
+def test_each_ranks_graph_launches_the_kernel_the_ranks_share(tmp_path):
+    """DDP over NCCL on two H200s: one compiled kernel a unit for both ranks, though each
+    rank's output code names a module of its own (they differ in the GPU's index alone).
+    Linked again from scratch, both ranks' graphs launch all four kernels."""
+    import shutil
+    import sqlite3
+
+    from conftest import GPU_SAMPLES
+
+    from irscope.ingest.linking import link
+
+    copy = tmp_path / "ddp_nccl"
+    shutil.copytree(GPU_SAMPLES / "ddp_nccl", copy)
+    meta = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps({**meta, "read_only": False}))
+    with sqlite3.connect(copy / "index.sqlite") as db:
+        db.execute("DELETE FROM relations WHERE kind = 'launches'")
+
+    class Report:
+        warnings: list = []
+
+    with Run.open(copy) as run:
+        with run.transaction() as writer:
+            link(run, writer, Report())
+        graphs = {u.id: u.name for u in run.units("torch") if u.name.startswith("[4/0]")}
+        launched = {name: sorted(run.unit_by_id(r.dst).name for r in run.relations("launches")
+                                 if r.src == graph) for graph, name in graphs.items()}
+    assert launched["[4/0] forward"] == launched["[4/0] forward (rank 1)"] == [
+        "triton_poi_fused_addmm_relu_0", "triton_poi_fused_sum_0", "triton_poi_fused_sum_2",
+        "triton_poi_fused_threshold_backward_1"]
+    assert not Report.warnings

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from irscope.store import Run, Writer
+
+# the GPU a kernel's triton_meta names, "DeviceProperties(type='cuda', index=1, ...": each rank
+# of a data-parallel job compiles the same kernel for its own
+DEVICE_INDEX = re.compile(r"(DeviceProperties\(type='\w+', index=)\d+")
 
 
 def link(run: Run, writer: Writer, report) -> None:
@@ -12,7 +17,8 @@ def link(run: Run, writer: Writer, report) -> None:
 
     A Triton kernel is linked by identity, never by name alone (Inductor reuses names across
     graphs and dtypes): the kernel units compiled from the module file the output code names
-    (``# kernel path:``), else those of that name whose Python source holds the kernel's code.
+    (``# kernel path:``), else those of that name whose Python source holds the kernel's code
+    (up to the GPU it names: ranks that share one compiled kernel each name their own).
     """
     from irscope.parsers import inductor
 
@@ -56,13 +62,20 @@ class _TritonUnits:
         if kernel.path and Path(kernel.path).name in self.by_file:
             return self.by_file[Path(kernel.path).name]
         body = kernel.source.strip()
-        found = []
-        for unit in self.by_name.get(kernel.name, ()):
-            for stage in self.run.stages(unit.id):
-                if stage.kind == "python_source" and body and body in self.run.read_text(stage):
-                    found.append(unit.id)
-                    break
-        return found
+        if not body:
+            return []
+        sources = [(unit.id, self.run.read_text(stage))
+                   for unit in self.by_name.get(kernel.name, ())
+                   for stage in self.run.stages(unit.id) if stage.kind == "python_source"]
+        found = [unit for unit, source in sources if body in source]
+        if not found:  # another rank's copy of one compiled kernel
+            body = _any_device(body)
+            found = [unit for unit, source in sources if body in _any_device(source)]
+        return list(dict.fromkeys(found))
+
+
+def _any_device(code: str) -> str:
+    return DEVICE_INDEX.sub(r"\1#", code)
 
 
 def _cpp_unit(writer: Writer, name: str, source: str, source_file, stage_name: str) -> int:
