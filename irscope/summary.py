@@ -11,7 +11,8 @@ from rich.text import Text
 from irscope.console import rich_console
 from irscope.run_summary import RunSummary
 
-FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel"}
+FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel",
+                   "nvfuser": "kernel", "thunder": "function"}
 GRAPH_LINES = 6
 
 
@@ -29,9 +30,10 @@ def lines(data: RunSummary) -> list[Text]:
         out.append(Text(f"  empty run: {', '.join(used)} imported but nothing compiled" if used else
                         "  empty run: the program imported none of torch, jax, triton", "dim"))
     hidden = data.hidden_units
+    width = max((len(f) for f in data.units), default=0) + 1
     for framework, count in sorted(data.units.items()):
         noun = FRAMEWORK_NOUNS.get(framework, "unit")
-        line = Text.assemble(f"  {framework:<7}", (str(count), "bold"),
+        line = Text.assemble(f"  {framework:<{max(width, 7)}}", (str(count), "bold"),
                              f" {noun}{'s' if count != 1 else ''}")
         if hidden.get(framework):
             line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")

@@ -57,6 +57,7 @@ FORMATS: tuple[Format, ...] = (
     Format("ttir", "TTIR", 80, (".ttir",), "ttir", "_mlir:MlirLexer"),
     Format("ttgir", "TTGIR", 90, (".ttgir",), "ttgir", "_mlir:MlirLexer"),
     Format("cpp_kernel", "C++ kernel", 98, (".cpp",), None, "cpp", sniffed=False),
+    Format("cuda_source", "CUDA C++", 99, (".cu", ".cuh"), None, "cuda", sniffed=False),
     Format("llir", "LLVM IR", 100, (".llir", ".ll"), "llir", "llir:LlvmIrLexer"),
     # runs filed before XLA's LLVM IR became plain llir name it so: read, never written
     Format("llvm_ir", "LLVM IR", 101, (), "llir", "llir:LlvmIrLexer", sniffed=False),

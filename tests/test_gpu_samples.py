@@ -118,7 +118,8 @@ def test_fp32_to_bf16_diff_shows_the_conversions(tmp_path, cli):
     assert gate.returncode == 1 and "cvt.f32.bf16" in gate.stderr + gate.stdout
 
 
-@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda", "thunder_torch_compile"])
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda", "thunder_torch_compile",
+                                    "thunder_cuda", "jax_triton"])
 def test_every_stage_lexes_losslessly_and_survives_damage(gpu_run, sample):
     """Each text stage of a real GPU run: no Error token, and mangled copies never crash."""
     from pygments.token import Error
@@ -230,3 +231,45 @@ def test_ddp_over_nccl_ranks_compile_the_same_and_launch_what_they_define(gpu_ru
         assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
     comparison = read_rank_comparison(run)
     assert comparison.ranks == (0, 1) and not comparison.diverged, comparison.divergences
+
+
+def test_thunder_nvfuser_regions_launch_the_kernels_they_compiled_on_the_gpu(gpu_run):
+    """Thunder with nvFuser on an H200: each nvFuser region the final traces call launches the
+    kernels its first call compiled (nvFuser names every fusion's kernels alike, so each
+    region's are kept apart as it runs), each with nvFuser's CUDA and PTX; a region whose
+    definition sums runs a reduction kernel."""
+    run = gpu_run("thunder_cuda")
+    [thunder] = run.units("thunder")
+    units = {u.id: u for u in run.units()}
+    traces = {s.name: run.read_text(s) for s in run.stages(thunder.id)}
+    called = {role: set(re.findall(r"\b(nvFusion\d+)\(", traces[f"{role} execution"]))
+              for role in ("forward", "backward")}
+    kernels: dict[str, list] = {}
+    for relation in run.relations("launches"):
+        assert relation.src == thunder.id
+        region = relation.attrs["region"]
+        assert region in called[relation.attrs["role"]]
+        kernels.setdefault(region, []).append(units[relation.dst])
+    assert set(kernels) == called["forward"] | called["backward"] and len(kernels) == 3
+    for region, launched in kernels.items():
+        definition = traces[f"{region} fusion definition"]
+        schedulers = {u.name.split()[-1].split("_f")[0] for u in launched}
+        assert ("reduction" in schedulers) == ("fd.ops.sum(" in definition), region
+        for kernel in launched:
+            assert kernel.framework == "nvfuser" and kernel.attrs["region"] == region
+            name = kernel.name.rsplit(" ", 1)[1]
+            assert [s.kind for s in run.stages(kernel.id)] == ["cuda_source", "ptx"]
+            assert f"__global__ void nvfuser_{name}(" in run.read_text(
+                run.stage(kernel, "cuda_source"))
+            text = run.read_text(run.stage(kernel, "ptx"))
+            assert re.search(rf"^\.visible \.entry _ZN3nvf\d+nvfuser_{name}E", text, re.M)
+            assert Counter(dict(ptx.summarize_ptx(text))) == reference_opcodes(text)
+
+
+def test_the_summary_keeps_names_and_counts_apart_for_every_framework(gpu_run):
+    """Thunder with nvFuser: `thunder` and `nvfuser` are longer than the other names."""
+    from irscope.run_summary import read_summary
+    from irscope.summary import lines
+
+    said = [line.plain for line in lines(read_summary(gpu_run("thunder_cuda")))]
+    assert "  nvfuser 4 kernels" in said and "  thunder 1 function" in said

@@ -32,6 +32,7 @@ _appending: dict[Path, Any] = {}  # files append_record keeps open, flushed per 
 _appending_lock = threading.Lock()
 
 # --xla_dump_to=/tmp/dump  or  --xla_dump_to /tmp/dump
+NVFUSER_DUMP_OURS = "IRSCOPE_NVFUSER_DUMP"  # set where inspect asked nvFuser for its dumps
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
 # Device nodes of GPUs Triton compiles for: NVIDIA's driver, AMD's ROCm, WSL's GPU.
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
@@ -184,6 +185,8 @@ def collection_env(staging: Staging, only: tuple[str, ...],
         # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
         # compile worker made, out of this process's hooks, is filed from Triton's cache as
         # one loaded from a warm cache is (``irscope.collectors.inductor_cache``).
+    if "torch" in only and "NVFUSER_DUMP" not in environ:  # Thunder's nvFuser kernels: CUDA, PTX
+        env.update({"NVFUSER_DUMP": "cuda_to_file,ptx", NVFUSER_DUMP_OURS: "1"})
     if "jax" in only and not environ.get("JAX_TRITON_DUMP_DIR"):
         env["JAX_TRITON_DUMP_DIR"] = str(staging.jax_triton)
     flags = environ.get("XLA_FLAGS", "")

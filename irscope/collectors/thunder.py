@@ -5,9 +5,13 @@ Thunder's execution transform and autograd split to keep the trace after each of
 (operator executor assignment, each fusion executor's pass, the split into forward and
 backward), which Thunder itself does not keep. A region that
 the torch.compile executor made records the Dynamo frames its first call compiled, so
-filing can link it to the graphs and kernels of those frames. At exit every compile of every
-jitted function is written to ``thunder/<NNNN>/`` in staging: one ``.trace`` file per trace
-and ``thunder.json`` (see ``irscope.ingest.thunder_traces``, which files it).
+filing can link it to the graphs and kernels of those frames. An nvFuser region's first call
+compiles its kernels, whose CUDA and PTX nvFuser writes into the working directory
+(``NVFUSER_DUMP=cuda_to_file,ptx``, which inspect sets): the files it wrote are moved, as the
+region's, into ``thunder/nvfuser/<NNNN>/`` (each region's kernels apart: nvFuser names them
+alike). At exit every compile of every jitted function is written to ``thunder/<NNNN>/`` in
+staging: one ``.trace`` file per trace and ``thunder.json`` (see
+``irscope.ingest.thunder_traces``, which files it).
 """
 
 from __future__ import annotations
@@ -23,13 +27,16 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from irscope.collectors.staging import Staging, rank_from_env
+from irscope.collectors.staging import NVFUSER_DUMP_OURS, Staging, rank_from_env
 
-FOLDER, MANIFEST = "thunder", "thunder.json"  # as irscope.ingest.thunder_traces reads them
+# as irscope.ingest.thunder_traces reads them
+FOLDER, MANIFEST, NVFUSER_FOLDER = "thunder", "thunder.json", "nvfuser"
 
 # "# Constructed by Grad transform pass (took 25 milliseconds)" -> "Grad transform pass"
 PROVENANCE = re.compile(r"^#?\s*Constructed by (.*?)(?: \(took [\d.]+ \w+\))?\s*$")
 SKIPPED_TRACES = ("prologue", "epilogue", "to_be_compiled")  # not the user's computation
+# __tmp_nvfuser_reduction_f0_c1_r0_g0.cu: what NVFUSER_DUMP=cuda_to_file,ptx writes
+NVFUSER_DUMP_FILE = re.compile(r"^__tmp_nvfuser_\w+\.(?:cu|ptx)$")
 
 
 class _Jitted:
@@ -166,6 +173,7 @@ def install(staging: Staging) -> Callable[[], None]:
     passes.transform_for_execution = transform_for_execution
     torch_compile.make_compiled = compiled_region
     autodiff.split_into_forward_and_backward = split_into_forward_and_backward
+    unhook_nvfuser = _hook_nvfuser_regions(staging)
     atexit.register(collector.write)
 
     def restore() -> None:
@@ -174,6 +182,7 @@ def install(staging: Staging) -> Callable[[], None]:
         passes.transform_for_execution = execution
         torch_compile.make_compiled = make_compiled
         autodiff.split_into_forward_and_backward = split
+        unhook_nvfuser()
 
     return restore
 
@@ -228,6 +237,73 @@ def _frames_recorded(region: Callable) -> Callable:
 
     run.irscope_frames = None
     return run
+
+
+def _hook_nvfuser_regions(staging: Staging) -> Callable[[], None]:
+    """Wrap nvFuser regions so that the kernel files each one's first call makes are kept as
+    that region's (nothing to do where Thunder's nvFuser executor does not import)."""
+    try:
+        from thunder.executors.nvfuserex_impl import FusionDefinitionWrapper
+    except Exception:  # noqa: BLE001  no nvFuser here, or a Thunder irscope does not know
+        return lambda: None
+    call = FusionDefinitionWrapper.__call__
+    lock = threading.Lock()
+
+    @functools.wraps(call)
+    def region_call(self, *args, **kwargs):
+        if id(self) in _NVFUSER_KERNELS:
+            return call(self, *args, **kwargs)
+        cwd = Path.cwd()
+        before = _dump_files(cwd)
+        try:
+            return call(self, *args, **kwargs)
+        finally:
+            try:
+                with lock:
+                    folder = (staging.root / FOLDER / NVFUSER_FOLDER
+                              / f"{len(_NVFUSER_KERNELS):04d}")
+                    # (the region itself is kept too: its id stays its own)
+                    _NVFUSER_KERNELS[id(self)] = (self, _keep_new_dumps(cwd, before, folder))
+            except Exception as exc:  # noqa: BLE001  the program goes on without them
+                staging.record_event("collector_error", {"collector": "thunder",
+                                                         "error": repr(exc)})
+
+    FusionDefinitionWrapper.__call__ = region_call
+
+    def restore() -> None:
+        FusionDefinitionWrapper.__call__ = call
+
+    return restore
+
+
+# id of an nvFuser region's wrapper (slotted: it takes no attribute of ours): the wrapper,
+# and the folder of the kernels its first call compiled, relative to thunder/ in staging
+_NVFUSER_KERNELS: dict[int, tuple[Any, str]] = {}
+
+
+def _dump_files(folder: Path) -> dict[str, float]:
+    try:
+        return {e.name: e.stat().st_mtime for e in os.scandir(folder)
+                if NVFUSER_DUMP_FILE.match(e.name)}
+    except OSError:
+        return {}
+
+
+def _keep_new_dumps(cwd: Path, before: dict[str, float], folder: Path) -> str:
+    """Move the dump files nvFuser wrote since ``before`` into ``folder`` (copy them where the
+    user asked for the dumps); returns the folder, relative to the Thunder staging folder."""
+    import shutil
+
+    new = [name for name, mtime in _dump_files(cwd).items() if before.get(name) != mtime]
+    keep = shutil.move if os.environ.get(NVFUSER_DUMP_OURS) else shutil.copy2
+    if new:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in new:
+            try:
+                keep(cwd / name, folder / name)
+            except OSError:
+                pass
+    return f"{NVFUSER_FOLDER}/{folder.name}"
 
 
 def _compile_manifest(entry: _Jitted, nth: int, traces, backward) -> dict[str, Any]:
@@ -288,10 +364,8 @@ def _regions(trace, role: str) -> tuple[list[dict[str, Any]], dict[str, int]]:
         definition = getattr(call, "last_used", None)  # nvFuser's FusionDefinition
         if definition is not None:
             region["definition"] = repr(definition)
-            try:  # the CUDA its last run compiled, where this nvFuser tells it
-                region["cuda"] = definition.last_cuda_code(intrinsic_code=False)
-            except Exception:  # noqa: BLE001  not this nvFuser's API, or not compiled yet
-                pass
+        if id(call) in _NVFUSER_KERNELS:
+            region["nvfuser_kernels"] = _NVFUSER_KERNELS[id(call)][1]
         regions.append(region)
     return regions, counts
 

@@ -213,7 +213,8 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
                 report.skipped.append((str(here / name), f"a link out of {folder}, not "
                                                           f"followed"))
         dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS | PICKLE_DIRS
-                         and not d.startswith("."))
+                         and not d.startswith(".")
+                         and not thunder_traces.is_kernels_of_compiles(here, d, dirs))
         links = {name for name in files if os.path.islink(here / name)}
         if triton_cache.is_entry(here, [name for name in files if name not in links]):
             plan.triton_entries.append(here)

@@ -20,6 +20,7 @@ from irscope.store import Writer
 from . import graphs, triton_cache
 
 TEXT = "text"
+SOURCE_KINDS = {".cpp": "cpp_kernel", ".cu": "cuda_source", ".cuh": "cuda_source"}  # by name
 ELF_MAGIC = b"\x7fELF"
 EM_CUDA = 190
 # Framework a loose file belongs to, by its detected kind; the rest are plain "file" units.
@@ -93,6 +94,7 @@ def ingest_file(writer: Writer, path: Path, report, name: str | None = None) -> 
         triton_cache.file_cubin(writer, unit, data, str(path))
         report.sources.append((str(path), "cubin"))
         return 1
+    data = data.rstrip(b"\0")  # a C string's terminator, as nvrtc's PTX ends
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -101,7 +103,7 @@ def ingest_file(writer: Writer, path: Path, report, name: str | None = None) -> 
     if "\0" in text[:4096]:
         report.skipped.append((str(path), "binary data that is neither text nor a cubin"))
         return 0
-    kind = "cpp_kernel" if path.suffix == ".cpp" else registry.detect(text, path.name)
+    kind = SOURCE_KINDS.get(path.suffix) or registry.detect(text, path.name)
     if kind == TEXT and path.suffix == ".py":
         kind = "python_source"
     joined = _join_known_unit(writer, path, kind, text, data)

@@ -7,12 +7,16 @@ regions of the final forward and backward traces with the executor that runs eac
 second function of the same name is ``name (2)``, a later compile of the same function adds
 its traces as ``compile N: ...``. A region run by the torch.compile executor is linked
 (``launches``) to the Dynamo graphs its first call compiled, which link on to their kernels;
-an nvFuser region's fusion definition and the CUDA it generated are stages of the unit.
+an nvFuser region's fusion definition is a stage of the unit, and each kernel its first call
+compiled a unit of framework ``nvfuser`` (CUDA C++ and PTX, as nvFuser dumped them) that the
+region launches, named after the function, the region and nvFuser's kernel
+(``Sequential nvFusion1 reduction_f0_c1_r0_g0``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +25,24 @@ from irscope.store import Writer
 
 FOLDER = "thunder"  # in a staging folder: thunder/<NNNN>/, one per compile
 MANIFEST = "thunder.json"
+NVFUSER_FOLDER = "nvfuser"  # thunder/nvfuser/<NNNN>/: the kernels of one nvFuser region
 TRACE_KIND = "thunder_trace"
 ORIGIN = "irscope thunder collector"
+# __tmp_nvfuser_reduction_f0_c1_r0_g0.ptx -> reduction_f0_c1_r0_g0
+NVFUSER_KERNEL = re.compile(r"^__tmp_nvfuser_(?P<kernel>\w+)\.(?P<ext>cu|ptx)$")
+NVFUSER_KINDS = {"cu": "cuda_source", "ptx": "ptx"}
 
 
 def is_thunder_folder(files) -> bool:
     """Whether a folder holding ``files`` is one compile the Thunder collector staged."""
     return MANIFEST in files
+
+
+def is_kernels_of_compiles(folder: Path, name: str, folders) -> bool:
+    """Whether ``folder/name`` holds nvFuser regions' kernels beside staged compiles (filed
+    with the regions that name them, not as loose files)."""
+    return name == NVFUSER_FOLDER and any((folder / other / MANIFEST).is_file()
+                                          for other in folders if other != name)
 
 
 class ThunderUnits:
@@ -73,12 +88,15 @@ def ingest_folder(writer: Writer, folder: Path, report, units: ThunderUnits) -> 
         filed += 1
     regions = [r for r in manifest.get("regions", ()) if isinstance(r, dict)]
     for region in regions:
-        for key, kind, what in (("definition", "text", "fusion definition"),
-                                ("cuda", "cpp_kernel", "CUDA")):
-            if isinstance(region.get(key), str):
-                writer.add_stage(unit, kind, region[key], name=f"{prefix}{region.get('name')} "
-                                 f"{what}", origin=ORIGIN)
-                filed += 1
+        if isinstance(region.get("definition"), str):
+            writer.add_stage(unit, "text", region["definition"],
+                             name=f"{prefix}{region.get('name')} fusion definition", origin=ORIGIN)
+            filed += 1
+        kernels = region.get("nvfuser_kernels")
+        if isinstance(kernels, str):
+            where = (folder.parent / kernels).resolve()
+            if where.is_relative_to(folder.parent.resolve()):  # never outside the staging
+                filed += _file_nvfuser_kernels(writer, unit, where, prefix, region, nth)
         for graph in graphs_of(writer, region.get("dynamo_frames") or (), manifest.get("rank")):
             writer.add_relation(unit, "launches", graph,
                                 {"region": region.get("name"), "executor": region.get("executor"),
@@ -86,12 +104,41 @@ def ingest_folder(writer: Writer, folder: Path, report, units: ThunderUnits) -> 
     found = writer.run.unit_by_id(unit).attrs
     writer.add_unit(writer.run.unit_by_id(unit).name, "thunder", attrs={
         "regions": [*found.get("regions", ()),
-                    *({**{k: v for k, v in r.items() if k not in ("definition", "cuda")},
+                    *({**{k: v for k, v in r.items() if k not in ("definition", "nvfuser_kernels")},
                        "compile": nth} for r in regions)],
         "executors": {**found.get("executors", {}),
                       **{prefix + role: counts
                          for role, counts in (manifest.get("executors") or {}).items()}}})
     report.sources.append((str(folder), "thunder"))
+    return filed
+
+
+def _file_nvfuser_kernels(writer: Writer, unit: int, folder: Path, prefix: str,
+                          region: dict[str, Any], nth: int) -> int:
+    """File the kernels an nvFuser region compiled (``folder``: nvFuser's dump files of its
+    first call), each a unit the region launches; returns how many files were filed."""
+    if not folder.is_dir() or folder.is_symlink():
+        return 0
+    function = writer.run.unit_by_id(unit)
+    kernels: dict[str, list[Path]] = {}
+    for path in sorted(folder.iterdir()):
+        match = NVFUSER_KERNEL.match(path.name)
+        if match and path.is_file() and not path.is_symlink():
+            kernels.setdefault(match["kernel"], []).append(path)
+    filed = 0
+    for kernel, paths in kernels.items():
+        name = f"{prefix}{function.name} {region.get('name')} {kernel}"
+        kernel_unit = writer.add_unit(name, "nvfuser", attrs={
+            "region": region.get("name"), **{k: function.attrs[k] for k in ("rank",)
+                                              if k in function.attrs}})
+        for path in paths:
+            data = path.read_bytes().rstrip(b"\0")  # nvFuser's PTX ends in a C string's NUL
+            kind = NVFUSER_KINDS[NVFUSER_KERNEL.match(path.name)["ext"]]
+            writer.add_stage(kernel_unit, kind, data, name=kind, origin=path.name)
+            filed += 1
+        writer.add_relation(unit, "launches", kernel_unit,
+                            {"region": region.get("name"), "executor": region.get("executor"),
+                             "role": region.get("role"), "compile": nth})
     return filed
 
 

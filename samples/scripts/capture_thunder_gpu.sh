@@ -5,13 +5,13 @@
 # WHEELS (default .whl-thunder) holds the wheels the machine lacks, for its Python: irscope's
 # own (python3 -m pip wheel --no-deps -w .whl-thunder .), zstandard, lightning-thunder and its
 # needs (looseversion, optree, dill), jax-triton. An nvFuser wheel may come in parts, put
-# together here in name order (WHEELS-nvfuser/*.part-*: `split -b 25M`), where it is larger
+# together here in name order (WHEELS-nvfuser/*.part-*: `split -b 40M`), where it is larger
 # than what one call carries. nvFuser's wheels are built against one torch: one built for
 # another torch may lack a symbol or two of it, so the processes here bind symbols lazily
 # (a sitecustomize), which lets such a wheel import. Each run is `irscope inspect` of one
 # script, then made read-only:
 #   thunder_cuda          thunder_mlp.py --device cuda: Thunder's default executors (nvFuser
-#                         when it imports, else torch), with nvFuser's CUDA and PTX dumps
+#                         when it imports, else torch), each nvFuser kernel's CUDA and PTX
 #   thunder_torch_compile thunder_mlp.py --device cuda --executor torch_compile: regions
 #                         compiled by Inductor into Triton kernels (ttir ... SASS)
 #   jax_triton            jax_triton_add.py: a triton_call kernel linked from its jit
@@ -58,12 +58,7 @@ inspect() {  # name script [args]
     "$here/$1" "${@:2}")
   echo "== $name: exit $?"
 }
-NVFUSER_DUMP=cuda_to_file,ptx inspect thunder_cuda thunder_mlp.py --device cuda
-dumps=$(find /tmp/irscope-thunder_cuda -maxdepth 1 \( -name '*.cu' -o -name '*.ptx' \) | sort)
-if [ -n "$dumps" ]; then  # nvFuser's generated CUDA and PTX, filed beside the traces
-  # shellcheck disable=SC2086
-  python3 -m irscope ingest -o "$out/thunder_cuda" $dumps
-fi
+inspect thunder_cuda thunder_mlp.py --device cuda
 inspect thunder_torch_compile thunder_mlp.py --device cuda --executor torch_compile
 inspect jax_triton jax_triton_add.py
 for run in thunder_cuda thunder_torch_compile jax_triton; do
