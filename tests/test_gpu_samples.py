@@ -236,7 +236,7 @@ def test_ddp_over_nccl_ranks_compile_the_same_and_launch_what_they_define(gpu_ru
 def test_thunder_nvfuser_regions_launch_the_kernels_they_compiled_on_the_gpu(gpu_run):
     """Thunder with nvFuser on an H200: each nvFuser region the final traces call launches the
     kernels its first call compiled (nvFuser names every fusion's kernels alike, so each
-    region's are kept apart as it runs), each with nvFuser's CUDA and PTX; a region whose
+    region's are kept apart as it runs), each with nvFuser's CUDA, PTX and SASS; a region whose
     definition sums runs a reduction kernel."""
     run = gpu_run("thunder_cuda")
     [thunder] = run.units("thunder")
@@ -258,12 +258,15 @@ def test_thunder_nvfuser_regions_launch_the_kernels_they_compiled_on_the_gpu(gpu
         for kernel in launched:
             assert kernel.framework == "nvfuser" and kernel.attrs["region"] == region
             name = kernel.name.rsplit(" ", 1)[1]
-            assert [s.kind for s in run.stages(kernel.id)] == ["cuda_source", "ptx"]
+            assert [s.kind for s in run.stages(kernel.id)] == ["cuda_source", "ptx", "sass"]
             assert f"__global__ void nvfuser_{name}(" in run.read_text(
                 run.stage(kernel, "cuda_source"))
             text = run.read_text(run.stage(kernel, "ptx"))
             assert re.search(rf"^\.visible \.entry _ZN3nvf\d+nvfuser_{name}E", text, re.M)
             assert Counter(dict(ptx.summarize_ptx(text))) == reference_opcodes(text)
+            listing = run.read_text(run.stage(kernel, "sass"))  # as nvdisasm wrote it there
+            assert f"nvfuser_{name}E" in listing
+            assert sass.parse(listing).totals["instructions"] == len(SASS_LINE.findall(listing))
 
 
 def test_the_summary_keeps_names_and_counts_apart_for_every_framework(gpu_run):

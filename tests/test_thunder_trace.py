@@ -163,3 +163,20 @@ def test_a_regions_kernel_dumps_are_the_files_nvfuser_wrote_during_its_call(tmp_
     assert (cwd / "__tmp_nvfuser_pointwise_f0_c1_r0_g1.cu").read_text() == "recompiled"
     assert (tmp_path / "thunder" / "nvfuser" / "0001" /
             "__tmp_nvfuser_pointwise_f0_c1_r0_g1.cu").read_text() == "recompiled"
+
+
+def test_nvfuser_is_asked_for_sass_only_where_it_finds_nvdisasm(tmp_path):
+    """nvFuser's sass_to_file runs nvdisasm from the PATH and stops the program without it."""
+    from irscope.collectors.staging import NVFUSER_DUMP_OURS, Staging, collection_env
+
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    staging = Staging(tmp_path / "staging")
+    env = collection_env(staging, ("torch",), {"PATH": str(tools)})
+    assert env["NVFUSER_DUMP"] == "cuda_to_file,ptx" and env[NVFUSER_DUMP_OURS] == "1"
+    (tools / "nvdisasm").write_text("#!/bin/sh\n")
+    (tools / "nvdisasm").chmod(0o755)
+    env = collection_env(staging, ("torch",), {"PATH": str(tools)})
+    assert env["NVFUSER_DUMP"] == "cuda_to_file,ptx,sass_to_file"
+    assert "NVFUSER_DUMP" not in collection_env(staging, ("torch",), {"NVFUSER_DUMP": "ptx"})
+    assert "NVFUSER_DUMP" not in collection_env(staging, ("jax",), {})

@@ -185,8 +185,8 @@ def collection_env(staging: Staging, only: tuple[str, ...],
         # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
         # compile worker made, out of this process's hooks, is filed from Triton's cache as
         # one loaded from a warm cache is (``irscope.collectors.inductor_cache``).
-    if "torch" in only and "NVFUSER_DUMP" not in environ:  # Thunder's nvFuser kernels: CUDA, PTX
-        env.update({"NVFUSER_DUMP": "cuda_to_file,ptx", NVFUSER_DUMP_OURS: "1"})
+    if "torch" in only and "NVFUSER_DUMP" not in environ:  # Thunder's nvFuser kernels
+        env.update({"NVFUSER_DUMP": nvfuser_dumps(environ), NVFUSER_DUMP_OURS: "1"})
     if "jax" in only and not environ.get("JAX_TRITON_DUMP_DIR"):
         env["JAX_TRITON_DUMP_DIR"] = str(staging.jax_triton)
     flags = environ.get("XLA_FLAGS", "")
@@ -195,6 +195,16 @@ def collection_env(staging: Staging, only: tuple[str, ...],
         flags = env["XLA_FLAGS"] = (flags[:dump_to.start(1)] + os.path.abspath(dump_to.group(1))
                                     + flags[dump_to.end(1):])
     return env
+
+
+def nvfuser_dumps(environ: dict[str, str]) -> str:
+    """What nvFuser is asked to write of each kernel: its CUDA and PTX, and its SASS where
+    nvFuser finds the nvdisasm that disassembles it (on the PATH; it stops the program
+    where it does not)."""
+    import shutil
+
+    found = shutil.which("nvdisasm", path=environ.get("PATH"))
+    return "cuda_to_file,ptx" + (",sass_to_file" if found else "")
 
 
 def owns_xla_dumps(environ: dict[str, str]) -> bool:

@@ -6,10 +6,10 @@ Thunder's execution transform and autograd split to keep the trace after each of
 backward), which Thunder itself does not keep. A region that
 the torch.compile executor made records the Dynamo frames its first call compiled, so
 filing can link it to the graphs and kernels of those frames. An nvFuser region's first call
-compiles its kernels, whose CUDA and PTX nvFuser writes into the working directory
-(``NVFUSER_DUMP=cuda_to_file,ptx``, which inspect sets): the files it wrote are moved, as the
-region's, into ``thunder/nvfuser/<NNNN>/`` (each region's kernels apart: nvFuser names them
-alike). At exit every compile of every jitted function is written to ``thunder/<NNNN>/`` in
+compiles its kernels, whose CUDA, PTX and SASS nvFuser writes into the working directory
+(``NVFUSER_DUMP=cuda_to_file,ptx,sass_to_file``, which inspect sets): the files it wrote are
+moved, as the region's, into ``thunder/nvfuser/<NNNN>/`` (each region's kernels apart:
+nvFuser names them alike). At exit every compile of every jitted function is written to ``thunder/<NNNN>/`` in
 staging: one ``.trace`` file per trace and ``thunder.json`` (see
 ``irscope.ingest.thunder_traces``, which files it).
 """
@@ -35,8 +35,8 @@ FOLDER, MANIFEST, NVFUSER_FOLDER = "thunder", "thunder.json", "nvfuser"
 # "# Constructed by Grad transform pass (took 25 milliseconds)" -> "Grad transform pass"
 PROVENANCE = re.compile(r"^#?\s*Constructed by (.*?)(?: \(took [\d.]+ \w+\))?\s*$")
 SKIPPED_TRACES = ("prologue", "epilogue", "to_be_compiled")  # not the user's computation
-# __tmp_nvfuser_reduction_f0_c1_r0_g0.cu: what NVFUSER_DUMP=cuda_to_file,ptx writes
-NVFUSER_DUMP_FILE = re.compile(r"^__tmp_nvfuser_\w+\.(?:cu|ptx)$")
+# __tmp_nvfuser_reduction_f0_c1_r0_g0.cu: what NVFUSER_DUMP=cuda_to_file,ptx,sass_to_file writes
+NVFUSER_DUMP_FILE = re.compile(r"^__tmp_nvfuser_\w+\.(?:cu|ptx|sass)$")
 
 
 class _Jitted:

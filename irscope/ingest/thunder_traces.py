@@ -8,7 +8,7 @@ second function of the same name is ``name (2)``, a later compile of the same fu
 its traces as ``compile N: ...``. A region run by the torch.compile executor is linked
 (``launches``) to the Dynamo graphs its first call compiled, which link on to their kernels;
 an nvFuser region's fusion definition is a stage of the unit, and each kernel its first call
-compiled a unit of framework ``nvfuser`` (CUDA C++ and PTX, as nvFuser dumped them) that the
+compiled a unit of framework ``nvfuser`` (CUDA C++, PTX and SASS, as nvFuser dumped them) that the
 region launches, named after the function, the region and nvFuser's kernel
 (``Sequential nvFusion1 reduction_f0_c1_r0_g0``).
 """
@@ -29,8 +29,8 @@ NVFUSER_FOLDER = "nvfuser"  # thunder/nvfuser/<NNNN>/: the kernels of one nvFuse
 TRACE_KIND = "thunder_trace"
 ORIGIN = "irscope thunder collector"
 # __tmp_nvfuser_reduction_f0_c1_r0_g0.ptx -> reduction_f0_c1_r0_g0
-NVFUSER_KERNEL = re.compile(r"^__tmp_nvfuser_(?P<kernel>\w+)\.(?P<ext>cu|ptx)$")
-NVFUSER_KINDS = {"cu": "cuda_source", "ptx": "ptx"}
+NVFUSER_KERNEL = re.compile(r"^__tmp_nvfuser_(?P<kernel>\w+)\.(?P<ext>cu|ptx|sass)$")
+NVFUSER_KINDS = {"cu": "cuda_source", "ptx": "ptx", "sass": "sass"}
 
 
 def is_thunder_folder(files) -> bool:
