@@ -177,6 +177,22 @@ def trace_of(output_code: str) -> str:
             f"{json.dumps(record)}\n{payload}")
 
 
+def stored_while_running(run: Run, data: bytes, seconds: float = 30) -> bool:
+    """Whether the run's blob store holds ``data`` within ``seconds`` (waiting on state)."""
+    from irscope.errors import RunError
+    from irscope.store import digest
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if run.read_blob(digest(data)) == data:
+                return True
+        except RunError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tmp_path,
                                                                                monkeypatch):
     """What the output code names and no compile hook saw (Inductor loads a warm cache's
@@ -191,8 +207,6 @@ def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tm
     from irscope.collectors.filing import file_staging
     from irscope.collectors.staging import Staging
     from irscope.collectors.watch import StagingWatch
-    from irscope.errors import RunError
-    from irscope.store import digest
 
     if not any(nvtools.find_tool(tool) for tool in nvtools.TOOLS):
         pytest.skip("no nvdisasm or cuobjdump")
@@ -213,17 +227,8 @@ def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tm
     watch.start()
     (staging.torch_trace / "dedicated_log_torch_trace_0.log").write_text(
         trace_of(OUTPUT_CODE.format(path=module)))
-
-    def stored(data: bytes) -> bool:
-        try:
-            return run.read_blob(digest(data)) == data
-        except RunError:
-            return False
-
-    deadline = time.monotonic() + 30
-    while not stored(cubin):  # the program still runs: nothing has filed it yet
-        assert time.monotonic() < deadline, "the cached kernel was not stored while running"
-        time.sleep(0.05)
+    # the program still runs: nothing has filed it yet
+    assert stored_while_running(run, cubin), "the cached kernel was not stored while running"
     prepared = watch.finish()[staging.root]
     assert prepared.inductor_kernels == [("add_kernel", str(module))]
     notes, complete = file_staging(run, staging, environ=environ, prepared=prepared)
@@ -241,3 +246,47 @@ def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tm
     assert {(r.src, r.dst) for r in run.relations("launches")} == {
         (graph.id, kernel.id) for kernel in kernels.values()}
     run.close()
+
+
+def test_a_kernel_a_compile_worker_makes_is_analysed_while_the_program_runs(tmp_path,
+                                                                            monkeypatch):
+    """Inductor's compile workers compile out of the program's hooks, and its output code may
+    name a kernel before they are done: the watch looks again until Triton's cache holds the
+    compile whole, and analyses it while the program runs (not all at its end)."""
+    import triton
+    from kernels import kernels_module
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    from irscope import nvtools
+    from irscope.collectors.filing import file_staging
+    from irscope.collectors.staging import Staging
+    from irscope.collectors.watch import StagingWatch
+
+    if not any(nvtools.find_tool(tool) for tool in nvtools.TOOLS):
+        pytest.skip("no nvdisasm or cuobjdump")
+    module = SCRIPTS / "triton_kernels.py"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    run = Run.create(tmp_path / "run")
+    staging = Staging(run.path / "staging").create()
+    staging.write_config({"staging": str(staging.root)})  # when the collection began
+    environ = {"TRITON_CACHE_DIR": os.environ["TRITON_CACHE_DIR"], "TRITON_HOME": str(tmp_path)}
+    watch = StagingWatch(staging, run.path, environ, started=time.time() - 1)
+    watch.start()
+    (staging.torch_trace / "dedicated_log_torch_trace_0.log").write_text(
+        trace_of(OUTPUT_CODE.format(path=module)))  # named, not compiled yet
+    time.sleep(0.3)  # the watch has looked for it, and found nothing
+    kernels = kernels_module()
+    signature, constexprs = kernels.SIGNATURES["add_kernel"]
+    source = ASTSource(fn=kernels.add_kernel, constexprs=constexprs,
+                       signature={**signature, **{c: "constexpr" for c in constexprs}})
+    compiled = triton.compile(source, target=GPUTarget("cuda", 80, 32), options={"num_warps": 4})
+    cubin = compiled.asm["cubin"]
+    assert stored_while_running(run, cubin), "the worker's kernel was not analysed while running"
+    prepared = watch.finish()[staging.root]
+    notes, complete = file_staging(run, staging, environ=environ, prepared=prepared)
+    assert complete, notes
+    [kernel] = run.units("triton")
+    assert kernel.attrs["hash"] == compiled.metadata.hash
+    assert kernel.attrs["cache_hit"] is False  # written while the program ran
+    assert {"ttir", "ptx", "cubin", "sass"} <= {s.kind for s in run.stages(kernel.id)}

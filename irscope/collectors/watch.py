@@ -17,6 +17,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -219,6 +220,8 @@ class _Folder:
         self._kernels: dict[str, _Job] = {}
         self._traces: dict[Path, OutputCodeKernels] = {}
         self._inductor: dict[tuple[str, str], None] = {}  # (name, kernel path), in order
+        # named kernels whose compiles may still come: a compile worker's, out of the hooks
+        self._pending: dict[tuple[str, str], tuple[float, float]] = {}  # -> (when, interval)
 
     def prepared(self, stored: set[str]) -> Prepared:
         return Prepared(stored=stored,
@@ -260,12 +263,12 @@ class _Folder:
                 self._kernels[name] = watch.submit(_analyse, watch, folder)
 
     def _poll_inductor(self, watch: StagingWatch, final: bool) -> None:
-        """Start on the cached compiles of the Triton kernels the output code names that were
-        in a warm cache before the program started: Inductor loads those without compiling,
-        so no compile hook stages them (filing copies them in at the end, under the name a
-        hook would have given them, which keys their analysis here)."""
-        from irscope.collectors.inductor_cache import find_entries, staged_name
-
+        """Start on the cached compiles of the Triton kernels the output code names that no
+        compile hook stages: those of a warm cache, which Inductor loads without compiling,
+        and those Inductor's compile workers make, out of the program's hooks, once Triton's
+        cache holds them whole (the output code may name a kernel before its workers are
+        done: it is looked for again, less often each time). Filing copies them in at the
+        end, under the name a hook would have given them, which keys their analysis here."""
         try:
             logs = sorted(self.staging.torch_trace.iterdir())
         except OSError:
@@ -273,16 +276,33 @@ class _Folder:
         for log in logs:
             reader = self._traces.setdefault(log, OutputCodeKernels(log))
             for name, path in reader.read(final):
-                if (name, path) in self._inductor:
-                    continue
-                self._inductor[(name, path)] = None
-                if watch.started is None:
-                    continue  # no start to tell a warm cache's compiles by
-                for entry in find_entries(name, path, watch.environ):
-                    staged = staged_name(entry, name)
-                    if (staged not in self._kernels
-                            and _older_than(entry / f"{name}.json", watch.started)):
-                        self._kernels[staged] = watch.submit(_analyse, watch, entry)
+                if (name, path) not in self._inductor:
+                    self._inductor[(name, path)] = None
+                    if watch.started is not None:  # (else no start to tell compiles by)
+                        self._pending[(name, path)] = (0.0, POLL_S)
+        now = time.monotonic()
+        for key, (due, interval) in list(self._pending.items()):
+            if final or due > now:
+                continue  # (what is left at the end is filing's)
+            if self._start_cached(watch, *key):
+                del self._pending[key]
+            else:
+                self._pending[key] = (now + interval, min(2.0, interval * 2))
+
+    def _start_cached(self, watch: StagingWatch, name: str, path: str) -> bool:
+        """Start on each whole cache entry of ``name``; whether there was any."""
+        from irscope.collectors.inductor_cache import find_entries, staged_name
+
+        found = False
+        for entry in find_entries(name, path, watch.environ):
+            staged = staged_name(entry, name)
+            if staged in self._kernels:
+                found = True
+            elif (_older_than(entry / f"{name}.json", watch.started)
+                  or (entry / f"__grp__{name}.json").is_file()):  # Triton writes it last
+                self._kernels[staged] = watch.submit(_analyse, watch, entry)
+                found = True
+        return found
 
 
 class OutputCodeKernels:
