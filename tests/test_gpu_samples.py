@@ -118,8 +118,8 @@ def test_fp32_to_bf16_diff_shows_the_conversions(tmp_path, cli):
     assert gate.returncode == 1 and "cvt.f32.bf16" in gate.stderr + gate.stdout
 
 
-@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda", "thunder_torch_compile",
-                                    "thunder_cuda", "jax_triton"])
+@pytest.mark.parametrize("sample", ["torch_cuda", "triton_kernels", "jax_cuda",
+                                    "thunder_torch_compile", "thunder_cuda", "jax_triton"])
 def test_every_stage_lexes_losslessly_and_survives_damage(gpu_run, sample):
     """Each text stage of a real GPU run: no Error token, and mangled copies never crash."""
     from pygments.token import Error

@@ -3,15 +3,14 @@
 ``install`` wraps ``thunder.jit`` to remember each jitted function's compile statistics, and
 Thunder's execution transform and autograd split to keep the trace after each of their steps
 (operator executor assignment, each fusion executor's pass, the split into forward and
-backward), which Thunder itself does not keep. A region that
-the torch.compile executor made records the Dynamo frames its first call compiled, so
-filing can link it to the graphs and kernels of those frames. An nvFuser region's first call
-compiles its kernels, whose CUDA, PTX and SASS nvFuser writes into the working directory
-(``NVFUSER_DUMP=cuda_to_file,ptx,sass_to_file``, which inspect sets): the files it wrote are
-moved, as the region's, into ``thunder/nvfuser/<NNNN>/`` (each region's kernels apart:
-nvFuser names them alike). At exit every compile of every jitted function is written to ``thunder/<NNNN>/`` in
-staging: one ``.trace`` file per trace and ``thunder.json`` (see
-``irscope.ingest.thunder_traces``, which files it).
+backward), which Thunder itself does not keep. A region that the torch.compile executor made
+records the Dynamo frames its first call compiled, so filing can link it to the graphs and
+kernels of those frames. An nvFuser region's first call compiles its kernels, whose CUDA, PTX
+and SASS nvFuser writes into the working directory (``NVFUSER_DUMP``, which inspect sets): the
+files it wrote are moved, as the region's, into ``thunder/nvfuser/<NNNN>/`` (each region's
+kernels apart: nvFuser names them alike). At exit every compile of every jitted function is
+written to ``thunder/<NNNN>/`` in staging: one ``.trace`` file per trace and ``thunder.json``
+(see ``irscope.ingest.thunder_traces``, which files it).
 """
 
 from __future__ import annotations
