@@ -137,10 +137,12 @@ def match_units(a: Iterable[UnitRecord], b: Iterable[UnitRecord]
         ("source location", lambda u: (u.framework, u.location) if u.location else None),
     )
     for label, key in strategies:
-        for x, y in _match_unique(left, right, key):
-            pairs.append((x, y, label))
-            left.remove(x)
-            right.remove(y)
+        matched = _match_unique(left, right, key)
+        pairs += [(x, y, label) for x, y in matched]
+        # set aside by identity: comparing records field by field made this quadratic
+        paired_left, paired_right = {id(x) for x, _ in matched}, {id(y) for _, y in matched}
+        left = [u for u in left if id(u) not in paired_left]
+        right = [u for u in right if id(u) not in paired_right]
     if len(left) == 1 and len(right) == 1 and left[0].framework == right[0].framework == "file":
         pairs.append((left[0], right[0], "single artifact"))
     return pairs
