@@ -22,8 +22,9 @@ RANK_IN_PATH = re.compile(r"rank_(\d+)")
 # rank of a data-parallel job holds its own, so "f32[4, 8][8, 1]cuda:1",
 # "device(type='cuda', index=1)" and a guard's "torch.float32, device=1" name rank 1's copy of
 # what rank 0 calls cuda:0
-PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us|ms|s)\b"
-                           r"|(?<=cuda:)\d+|(?<=type='cuda', index=)\d+|(?<=, device=)\d+")
+GPU_INDEX = r"(?<=cuda:)\d+|(?<=type='cuda', index=)\d+|(?<=, device=)\d+"
+PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us|ms|s)\b|"
+                           + GPU_INDEX)
 # the id a guard checks, short where it is a type's static address: "___check_type_id(L['x'],
 # 71238784)", "___check_obj_id(G['torch'].relu, 140608828668992)"
 CHECKED_ID = re.compile(r"(___check_(?:obj|type)_id\([^\n]*?, )\d+\)")

@@ -3,10 +3,10 @@
 On a warm Inductor cache (FX graph cache hit) PyTorch loads compiled kernels without calling
 ``triton.compile``, and on a GPU its compile workers compile them in processes of their own:
 either way no compile hook sees them. An entry written while the program ran was compiled
-then (a cache miss), one older than the program was loaded (a cache hit). The output code still names each kernel and
-its source file (``# kernel path: .../cxyz.py``), and Triton's cache keeps the kernel's stages
-in a folder whose TTIR points at that file. Those folders are copied into staging, leaving the
-user's caches as they were.
+then (a cache miss), one older than the program was loaded (a cache hit). The output code
+still names each kernel and its source file (``# kernel path: .../cxyz.py``), and Triton's
+cache keeps the kernel's stages in a folder whose TTIR points at that file. Those folders are
+copied into staging, leaving the user's caches as they were.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str],
     pairs already read from the output code (default: the run's output code's).
     """
     known = {_cache_folder(_sidecar(p).get("hash")) for p in staging.triton.glob(f"*/{SIDECAR}")}
-    started = _collection_start(staging)
     known |= {_cache_folder(u.attrs.get("hash")) for u in run.units("triton")}
+    started = _collection_start(staging)
     added = []
     for name, kernel_path in inductor_triton_kernels(run) if kernels is None else kernels:
         for entry in find_entries(name, kernel_path, environ):
@@ -91,7 +91,7 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str],
             compile_hash = _sidecar(entry / f"{name}.json").get("hash")
             target = staging.triton / staged_name(entry, name)
             shutil.copytree(entry, target, dirs_exist_ok=True)
-            sidecar = {"name": name, "cache_hit": not _written_since(entry, started),
+            sidecar = {"name": name, "cache_hit": not written_since(entry, started),
                        "source_file": kernel_path, "source_line": 1, "hash": compile_hash}
             try:  # its source as the compile hook records an Inductor kernel's
                 sidecar.update(kernel_module(kernel_path, name))
@@ -112,7 +112,7 @@ def _collection_start(staging: Staging) -> float | None:
     return None
 
 
-def _written_since(entry: Path, started: float | None) -> bool:
+def written_since(entry: Path, started: float | None) -> bool:
     """Whether a cache entry was written after ``started``: compiled during the program (by
     Inductor's compile workers, out of the compile hook's sight), not found in the cache."""
     if started is None:

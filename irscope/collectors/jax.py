@@ -109,16 +109,16 @@ def install(staging: Staging, dumps: bool = True,
 
     @functools.wraps(backend_compile)
     def compile_or_get_cached(backend, computation, devices, compile_options, *args, **kwargs):
-        number = None
+        number, dumping = None, False
         if getattr(_compiling, "eager", False):  # filed from the executable: no dump
             return backend_compile(backend, computation, devices, compile_options,
                                    *args, **kwargs)
         try:
-            number = _plan_dump(staging, dump_cache, backend, computation, devices,
-                                compile_options)
+            number, dumping = _plan_dump(staging, dump_cache, backend, computation, devices,
+                                         compile_options)
         except Exception as exc:  # the compile goes on, without a dump
             staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
-        _compiling.dumping = number is not None and _dumps(compile_options)
+        _compiling.dumping = dumping
         try:
             executable = backend_compile(backend, computation, devices, compile_options,
                                          *args, **kwargs)
@@ -158,9 +158,10 @@ def install(staging: Staging, dumps: bool = True,
 
 
 def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devices,
-               compile_options) -> int:
+               compile_options) -> tuple[int, bool]:
     """Point this compile's XLA dump at a folder of its own, or at nothing when the cache
-    holds it already; record which, under the compile's number."""
+    holds it already; record which, under the compile's number. Returns the number, and
+    whether XLA must compile to dump."""
     from jax._src import cache_key
     from jax._src.lib.mlir import ir
 
@@ -190,12 +191,7 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
         if cache is not None and key:
             record["cache"] = str(cache)  # where filing keeps the dump once compiled
     append_record(staging.xla_dump_records, record)
-    return number
-
-
-def _dumps(compile_options) -> bool:
-    """Whether ``_plan_dump`` pointed this compile at a dump folder."""
-    return bool(compile_options.executable_build_options.debug_options.xla_dump_to)
+    return number, "folder" in record
 
 
 def without_emitter_dump(compile_options):

@@ -291,14 +291,14 @@ class _Folder:
 
     def _start_cached(self, watch: StagingWatch, name: str, path: str) -> bool:
         """Start on each whole cache entry of ``name``; whether there was any."""
-        from irscope.collectors.inductor_cache import find_entries, staged_name
+        from irscope.collectors.inductor_cache import find_entries, staged_name, written_since
 
         found = False
         for entry in find_entries(name, path, watch.environ):
             staged = staged_name(entry, name)
             if staged in self._kernels:
                 found = True
-            elif (_older_than(entry / f"{name}.json", watch.started)
+            elif (not written_since(entry, watch.started)
                   or (entry / f"__grp__{name}.json").is_file()):  # Triton writes it last
                 self._kernels[staged] = watch.submit(_analyse, watch, entry)
                 found = True
@@ -331,13 +331,6 @@ class OutputCodeKernels:
             else:
                 self._path = None
         return found
-
-
-def _older_than(path: Path, started: float) -> bool:
-    try:
-        return path.stat().st_mtime < started
-    except OSError:
-        return False
 
 
 # -- jobs on the pool ---------------------------------------------------------------------

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from irscope.analysis.ranks import GPU_INDEX
 from irscope.store import Run, Writer
 
 # the GPU a kernel's triton_meta names, "DeviceProperties(type='cuda', index=1, ...": each rank
 # of a data-parallel job compiles the same kernel for its own
-DEVICE_INDEX = re.compile(r"(DeviceProperties\(type='\w+', index=)\d+")
+DEVICE_INDEX = re.compile(GPU_INDEX)
 
 
 def link(run: Run, writer: Writer, report) -> None:
@@ -75,7 +76,7 @@ class _TritonUnits:
 
 
 def _any_device(code: str) -> str:
-    return DEVICE_INDEX.sub(r"\1#", code)
+    return DEVICE_INDEX.sub("#", code)
 
 
 def _cpp_unit(writer: Writer, name: str, source: str, source_file, stage_name: str) -> int:

@@ -8,8 +8,8 @@ second function of the same name is ``name (2)``, a later compile of the same fu
 its traces as ``compile N: ...``. A region run by the torch.compile executor is linked
 (``launches``) to the Dynamo graphs its first call compiled, which link on to their kernels;
 an nvFuser region's fusion definition is a stage of the unit, and each kernel its first call
-compiled a unit of framework ``nvfuser`` (CUDA C++, PTX and SASS, as nvFuser dumped them) that the
-region launches, named after the function, the region and nvFuser's kernel
+compiled a unit of framework ``nvfuser`` (CUDA C++, PTX and SASS, as nvFuser dumped them) that
+the region launches, named after the function, the region and nvFuser's kernel
 (``Sequential nvFusion1 reduction_f0_c1_r0_g0``).
 """
 
@@ -104,7 +104,8 @@ def ingest_folder(writer: Writer, folder: Path, report, units: ThunderUnits) -> 
     found = writer.run.unit_by_id(unit).attrs
     writer.add_unit(writer.run.unit_by_id(unit).name, "thunder", attrs={
         "regions": [*found.get("regions", ()),
-                    *({**{k: v for k, v in r.items() if k not in ("definition", "nvfuser_kernels")},
+                    *({**{k: v for k, v in r.items()
+                          if k not in ("definition", "nvfuser_kernels")},
                        "compile": nth} for r in regions)],
         "executors": {**found.get("executors", {}),
                       **{prefix + role: counts
@@ -120,20 +121,20 @@ def _file_nvfuser_kernels(writer: Writer, unit: int, folder: Path, prefix: str,
     if not folder.is_dir() or folder.is_symlink():
         return 0
     function = writer.run.unit_by_id(unit)
-    kernels: dict[str, list[Path]] = {}
+    kernels: dict[str, list[tuple[Path, str]]] = {}  # kernel: (file, stage kind)
     for path in sorted(folder.iterdir()):
         match = NVFUSER_KERNEL.match(path.name)
         if match and path.is_file() and not path.is_symlink():
-            kernels.setdefault(match["kernel"], []).append(path)
+            kernels.setdefault(match["kernel"], []).append((path, NVFUSER_KINDS[match["ext"]]))
+    attrs = {"region": region.get("name")}
+    if "rank" in function.attrs:
+        attrs["rank"] = function.attrs["rank"]
     filed = 0
-    for kernel, paths in kernels.items():
-        name = f"{prefix}{function.name} {region.get('name')} {kernel}"
-        kernel_unit = writer.add_unit(name, "nvfuser", attrs={
-            "region": region.get("name"), **{k: function.attrs[k] for k in ("rank",)
-                                              if k in function.attrs}})
-        for path in paths:
+    for kernel, files in kernels.items():
+        kernel_unit = writer.add_unit(f"{prefix}{function.name} {region.get('name')} {kernel}",
+                                      "nvfuser", attrs=attrs)
+        for path, kind in files:
             data = path.read_bytes().rstrip(b"\0")  # nvFuser's PTX ends in a C string's NUL
-            kind = NVFUSER_KINDS[NVFUSER_KERNEL.match(path.name)["ext"]]
             writer.add_stage(kernel_unit, kind, data, name=kind, origin=path.name)
             filed += 1
         writer.add_relation(unit, "launches", kernel_unit,
