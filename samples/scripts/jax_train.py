@@ -1,6 +1,7 @@
 """A JAX training step of the size people compile: an MLP with SGD, a lax.scan RNN and a vmap.
 
 Run: python samples/scripts/jax_train.py [--steps 3] [--flax]   (--flax: flax.linen + optax)
+     [--profile DIR]   (jax.profiler over the flax steps after the first, written under DIR)
 """
 
 import argparse
@@ -46,7 +47,7 @@ def batched_norms(xs):
     return jax.vmap(norm)(xs)
 
 
-def flax_step(steps: int):
+def flax_step(steps: int, profile: str | None = None):
     import flax.linen as nn
     import optax
 
@@ -68,8 +69,14 @@ def flax_step(steps: int):
         updates, state = tx.update(grads, state, params)
         return optax.apply_updates(params, updates), state, loss
 
-    for _ in range(steps):
+    params, state, loss = step(params, state)  # the compile, outside any profile window
+    if profile:
+        jax.profiler.start_trace(profile)
+    for _ in range(steps - 1):
         params, state, loss = step(params, state)
+    loss.block_until_ready()
+    if profile:
+        jax.profiler.stop_trace()
     return loss
 
 
@@ -77,6 +84,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--flax", action="store_true")
+    ap.add_argument("--profile", help="a jax.profiler trace of the flax steps, written here")
     args = ap.parse_args()
     key = jax.random.PRNGKey(0)
     params = init_mlp(key, [128, 512, 512, 512, 1])
@@ -85,7 +93,7 @@ def main():
         params, loss = train_step(params, x, y)
     _, sums = rnn(jax.random.normal(key, (128, 128)) * 0.1, jax.random.normal(key, (64, 128)))
     norms = batched_norms(jax.random.normal(key, (32, 256)))
-    extra = float(flax_step(args.steps)) if args.flax else 0.0
+    extra = float(flax_step(args.steps, args.profile)) if args.flax else 0.0
     print(f"jax_train: loss {float(loss):.4f} rnn {float(sums[-1]):.3f} "
           f"norm {float(norms.mean()):.3f} flax {extra:.4f}")
 
