@@ -120,8 +120,8 @@ def ptxas_log(ptx_text: str, arch: str | None = None) -> str | None:
 
 def ptxas_usage(ptx_text: str, arch: str | None = None) -> dict[str, dict[str, int]]:
     """Per-kernel registers, spill stores and loads, stack frame and shared bytes as
-    `ptxas -v` reports them (see irscope.analysis.resources.parse_ptxas_log)."""
-    from irscope.analysis.resources import parse_ptxas_log
+    `ptxas -v` reports them (see irscope.analysis.kernels.parse_ptxas_log)."""
+    from irscope.analysis.kernels import parse_ptxas_log
 
     text = ptxas_log(ptx_text, arch)
     return parse_ptxas_log(text) if text else {}

@@ -269,7 +269,7 @@ def launch_bounds(text: str) -> dict[str, int]:
 
 def local_traffic(histogram: Mapping[str, int]) -> dict[str, int]:
     """Bytes per thread stored to (STL) / loaded from (LDL) local memory: register spills and
-    local arrays alike, so not a spill count (ptxas's is: irscope.analysis.resources)."""
+    local arrays alike, so not a spill count (ptxas's is: irscope.analysis.kernels)."""
     stores = loads = 0
     for opcode, count in histogram.items():
         op = base_op(opcode)

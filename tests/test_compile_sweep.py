@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from irscope.analysis.kernels import from_ptxas
 from irscope.analysis.limits import check_limits
 from irscope.errors import UsageError
 from irscope.sweep import configs as sweep
@@ -72,19 +73,19 @@ def test_constexpr_values_keep_their_python_type():
 
 
 def test_shared_memory_over_the_arch_limit_is_flagged_like_triton():
-    problems, warnings = check_limits(80, 4, {"shared": 200000}, {"registers": 64})
+    problems, warnings = check_limits(80, 4, from_ptxas("k", {"registers": 64}, {"shared": 200000}))
     assert problems == ["out of resource: shared memory, Required: 200000, "
                         "Hardware limit: 166912"]
-    assert check_limits(90, 4, {"shared": 200000}, {"registers": 64}) == ([], [])
-    assert check_limits(89, 4, {"shared": 101376}, {"static_shared_bytes": 1}
+    assert check_limits(90, 4, from_ptxas("k", {"registers": 64}, {"shared": 200000})) == ([], [])
+    assert check_limits(89, 4, from_ptxas("k", {"shared_bytes": 1}, {"shared": 101376})
                         )[0][0].endswith("Required: 101377, Hardware limit: 101376")
 
 
 def test_register_file_and_spills():
-    problems, _ = check_limits(90, 16, {"shared": 0}, {"registers": 255})
+    problems, _ = check_limits(90, 16, from_ptxas("k", {"registers": 255}))
     assert problems and "registers, Required: 131072" in problems[0]
-    problems, warnings = check_limits(90, 8, {"shared": 0},
-                                      {"registers": 255, "spill_stores": 8, "spill_loads": 4})
+    problems, warnings = check_limits(90, 8, from_ptxas(
+        "k", {"registers": 255, "spill_store_bytes": 8, "spill_load_bytes": 4}))
     assert problems == []
     assert warnings == ["register spills: 8 bytes stored, 4 bytes loaded"]
 

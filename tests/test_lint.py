@@ -253,7 +253,7 @@ def test_extern_round_trip_points_at_both_calls():
 def test_spills_are_ptxas_figures_with_sass_lines(matmul_sweep):
     unit = _unit(matmul_sweep, "num_stages=1,maxnreg=64")
     (finding,) = _findings(matmul_sweep, unit, "spills")
-    assert finding.figures["spill_store_bytes"] == unit.attrs["ptxas"]["spill_stores"]
+    assert finding.figures["spill_store_bytes"] == unit.attrs["ptxas"]["matmul_kernel"]["spill_store_bytes"]
     sass = matmul_sweep.read_text(matmul_sweep.stage(unit, "sass")).splitlines()
     assert all(re.search(r"\b(STL|LDL)\b", sass[n - 1]) for n in finding.lines)
 

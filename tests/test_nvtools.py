@@ -13,7 +13,7 @@ import pytest
 
 from irscope import nvtools
 from irscope.analysis.occupancy import occupancy
-from irscope.analysis.resources import kernel_resources, parse_ptxas_log
+from irscope.analysis.kernels import KernelRecord, kernel_records, parse_ptxas_log
 from irscope.parsers.sass import SassKernel, SassModule
 
 # A ptxas 12/13 report for two kernels, a device function with a frame of its own, and the
@@ -48,29 +48,44 @@ def _module(histogram: dict[str, int], **resources) -> SassModule:
     return SassModule(kind="sass", arch=90, kernels=(kernel,))
 
 
-def test_kernel_resources_take_spills_from_ptxas_and_local_traffic_from_sass():
+def test_kernel_records_take_spills_from_ptxas_and_local_traffic_from_sass():
     module = _module({"STL.64": 2, "LDL": 3, "FFMA": 10}, threads_per_block=256)
     usage = {"k": {"registers": 72, "stack_bytes": 32, "shared_bytes": 1024, "local_bytes": 0}}
     ptxas = {"k": {"registers": 72, "stack_frame_bytes": 32, "spill_store_bytes": 0,
                    "spill_load_bytes": 0}}
-    (entry,) = kernel_resources(module, usage, ptxas, {"num_warps": 8, "shared": 16384}).values()
+    (record,) = kernel_records(module, usage, ptxas, {"num_warps": 8, "shared": 16384}).values()
     card = occupancy(90, 256, 72, 1024 + 16384)
-    assert entry == {
-        "arch": 90, "registers": 72, "spill_store_bytes": 0, "spill_load_bytes": 0,
-        "stack_frame_bytes": 32, "local_bytes": 0, "local_store_bytes": 16,
-        "local_load_bytes": 12, "shared_static_bytes": 1024, "shared_dynamic_bytes": 16384,
-        "shared_bytes": 17408, "threads_per_block": 256, "occupancy": round(card.ratio, 4),
-        "occupancy_limiter": card.limiter, "spill_stores": 0, "spill_loads": 0,
-        "dynamic_shared_bytes": 16384}
+    assert record == KernelRecord(
+        "k", arch=90, registers=72, spill_store_bytes=0, spill_load_bytes=0,
+        stack_frame_bytes=32, local_bytes=0, local_store_bytes=16, local_load_bytes=12,
+        shared_static_bytes=1024, shared_dynamic_bytes=16384, threads_per_block=256,
+        occupancy=round(card.ratio, 4), occupancy_limiter=card.limiter)
+    assert record.shared_bytes == 17408
+    assert KernelRecord.from_entry("k", record.to_entry(), {"num_warps": 8}) == record
 
 
-def test_kernel_resources_without_ptx_have_no_spill_figures():
+def test_kernel_records_without_ptx_have_no_spill_figures():
     module = _module({"STL": 4})
-    (entry,) = kernel_resources(module, {"k": {"registers": 40, "stack_bytes": 16}}, {},
-                                {"num_warps": 4}).values()
-    assert "spill_store_bytes" not in entry and "spill_stores" not in entry
-    assert entry["stack_frame_bytes"] == 16 and entry["local_store_bytes"] == 16
-    assert entry["threads_per_block"] == 128 and entry["shared_bytes"] == 0
+    (record,) = kernel_records(module, {"k": {"registers": 40, "stack_bytes": 16}}, {},
+                               {"num_warps": 4}).values()
+    assert record.spill_store_bytes is None and "spill_store_bytes" not in record.to_entry()
+    assert record.stack_frame_bytes == 16 and record.local_store_bytes == 16
+    assert record.threads_per_block == 128 and record.shared_bytes == 0
+
+
+def test_entries_of_older_runs_keep_their_meaning():
+    """Before spills came from ptxas, entries kept STL/LDL bytes as ``spill_*``, the static
+    shared memory as ``shared_bytes`` and the frame as ``stack_bytes``; launch metadata that
+    arrives after the cubin sets the dynamic shared memory and the occupancy it leaves."""
+    old = {"arch": 90, "registers": 32, "spill_stores": 8, "spill_loads": 4, "shared_bytes": 1024,
+           "stack_bytes": 16, "dynamic_shared_bytes": 0}
+    record = KernelRecord.from_entry("k", old, {"num_warps": 4, "shared": 65536})
+    assert (record.spill_store_bytes, record.local_store_bytes, record.local_load_bytes) == (
+        None, 8, 4)
+    assert (record.shared_static_bytes, record.shared_dynamic_bytes) == (1024, 65536)
+    assert record.stack_frame_bytes == 16
+    card = occupancy(90, 128, 32, 1024 + 65536)
+    assert (record.occupancy, record.occupancy_limiter) == (round(card.ratio, 4), card.limiter)
 
 
 # -- real compiles -------------------------------------------------------------------------
@@ -162,10 +177,10 @@ def test_spills_equal_ptxas_v_on_a_kernel_that_spills(spilling, tmp_path, cache)
     resources = analyse_cubin(spilling["cubin"], spilling["ptx"], spilling["metadata"]).resources
     entry = resources[spilling["name"]]
     assert (entry["spill_store_bytes"], entry["spill_load_bytes"]) == (stores, loads)
-    assert (entry["spill_stores"], entry["spill_loads"]) == (stores, loads)
     assert entry["registers"] == registers and entry["stack_frame_bytes"] == frame
-    assert entry["shared_dynamic_bytes"] == spilling["metadata"]["shared"] > 0
-    assert entry["shared_bytes"] == entry["shared_static_bytes"] + entry["shared_dynamic_bytes"]
+    record = KernelRecord.from_entry(spilling["name"], entry, spilling["metadata"])
+    assert record.shared_dynamic_bytes == spilling["metadata"]["shared"] > 0
+    assert record.shared_bytes == entry["shared_static_bytes"] + entry["shared_dynamic_bytes"]
 
 
 @needs_tools
@@ -183,7 +198,6 @@ def test_local_array_is_no_spill(sincos, tmp_path, cache):
         file_cubin(writer, unit, sincos["cubin"], origin="test")
     entry = run.unit("sincos_kernel").attrs["resources"]["sincos_kernel"]
     assert entry["spill_store_bytes"] == entry["spill_load_bytes"] == 0
-    assert entry["spill_stores"] == entry["spill_loads"] == 0
     assert entry["stack_frame_bytes"] > 0
     assert entry["local_store_bytes"] > 0 and entry["local_load_bytes"] > 0
     assert entry["threads_per_block"] == 128 and entry["arch"] == 90

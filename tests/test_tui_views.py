@@ -16,7 +16,8 @@ from irscope.parsers.base import ParseResult
 from irscope.parsers.ptx import PtxModule
 from irscope.parsers.sass import SassModule
 from irscope.store import Stage
-from irscope.analysis.figures import UnitFigures, kernel_figures
+from irscope.analysis.figures import UnitFigures
+from irscope.analysis.kernels import KernelRecord
 from irscope.analysis.histograms import histogram, histogram_diff
 from irscope.locations import (line_locations, neighbour_stage, node_keys, normal_key,
                                python_location)
@@ -199,7 +200,7 @@ def test_badges_prefer_the_lowest_stage_and_take_spills_from_ptxas():
                                                  "local_store_bytes": 8, "local_load_bytes": 8})}
     assert badges(parsed) == Badges(kernels=1, instructions=200, registers=40, spills=None)
     assert badges(parsed).text() == "200 ins 40 reg"  # local traffic is no spill
-    kernel = kernel_figures("k", {"registers": 40, "spill_store_bytes": 2,
+    kernel = KernelRecord.from_entry("k", {"registers": 40, "spill_store_bytes": 2,
                                   "spill_load_bytes": 1, "shared_static_bytes": 0}, {})
     unit = UnitFigures(1, "k", "triton", kernels=(kernel,))
     assert badges(parsed, unit).text() == "200 ins 40 reg 3 spill"

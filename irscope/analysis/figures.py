@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .occupancy import occupancy
+from .kernels import KernelRecord
 
 if TYPE_CHECKING:  # annotations only: the parser module loads on the first parse
     from irscope.parsers.inductor import OutputCode
@@ -33,85 +33,6 @@ def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return int(value)
-
-
-def _arch(value: Any) -> int | None:
-    """90 from 90, "90", "sm90", "sm_90a" or Triton's {"arch": 90} target."""
-    if isinstance(value, Mapping):
-        value = value.get("arch")
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        digits = "".join(ch for ch in value.split("sm")[-1] if ch.isdigit())
-        return int(digits) if digits else None
-    return None
-
-
-@dataclass(frozen=True)
-class KernelFigures:
-    """One compiled GPU kernel's resources: what ptxas, cuobjdump and the launch metadata say."""
-
-    name: str
-    arch: int | None = None
-    registers: int | None = None
-    spill_store_bytes: int | None = None  # ptxas's; None when no PTX was assembled
-    spill_load_bytes: int | None = None
-    stack_frame_bytes: int | None = None
-    local_store_bytes: int | None = None  # STL/LDL bytes in the SASS: spills and local arrays
-    local_load_bytes: int | None = None
-    shared_static_bytes: int = 0  # declared in the cubin
-    shared_dynamic_bytes: int = 0  # asked for at launch (Triton's metadata "shared")
-    threads_per_block: int | None = None
-    occupancy: float | None = None
-    occupancy_limiter: str | None = None
-
-    @property
-    def shared_bytes(self) -> int:
-        """Shared memory one block takes: static plus dynamic."""
-        return self.shared_static_bytes + self.shared_dynamic_bytes
-
-    @property
-    def spill_bytes(self) -> int | None:
-        if self.spill_store_bytes is None:
-            return None
-        return self.spill_store_bytes + (self.spill_load_bytes or 0)
-
-
-def kernel_figures(name: str, entry: Mapping[str, Any],
-                   metadata: Mapping[str, Any]) -> KernelFigures:
-    """A kernel's figures from its stored resource entry and its unit's launch metadata.
-
-    Entries filed before spills came from ptxas carry STL/LDL counts under ``spill_*`` and
-    static shared memory under ``shared_bytes``: those counts are kept as local traffic, not
-    as spills. Occupancy is computed here, so every reader gets the same one.
-    """
-    new_style = "shared_static_bytes" in entry
-    static = _int(entry.get("shared_static_bytes" if new_style else "shared_bytes")) or 0
-    dynamic = _int(entry.get("shared_dynamic_bytes" if new_style else "dynamic_shared_bytes"))
-    if dynamic is None:
-        dynamic = _int(metadata.get("shared")) or 0
-    arch = _arch(entry.get("arch")) or _arch(metadata.get("target")) or _arch(
-        metadata.get("arch"))
-    registers = _int(entry.get("registers"))
-    threads = _int(entry.get("threads_per_block"))
-    if threads is None and _int(metadata.get("num_warps")):
-        threads = _int(metadata.get("num_warps")) * 32
-    card = None
-    if arch and threads and registers is not None:
-        card = occupancy(arch, threads, registers, static + dynamic)
-    local_store = entry.get("local_store_bytes", None if new_style else entry.get("spill_stores"))
-    local_load = entry.get("local_load_bytes", None if new_style else entry.get("spill_loads"))
-    return KernelFigures(
-        name=name, arch=arch, registers=registers,
-        spill_store_bytes=_int(entry.get("spill_store_bytes")),
-        spill_load_bytes=_int(entry.get("spill_load_bytes")),
-        stack_frame_bytes=_int(entry.get("stack_frame_bytes", entry.get("stack_bytes"))),
-        local_store_bytes=_int(local_store), local_load_bytes=_int(local_load),
-        shared_static_bytes=static, shared_dynamic_bytes=dynamic, threads_per_block=threads,
-        occupancy=round(card.ratio, 4) if card else None,
-        occupancy_limiter=card.limiter if card else None)
 
 
 @dataclass(frozen=True)
@@ -147,7 +68,7 @@ class UnitFigures:
     name: str
     framework: str
     output_codes: tuple[OutputCodeFigures, ...] = ()
-    kernels: tuple[KernelFigures, ...] = ()
+    kernels: tuple[KernelRecord, ...] = ()
     events: Mapping[str, int] = field(default_factory=dict)
     launch_links: int = 0  # kernel units this graph is linked to
 
@@ -272,7 +193,7 @@ def unit_figures(unit, output_codes: Iterable[tuple[str, str, OutputCode]],
     metadata = {k: attrs[k] for k in ("shared", "num_warps", "target", "arch") if k in attrs}
     if isinstance(attrs.get("metadata"), Mapping):
         metadata = {**attrs["metadata"], **metadata}
-    kernels = tuple(kernel_figures(str(name), entry, metadata)
+    kernels = tuple(KernelRecord.from_entry(str(name), entry, metadata)
                     for name, entry in (resources.items() if isinstance(resources, Mapping)
                                         else ()) if isinstance(entry, Mapping))
     return UnitFigures(unit.id, unit.name, unit.framework, tuple(codes), kernels,

@@ -17,7 +17,8 @@ from typing import Any
 from irscope.parsers.base import ParseResult
 
 from . import lint_text as text_of
-from .figures import KernelFigures, UnitFigures
+from .figures import UnitFigures
+from .kernels import KernelRecord
 from .occupancy import limits_for, occupancy
 
 DOCS = "docs/lint.md"
@@ -149,7 +150,7 @@ def _sources(stage: StageInput | None, lines: Iterable[int]) -> list[str]:
     return [where[n] for n in lines if where.get(n)]
 
 
-def _kernel_label(unit: LintInput, kernel: KernelFigures) -> str:
+def _kernel_label(unit: LintInput, kernel: KernelRecord) -> str:
     return "" if kernel.name == unit.name or len(unit.figures.kernels) < 2 else f"{kernel.name}: "
 
 
@@ -210,7 +211,7 @@ def _occupancy_findings(unit: LintInput, limiter: str, rule: str, advice) -> Ite
                        f"{head}, limited by {message}", {**figures, **extra})
 
 
-def _register_advice(k: KernelFigures, card) -> tuple[str, dict]:
+def _register_advice(k: KernelRecord, card) -> tuple[str, dict]:
     target = next((r for r in range(k.registers - 1, 0, -1)
                    if occupancy(k.arch, k.threads_per_block, r, k.shared_bytes).active_blocks
                    > card.active_blocks), None)
@@ -222,7 +223,7 @@ def _register_advice(k: KernelFigures, card) -> tuple[str, dict]:
             {"registers_for_next_block": target})
 
 
-def _shared_advice(k: KernelFigures, card) -> tuple[str, dict]:
+def _shared_advice(k: KernelRecord, card) -> tuple[str, dict]:
     lim = limits_for(k.arch)
     blocks = card.active_blocks + 1
     budget = lim.shared_bytes // blocks
@@ -233,7 +234,7 @@ def _shared_advice(k: KernelFigures, card) -> tuple[str, dict]:
             f"{blocks} blocks", {"shared_bytes_for_next_block": target})
 
 
-def _block_advice(k: KernelFigures, card) -> tuple[str, dict]:
+def _block_advice(k: KernelRecord, card) -> tuple[str, dict]:
     lim = limits_for(k.arch)
     warps = -(-lim.max_warps // lim.max_blocks)
     return (f"the block size: an SM holds at most {lim.max_blocks} blocks, so blocks of "

@@ -21,12 +21,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from irscope.analysis.kernels import parse_ptxas_log
+
 STAGES = ("ttir", "ttgir", "llir", "ptx")
 
-# ptxas info    : Used 255 registers, used 1 barriers, 1024 bytes smem, 432 bytes cmem[0]
-PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
-#     6592 bytes stack frame, 16756 bytes spill stores, 17240 bytes spill loads
-PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 #     def matmul_kernel(a_ptr, b_ptr, ...
 DEF_LINE = re.compile(r"^\s*def\s")
 # ptxas-blackwell fatal   : Value 'sm_101a' is not defined for option 'gpu-name'
@@ -55,7 +53,7 @@ class Outcome:
     asm: dict[str, str] = field(default_factory=dict)
     cubin: bytes = b""
     metadata: dict[str, Any] = field(default_factory=dict)
-    ptxas: dict[str, int] = field(default_factory=dict)
+    ptxas: dict[str, dict[str, int]] = field(default_factory=dict)  # parse_ptxas_log's
     ptxas_log: str = ""
     error: str = ""
     error_file: str | None = None
@@ -283,32 +281,17 @@ def derive_from_cubin(cubin: bytes, ptx: str | None, metadata: dict[str, Any], p
     Spill figures come from this compile's own `ptxas -v` log; when Triton took the kernel
     from its cache (no log), ptxas is asked again about the PTX.
     """
-    from irscope.analysis.resources import parse_ptxas_log as parse_log
     from irscope.ingest.triton_cache import analyse_cubin, launch_metadata, tools_found
 
     stages = (("cubin", "cubin", cubin, "triton.compile"),)
     if not cubin or not tools_found():
         return stages if cubin else (), {}
     analysis = analyse_cubin(cubin, ptx, launch_metadata(metadata),
-                             ptxas=parse_log(ptxas_log) or None)
+                             ptxas=parse_ptxas_log(ptxas_log) or None)
     if analysis.sass is None:
         return stages, {}
     return (stages + (("sass", "sass", analysis.sass.encode("utf-8"), "triton.compile"),),
             {"resources": analysis.resources} if analysis.resources else {})
-
-
-def parse_ptxas_log(log: str) -> dict[str, int]:
-    """Registers, static shared memory, stack and spill bytes from ``ptxas -v`` output."""
-    figures: dict[str, int] = {}
-    used = PTXAS_USED.search(log)
-    if used:
-        figures["registers"] = int(used.group(1))
-        figures["static_shared_bytes"] = int(used.group(2) or 0)
-    frame = PTXAS_FRAME.search(log)
-    if frame:
-        figures["stack_bytes"], figures["spill_stores"], figures["spill_loads"] = map(
-            int, frame.groups())
-    return figures
 
 
 def _failure(exc: Exception, fn, seconds: float) -> Outcome:

@@ -166,7 +166,7 @@ def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = 
 @dataclass(frozen=True)
 class CubinAnalysis:
     """What the tools make of a cubin: its SASS text (None when it cannot be disassembled)
-    and each kernel's resources (irscope.analysis.resources.kernel_resources)."""
+    and each kernel's resources as a run keeps them (irscope.analysis.kernels)."""
 
     sass: str | None
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -180,7 +180,7 @@ def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, A
     ``ptxas``: `ptxas -v` figures already in hand (a compile's own log), else ptxas is
     asked about ``ptx``; with neither, the entries carry no spill figures.
     """
-    from irscope.analysis.resources import kernel_resources
+    from irscope.analysis.kernels import kernel_entries, kernel_records
     from irscope.parsers import sass
 
     text = nvtools.disassemble(cubin)
@@ -188,8 +188,9 @@ def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, A
         return CubinAnalysis(None)
     if ptxas is None:
         ptxas = nvtools.ptxas_usage(ptx) if ptx else {}
-    return CubinAnalysis(text, kernel_resources(sass.parse(text), nvtools.resource_usage(cubin),
-                                                ptxas, metadata or {}))
+    records = kernel_records(sass.parse(text), nvtools.resource_usage(cubin), ptxas,
+                             metadata or {})
+    return CubinAnalysis(text, kernel_entries(records))
 
 
 def analysed_entries(folders: Iterable[Path], workers: int | None = None

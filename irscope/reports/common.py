@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from irscope.analysis.figures import KernelFigures
+from irscope.analysis.kernels import KernelRecord
 from irscope.console import printable as console_printable
 from irscope.parsers import registry
 from irscope.reports.diff import Diff, FigureDelta
@@ -52,9 +52,9 @@ class Problem:
 @dataclass(frozen=True)
 class Details:
     """What a report page shows beside the report records: each unit's kernels (by unit key,
-    the analysis layer's KernelFigures) and the run's problems."""
+    the analysis layer's KernelRecord) and the run's problems."""
 
-    kernels: Mapping[tuple[str, str], tuple[KernelFigures, ...]] = field(default_factory=dict)
+    kernels: Mapping[tuple[str, str], tuple[KernelRecord, ...]] = field(default_factory=dict)
     problems: tuple[Problem, ...] = ()
 
     @classmethod

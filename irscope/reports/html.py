@@ -118,7 +118,7 @@ def bar_chart(histogram: Mapping[str, float], title: str = "") -> str:
 
 def kernel_cards(kernels: Sequence) -> str:
     """A card per compiled kernel: registers, spills, shared memory, occupancy and its limiter
-    (the analysis layer's KernelFigures, shown as they are)."""
+    (the analysis layer's KernelRecord, shown as they are)."""
     cards = []
     for k in kernels:
         spilled = bool(k.spill_bytes)

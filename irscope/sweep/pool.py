@@ -17,7 +17,7 @@ from irscope.errors import InputError, MissingDependency
 
 # Imported once in the forkserver so each worker starts with them loaded (no CUDA is touched).
 PRELOAD = ["triton", "triton.compiler", "triton.backends.nvidia.compiler", "irscope.store",
-           "irscope.nvtools", "irscope.parsers.sass", "irscope.analysis.resources",
+           "irscope.nvtools", "irscope.parsers.sass", "irscope.analysis.kernels",
            "irscope.ingest.triton_cache", "irscope.collectors.triton_aot"]
 
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from irscope.analysis.kernels import KernelRecord, from_ptxas
 from irscope.analysis.limits import check_limits
 from irscope.analysis.loops import loop_estimates, main_loop
 from irscope.errors import UsageError
@@ -57,13 +58,11 @@ def file_outcome(run: Run, info, config: Config, job, outcome) -> int:
             writer.add_stage(unit_id, kind, data, name=stage_name, origin=origin)
         if outcome.cubin_attrs:
             writer.add_unit(name, "triton", attrs=outcome.cubin_attrs)
-        resources = _unit_attrs(writer, unit_id).get("resources") or outcome.ptxas
-        figures = {**outcome.ptxas, **_flat_resources(resources)}
-        figures["static_shared_bytes"] = _static_shared(figures)
+        record = compiled_record(_unit_attrs(writer, unit_id))
         problems, warnings = check_limits(config.capability, dict(config.options)["num_warps"],
-                                          outcome.metadata, figures)
+                                          record)
         writer.add_unit(name, "triton", attrs={
-            "resources": resources, "valid": not problems, "problems": problems,
+            "valid": not problems, "problems": problems,
             "warnings": warnings, "status": "invalid" if problems else "ok",
             **({"error": "; ".join(problems)} if problems else {})})
         writer.add_event("compile_time", {"seconds": outcome.seconds, "arch": config.arch}, unit_id)
@@ -81,21 +80,18 @@ def comparison_rows(run: Run, names: Sequence[str] | None = None) -> list[dict[s
 
 def _row(run: Run, unit: Unit) -> dict[str, Any]:
     attrs = unit.attrs
-    resources = {**(attrs.get("ptxas") or {}), **_flat_resources(attrs.get("resources"))}
-    metadata = attrs.get("metadata") or {}
+    record = compiled_record(attrs)
     ptx, sass = _parsed(run, unit, "ptx"), _parsed(run, unit, "sass")
     loop, threads = main_loop(ptx), (attrs.get("config") or {}).get("num_warps", 4) * 32
     estimates = loop_estimates(loop) if loop else {}
-    spills = [resources.get(k) for k in ("spill_stores", "spill_loads")]
     row = {
         "unit": unit.name, "kernel": attrs.get("kernel"), "arch": attrs.get("arch"),
         "config": attrs.get("config") or {}, "status": attrs.get("status", "ok"),
         "valid": bool(attrs.get("valid")),
-        "registers": resources.get("registers", _total(sass, "registers")),
-        "spills": sum(s for s in spills if s is not None) if any(
-            s is not None for s in spills) else None,
-        "shared_bytes": (metadata.get("shared", 0) + _static_shared(resources)
-                         if metadata else None),
+        "registers": record.registers if record.registers is not None else _total(
+            sass, "registers"),
+        "spills": record.spill_bytes,
+        "shared_bytes": record.shared_bytes if attrs.get("metadata") else None,
         "ptx_instructions": _total(ptx, "instructions"),
         "sass_instructions": _total(sass, "instructions"),
         "tensor_core": _total(ptx, "tensor_core"),
@@ -149,15 +145,6 @@ def _parsed(run: Run, unit: Unit, kind: str) -> ParseResult | None:
         return None
 
 
-def _static_shared(resources: dict[str, int]) -> int:
-    """Static shared bytes: the cubin's when known (it includes what ptxas reserves), else
-    ptxas's; a kernel's "shared_bytes" counts the dynamic shared memory too."""
-    if "shared_static_bytes" in resources:
-        return int(resources["shared_static_bytes"] or 0)
-    # older runs: shared_bytes was the cubin's static figure alone
-    return int(resources.get("shared_bytes", resources.get("static_shared_bytes", 0)) or 0)
-
-
 def _times(per_thread: int | None, threads: int) -> int | None:
     return None if per_thread is None else per_thread * threads
 
@@ -166,13 +153,20 @@ def _total(parsed: ParseResult | None, key: str):
     return parsed.totals.get(key) if parsed is not None else None
 
 
-def _flat_resources(resources: Any) -> dict[str, int]:
-    """A unit's resources attribute (one kernel's figures, or kernel -> figures) as one mapping."""
-    if not isinstance(resources, dict):
-        return {}
-    if resources and all(isinstance(v, dict) for v in resources.values()):
-        resources = next(iter(resources.values()))
-    return {k: v for k, v in resources.items() if isinstance(v, (int, float))}
+def compiled_record(attrs: dict[str, Any]) -> KernelRecord:
+    """The kernel record of one compiled configuration: from its cubin's resources when it
+    was disassembled, else from ptxas's report of its compile alone."""
+    metadata = attrs.get("metadata") if isinstance(attrs.get("metadata"), dict) else {}
+    name = str(attrs.get("kernel") or "kernel")
+    resources = attrs.get("resources")
+    if isinstance(resources, dict) and resources:
+        kernel, entry = next(iter(resources.items()))
+        if isinstance(entry, dict):
+            return KernelRecord.from_entry(str(kernel), entry, metadata)
+    ptxas = attrs.get("ptxas") if isinstance(attrs.get("ptxas"), dict) else {}
+    if ptxas and all(isinstance(v, dict) for v in ptxas.values()):  # per kernel
+        ptxas = next(iter(ptxas.values()))
+    return from_ptxas(name, ptxas, metadata)
 
 
 def _unit_attrs(writer, unit_id: int) -> dict[str, Any]:
