@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from .occupancy import occupancy
+from .occupancy import Occupancy, occupancy
 
 # ptxas info    : Compiling entry function 'add_kernel' for 'sm_90a'
 _ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
@@ -120,12 +120,18 @@ class KernelRecord:
             return None
         return self.spill_store_bytes + (self.spill_load_bytes or 0)
 
-    def with_occupancy(self) -> KernelRecord:
-        """The record with its theoretical occupancy and what limits it (when the arch,
-        threads per block and registers are known)."""
+    def occupancy_card(self) -> Occupancy | None:
+        """Resident blocks and warps per SM and what limits them, when the arch, threads
+        per block and registers are known."""
         if not (self.arch and self.threads_per_block and self.registers is not None):
+            return None
+        return occupancy(self.arch, self.threads_per_block, self.registers, self.shared_bytes)
+
+    def with_occupancy(self) -> KernelRecord:
+        """The record with its theoretical occupancy and what limits it."""
+        card = self.occupancy_card()
+        if card is None:
             return replace(self, occupancy=None, occupancy_limiter=None)
-        card = occupancy(self.arch, self.threads_per_block, self.registers, self.shared_bytes)
         return replace(self, occupancy=round(card.ratio, 4), occupancy_limiter=card.limiter)
 
     def to_entry(self) -> dict[str, Any]:

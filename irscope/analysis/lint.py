@@ -197,7 +197,7 @@ def _occupancy_findings(unit: LintInput, limiter: str, rule: str, advice) -> Ite
             continue
         if limiter != "blocks" and k.occupancy >= OCCUPANCY_LIMIT:
             continue
-        card = occupancy(k.arch, k.threads_per_block, k.registers, k.shared_bytes)
+        card = k.occupancy_card()
         figures = {"occupancy": k.occupancy, "active_warps": card.active_warps,
                    "max_warps": card.max_warps, "blocks_per_sm": card.active_blocks,
                    "registers": k.registers, "shared_bytes": k.shared_bytes,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from irscope.console import markup_escape, print_json, rich_console, warn
@@ -74,17 +75,23 @@ def run(args: argparse.Namespace) -> int:
 
 def _card(args, module, kernel) -> dict | None:
     """Occupancy of one kernel, or None when its register count is unknown."""
-    from irscope.analysis.occupancy import occupancy
+    from irscope.analysis.kernels import kernel_records
 
     res = kernel.resources
-    arch = args.arch or module.arch
-    if "registers" not in res or not arch:
-        return None
     threads = args.threads or res.get("threads_per_block") or 128
-    occ = occupancy(arch, threads, res["registers"], res.get("shared_bytes", 0) + args.shared)
-    return {"arch": arch, "threads_per_block": threads, "active_blocks": occ.active_blocks,
+    record = kernel_records(_one(module, kernel), {}, {}, {"shared": args.shared})[kernel.name]
+    record = replace(record, arch=args.arch or module.arch, threads_per_block=threads)
+    occ = record.occupancy_card()
+    if occ is None:
+        return None
+    return {"arch": record.arch, "threads_per_block": threads, "active_blocks": occ.active_blocks,
             "active_warps": occ.active_warps, "max_warps": occ.max_warps,
             "ratio": round(occ.ratio, 4), "limiter": occ.limiter, "blocks_by": occ.blocks_by}
+
+
+def _one(module, kernel):
+    """``module`` holding ``kernel`` alone."""
+    return replace(module, kernels=(kernel,))
 
 
 def _kernel_json(kernel) -> dict:
