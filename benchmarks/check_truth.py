@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from truth_helpers import (DEFINITION, PTXAS_FRAME, RES_USAGE, SASS_INSTRUCTION,  # noqa: E402
                            TARGET, call_launches, distinct_output_codes, run_tool)
 
-from irscope.reports.records import build_report  # noqa: E402
-from irscope.run_figures import read_run_figures  # noqa: E402
+from irscope.reports.build import build_report  # noqa: E402
+from irscope.read.figures import read_run_figures  # noqa: E402
 from irscope.store import Run, locate_run  # noqa: E402
 
 

@@ -26,7 +26,7 @@ import json, os, resource, sys, time
 sys.path.insert(0, {root!r})
 wall, cpu = time.perf_counter(), time.process_time()
 if sys.argv[1] == "figures":
-    from irscope.run_figures import read_run_figures
+    from irscope.read.figures import read_run_figures
     from irscope.store import Run
     with Run.open(sys.argv[2]) as run:
         units = len(read_run_figures(run).units)

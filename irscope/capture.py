@@ -100,7 +100,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
         return self._summary().to_json()
 
     def _summary(self):
-        from irscope.run_summary import read_summary  # reads the run: not at `import irscope`
+        from irscope.read.summary import read_summary  # reads the run: not at `import irscope`
 
         return read_summary(self.run)
 

@@ -597,17 +597,7 @@ class Run:
 
     def unit(self, key: str | int) -> Unit:
         """A unit by id, exact name, or unique name prefix/substring."""
-        units = self.units()
-        for u in units:
-            if str(u.id) == str(key) or u.name == key:
-                return u
-        matches = [u for u in units if str(key) in u.name]
-        if len(matches) == 1:
-            return matches[0]
-        if not matches:
-            raise RunError(f"{self.path}: no unit named {key!r}")
-        names = ", ".join(u.name for u in matches[:5])
-        raise RunError(f"{self.path}: {key!r} matches {len(matches)} units ({names}, ...)")
+        return pick_unit(self.units(), key, self.path)
 
     def counts(self) -> tuple[int, int]:
         """How many units and stages the run holds."""
@@ -661,15 +651,7 @@ class Run:
 
     def stage(self, unit: Unit, key: str) -> Stage:
         """A unit's stage by kind or name (first of that kind when several)."""
-        stages = self.stages(unit.id)
-        for s in stages:
-            if s.name == key:
-                return s
-        for s in stages:
-            if s.kind == key:
-                return s
-        have = ", ".join(s.name for s in stages) or "none"
-        raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")
+        return pick_stage(self.stages(unit.id), unit, key)
 
     def units_holding(self, kind: str, blob: str, framework: str | None = None) -> list[int]:
         """Ids of the units (of ``framework``) with a stage of ``kind`` whose content is ``blob``."""
@@ -800,6 +782,32 @@ class Run:
         finally:
             self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
         return result
+
+
+def pick_unit(units: list[Unit], key: str | int, where: Path) -> Unit:
+    """The unit of ``units`` with id or exact name ``key``, else the one whose name holds it."""
+    for u in units:
+        if str(u.id) == str(key) or u.name == key:
+            return u
+    matches = [u for u in units if str(key) in u.name]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunError(f"{where}: no unit named {key!r}")
+    names = ", ".join(u.name for u in matches[:5])
+    raise RunError(f"{where}: {key!r} matches {len(matches)} units ({names}, ...)")
+
+
+def pick_stage(stages: list[Stage], unit: Unit, key: str) -> Stage:
+    """The stage of ``stages`` (a unit's) named ``key``, else the first of that kind."""
+    for s in stages:
+        if s.name == key:
+            return s
+    for s in stages:
+        if s.kind == key:
+            return s
+    have = ", ".join(s.name for s in stages) or "none"
+    raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")
 
 
 class Writer:

@@ -9,7 +9,7 @@ from rich.console import Group
 from rich.text import Text
 
 from irscope.console import rich_console
-from irscope.run_summary import RunSummary
+from irscope.read.summary import RunSummary
 
 FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel",
                    "nvfuser": "kernel", "thunder": "function"}

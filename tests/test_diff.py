@@ -12,10 +12,11 @@ import pytest
 from kernels import compile_aot
 from report_helpers import file_triton, schema_errors, triton_run
 
+from irscope.reports.common import Rendering
 from irscope.reports import csv_report, html, markdown, table
-from irscope.reports.diff import diff_reports
-from irscope.reports.gates import evaluate, parse_gate
-from irscope.reports.records import build_report
+from irscope.reports.diff import FigureDelta, diff_reports
+from irscope.reports.gates import Violation, evaluate, parse_gate
+from irscope.reports.build import build_report
 from irscope.store import Run
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "irscope" / "reports"
@@ -159,16 +160,18 @@ def test_single_artifacts_diff_as_one_unit_each(cli, tmp_path):
 
 
 def test_every_format_renders_the_diff(diff):
-    assert "matmul_kernel" in table.render_diff(diff, width=100)
+    assert "matmul_kernel" in table.render_diff(diff, Rendering(100))
     for width in (60, 80, 120):
-        text = table.render_diff(diff, width=width)
+        text = table.render_diff(diff, Rendering(width))
         assert max(len(line) for line in text.splitlines()) <= width
     assert "(run total)" in text and "matmul_kernel" in text
     rows = list(csv.DictReader(io.StringIO(csv_report.render_diff(diff))))
     matmul = [r for r in rows if r["unit_a"] == "matmul_kernel"]
     assert len(matmul) == len(by_name(diff, "matmul_kernel").changes)
     assert {r["status"] for r in rows} == {"total", "matched", "added", "removed"}
-    md = markdown.render_diff(diff, ["g: x"])
+    gate = parse_gate("g > 0")
+    held = Violation(gate.text, "(run total)", FigureDelta("g", 0.0, 1.0))
+    md = markdown.render_diff(diff, Rendering(violations=(held,)))
     assert "### Failed gates" in md and md.count("<details>") == 1
     page = html.render_diff(diff)
     assert "http" not in page and "<script" not in page

@@ -10,7 +10,7 @@ from report_helpers import output_code, trace_mlp
 
 from irscope.ingest import ingest
 from irscope.reports.diff import diff_reports
-from irscope.reports.records import build_report
+from irscope.reports.build import build_report
 from irscope.store import Run
 
 pytestmark = pytest.mark.slow

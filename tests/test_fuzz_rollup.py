@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from scale_run import build_scale_run  # noqa: E402
 
 from irscope.reports.json_report import render_report  # noqa: E402
-from irscope.reports.records import build_report  # noqa: E402
+from irscope.reports.build import build_report  # noqa: E402
 from irscope.store import Run, compress  # noqa: E402
 
 pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out

@@ -148,7 +148,7 @@ def test_kernel_metadata_is_tritons_and_dynamic_shared_memory_counts(gpu_run):
     """The matmul asks for 48 KiB of dynamic shared memory at launch: shared memory per block
     is the cubin's static bytes plus that, and occupancy is computed with both."""
     from irscope.analysis.occupancy import occupancy
-    from irscope.run_figures import unit_figures_of
+    from irscope.read.figures import unit_figures_of
 
     run = gpu_run("triton_kernels")
     unit = run.unit("matmul_kernel")
@@ -213,7 +213,7 @@ def test_ddp_over_nccl_ranks_compile_the_same_and_launch_what_they_define(gpu_ru
     Triton kernels its own output code defines, every kernel holds one copy of each stage,
     and the ranks compiled the same (guards name rank 1's GPU and its object ids, which
     differ, and must not count)."""
-    from irscope.run_ranks import read_rank_comparison
+    from irscope.read.ranks import read_rank_comparison
 
     run = gpu_run("ddp_nccl")
     units = {u.id: u for u in run.units()}
@@ -271,7 +271,7 @@ def test_thunder_nvfuser_regions_launch_the_kernels_they_compiled_on_the_gpu(gpu
 
 def test_the_summary_keeps_names_and_counts_apart_for_every_framework(gpu_run):
     """Thunder with nvFuser: `thunder` and `nvfuser` are longer than the other names."""
-    from irscope.run_summary import read_summary
+    from irscope.read.summary import read_summary
     from irscope.summary import lines
 
     said = [line.plain for line in lines(read_summary(gpu_run("thunder_cuda")))]

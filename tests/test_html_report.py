@@ -13,8 +13,9 @@ import pytest
 from browser_helpers import CHROMIUM, Browser
 
 from irscope.reports import html
-from irscope.reports.common import Details
-from irscope.reports.records import build_report
+from irscope.read.view import RunView
+from irscope.reports.common import Details, Rendering
+from irscope.reports.build import build_report
 from irscope.store import Run
 
 SAMPLE = Path(__file__).parent.parent / "samples" / "gpu" / "triton_kernels"
@@ -44,7 +45,8 @@ def run_path(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def page(run_path) -> str:
     with Run.open(run_path) as run:
-        return html.render_report(build_report(run))
+        view = RunView(run)
+        return html.render_report(build_report(view), Rendering(details=Details.of_view(view)))
 
 
 def test_hostile_names_are_text_and_the_only_script_is_the_sorter(page):
@@ -60,7 +62,8 @@ def test_no_address_outside_the_file(page):
 
 
 def test_kernel_cards_show_the_analysis_layers_figures(run_path, page):
-    details = Details.of_run(run_path)
+    with Run.open(run_path) as run:
+        details = Details.of_view(RunView(run))
     matmul = details.kernels[("triton", "matmul_kernel")][0]
     card = page.split("<h4>matmul_kernel</h4>")[1].split("</div>")[0]
     assert f"<dd>{matmul.registers}</dd>" in card
@@ -151,7 +154,8 @@ def test_ranks_that_compiled_differently_are_problems(tmp_path):
     _trace(1, logs / "dedicated_log_torch_trace_rank_1_b.log", range(2))
     with Run.create(tmp_path / "run") as run:
         ingest(run, [logs])
-        page = html.render_report(build_report(run))
+        view = RunView(run)
+        page = html.render_report(build_report(view), Rendering(details=Details.of_view(view)))
     problems = page.split("<h2>Problems (")[1].split("</ul>")[0]
     assert "rank divergence</span> in <code>[1/0] f1</code>: presence differs on rank 1" \
         in problems

@@ -11,7 +11,7 @@ import pytest
 from inspect_helpers import (SCRIPTS, TRITON_AOT, TRITON_KERNELS, base_name, def_line,
                              inspect, kernel_names, write)
 
-from irscope.run_summary import read_summary
+from irscope.read.summary import read_summary
 from irscope.store import Run
 
 SEEDS = ("mlp", "activation_chain", "complex_activation", "post_norm_block", "mlp_dead_gate")
@@ -197,7 +197,7 @@ def test_jax_seed_functions_are_the_users_and_eager_ops_are_set_apart(jax_run, j
                                                                       tmp_path):
     from inspect_helpers import jax_script
 
-    from irscope.units import is_hidden_by_default
+    from irscope.read.units import is_hidden_by_default
 
     run, _ = jax_run
     assert not [u.name for u in run.units("jax") if is_hidden_by_default(u)]

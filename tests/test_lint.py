@@ -20,8 +20,8 @@ import pytest
 from conftest import GPU_SAMPLES, SAMPLES, run_cli
 from irscope.analysis.lint import RULE_IDS, RULES, Rule, xla_thread_local_buffer
 from irscope.ingest import ingest
-from irscope.reports.records import build_report
-from irscope.run_lint import read_findings
+from irscope.reports.build import build_report
+from irscope.read.lint import read_findings
 from irscope.store import Run
 
 KERNELS = SAMPLES / "scripts" / "triton_kernels.py"

@@ -14,7 +14,7 @@ from conftest import GPU_SAMPLES, ROOT, SAMPLES
 
 from irscope.analysis.passes import compare, listing, op_count
 from irscope.parsers import mlir_passes, registry
-from irscope.run_passes import pass_texts, unit_passes
+from irscope.read.passes import pass_texts, unit_passes
 from irscope.store import Run
 
 KERNELS = SAMPLES / "scripts" / "triton_kernels.py"

@@ -9,7 +9,7 @@ import json
 from irscope.collectors.filing import file_staging
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
-from irscope.run_ranks import read_rank_comparison
+from irscope.read.ranks import read_rank_comparison
 from irscope.store import Run
 
 TTIR = """module {

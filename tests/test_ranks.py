@@ -256,7 +256,7 @@ def test_two_gpus_with_nccl(tmp_path):
 
 @pytest.mark.slow
 def test_divergences_are_problems(branch_run):
-    from irscope.run_ranks import rank_problems
+    from irscope.read.ranks import rank_problems
 
     with Run.open(branch_run[0]) as run:
         problems = rank_problems(run)

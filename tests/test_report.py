@@ -13,8 +13,10 @@ import pytest
 from report_helpers import file_triton, schema_errors, triton_run
 
 from irscope.parsers import registry
+from irscope.reports.common import Rendering
 from irscope.reports import csv_report, markdown, table
-from irscope.reports.records import (CODE_KINDS, build_report, report_from_json,
+from irscope.reports.build import build_report
+from irscope.reports.records import (CODE_KINDS, report_from_json,
                                      report_to_json)
 from irscope.store import Run
 
@@ -158,7 +160,7 @@ def test_html_is_self_contained_and_escapes_names(run_path, cli, tmp_path):
 
 @pytest.mark.parametrize("width", [60, 100, 160])
 def test_table_fits_the_width(report, width):
-    text = table.render_report(report, width=width)
+    text = table.render_report(report, Rendering(width))
     assert max(len(line) for line in text.splitlines()) <= width
     assert "matmul_kernel" in text
 

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from irscope.reports.common import Rendering
 from irscope.reports import json_report, markdown, table
 from irscope.reports.common import middle
-from irscope.reports.records import Report, StageRecord, UnitRecord, build_report
+from irscope.reports.build import build_report
+from irscope.reports.records import Report, StageRecord, UnitRecord
 from irscope.store import Run
 
 SAMPLES = Path(__file__).parent.parent / "samples" / "gpu"
@@ -33,7 +35,7 @@ def rows(text: str) -> list[str]:
 def test_every_row_is_one_line_at_the_terminals_width(sample, width):
     with Run.open(SAMPLES / sample) as run:
         report = build_report(run)
-    text = table.render_report(report, width=width)
+    text = table.render_report(report, Rendering(width))
     assert max(len(line) for line in text.splitlines()) <= width
     stages = sum(len(u.stages) for u in report.units)
     expected = len(report.units) + (stages if stages <= table.MAX_STAGE_ROWS else 0)
@@ -46,7 +48,7 @@ def test_long_names_are_cut_in_the_middle_and_kept_whole_elsewhere():
     report = Report("r", None, (UnitRecord(name, "triton", stages=(
         StageRecord("ptx", "ptx", {"mov.u32": 3}, {"instructions": 3}),),
         headline={"registers": 32}),), {"units": 1})
-    text = table.render_report(report, width=80)
+    text = table.render_report(report, Rendering(80))
     assert "triton_per_fused" in text and "…" in text and "1991bdd6␛[31m" in text
     assert "\x1b" not in text and len(rows(text)) == 2
     doc = json.loads(json_report.render_report(report))
@@ -66,7 +68,7 @@ def test_a_diff_is_one_line_a_row_too(width):
 
     with Run.open(SAMPLES / "torch_cuda") as a, Run.open(SAMPLES / "torch_cuda_bf16") as b:
         diff = diff_reports(build_report(a), build_report(b))
-    text = table.render_diff(diff, width=width)
+    text = table.render_diff(diff, Rendering(width))
     assert max(len(line) for line in text.splitlines()) <= width
     changes = sum(len(u.changes) for u in diff.units) + len(
         [d for d in diff.totals if ".op." not in d.name])

@@ -23,12 +23,12 @@ from truth_helpers import (AOT_ID, DEFINITION, KERNEL_PATH, PTXAS_FRAME, RES_USA
                            run_tool)
 
 from irscope import summary
-from irscope.run_summary import read_summary
+from irscope.read.summary import read_summary
 from irscope.analysis.occupancy import occupancy
 from irscope.ingest import ingest
 from irscope.nvtools import find_tool
-from irscope.reports.records import build_report
-from irscope.run_figures import read_run_figures
+from irscope.reports.build import build_report
+from irscope.read.figures import read_run_figures
 from irscope.store import Run
 
 DUMPS = GPU_SAMPLES / "dumps" / "trust_torch.tar.gz"

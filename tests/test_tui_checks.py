@@ -11,8 +11,8 @@ from tui_helpers import (GPU_SAMPLES, build_run, copy_sample, sample_stages,  # 
                          synchronous, until)
 
 from irscope.analysis.ranks import ranked_name  # noqa: E402
-from irscope.autotune import autotune_candidates  # noqa: E402
-from irscope.run_tree import navigator_groups  # noqa: E402
+from irscope.browse.autotune import autotune_candidates  # noqa: E402
+from irscope.browse.tree import navigator_groups  # noqa: E402
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
 from irscope.tui.navigator import MoreRows, StageTree  # noqa: E402

@@ -14,7 +14,7 @@ from tui_helpers import build_run, copy_sample, synchronous, until  # noqa: E402
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
 from irscope.tui.screens import HelpScreen, SourceScreen  # noqa: E402
-from irscope.launches import base_name  # noqa: E402
+from irscope.browse.launches import base_name  # noqa: E402
 
 SIZE = (140, 40)
 

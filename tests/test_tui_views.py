@@ -19,9 +19,9 @@ from irscope.store import Stage
 from irscope.analysis.figures import UnitFigures
 from irscope.analysis.kernels import KernelRecord
 from irscope.analysis.histograms import histogram, histogram_diff
-from irscope.locations import (line_locations, neighbour_stage, node_keys, normal_key,
+from irscope.browse.locations import (line_locations, neighbour_stage, node_keys, normal_key,
                                python_location)
-from irscope.run_tree import Badges, badges
+from irscope.browse.tree import Badges, badges
 
 # .loc	1 24 13                         // triton_kernels.py:24:13
 PTX_LOC_COMMENT = re.compile(r"^\s*\.loc\s+\d+ \d+ \d+\s+// (\S+):(\d+):\d+$")
@@ -216,8 +216,8 @@ def test_neighbour_stage_skips_binaries():
 
 
 def test_core_views_do_not_import_textual():
-    code = ("import sys, irscope.run_tree, irscope.locations, irscope.launches, "
-            "irscope.kernel_card, irscope.line_diff, irscope.problems, irscope.analysis.histograms; "
+    code = ("import sys, irscope.browse.tree, irscope.browse.locations, irscope.browse.launches, "
+            "irscope.browse.kernel_card, irscope.browse.line_diff, irscope.browse.problems, irscope.analysis.histograms; "
             "print('textual' in sys.modules, 'rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -249,7 +249,7 @@ def test_ptx_inlined_frames_written_as_comments_map_to_the_users_line():
 
 
 def test_output_code_kernels_and_the_kernel_under_the_cursor():
-    from irscope.launches import kernel_at, output_code_kernels
+    from irscope.browse.launches import kernel_at, output_code_kernels
 
     lines = _sample_text("torch_cuda", "[3/0] post_norm_block",
                          "inductor_output_code").splitlines()
@@ -264,8 +264,8 @@ def test_output_code_kernels_and_the_kernel_under_the_cursor():
 
 
 def test_sass_opens_at_its_first_instruction_and_metadata_is_readable():
-    from irscope.locations import first_code_line
-    from irscope.run_tree import readable_text
+    from irscope.browse.locations import first_code_line
+    from irscope.browse.tree import readable_text
 
     lines = _sample_text("triton_kernels", "softmax_kernel", "sass").splitlines()
     first = first_code_line("sass", lines)
@@ -277,14 +277,14 @@ def test_sass_opens_at_its_first_instruction_and_metadata_is_readable():
 
 
 def test_mark_runs_start_each_run_of_lines():
-    from irscope.locations import mark_runs
+    from irscope.browse.locations import mark_runs
 
     assert mark_runs([9, 3, 4, 5, 10, 20]) == [3, 9, 20]
     assert mark_runs([]) == []
 
 
 def test_stages_sort_in_pipeline_order_then_filing_order():
-    from irscope.run_tree import pipeline_key
+    from irscope.browse.tree import pipeline_key
 
     def stage(id_: int, kind: str, name: str) -> Stage:
         return Stage(id_, 1, kind, name, 0, "b", 0)

@@ -19,7 +19,7 @@ from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
 from irscope.tui.checks import LINT_STYLES
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram
-from irscope.run_tree import compact
+from irscope.browse.tree import compact
 
 if TYPE_CHECKING:
     from irscope.parsers.inductor import Launch

@@ -18,7 +18,8 @@ from textual.worker import Worker, WorkerState
 from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
 from irscope.parsers.base import Diagnostic, ParseResult
-from irscope.run_figures import read_run_figures, unit_figures_of
+from irscope.read.figures import read_run_figures, unit_figures_of
+from irscope.read.view import RunView
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
@@ -31,18 +32,16 @@ from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, Problem
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
-from irscope.autotune import autotune_candidates
-from irscope.kernel_card import figure_deltas, kernel_card
-from irscope.launches import kernel_at, launch_line, launched_unit, output_code_kernels
-from irscope.locations import (LineLocations, def_line_of, first_code_line, is_ir, line_locations,
-                               neighbour_stage, node_keys, normal_key, python_location,
-                               python_source_locations)
-from irscope.problems import problems
-from irscope.run_tree import badges, navigator_groups, readable_text, stage_title
+from irscope.browse.autotune import autotune_candidates
+from irscope.browse.kernel_card import figure_deltas, kernel_card
+from irscope.browse.launches import output_code_kernels
+from irscope.browse.follow import Follower, parsed_quietly
+from irscope.browse.locations import LineLocations, first_code_line, is_ir
+from irscope.browse.problems import problems
+from irscope.browse.tree import badges, navigator_groups, readable_text, stage_title
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
 SIDE_BY_SIDE = 4  # stages the side-by-side view shows at most
-KERNEL_IR = ("ttir", "ttgir", "llir", "ptx")  # stages whose locations place a kernel's `def`
 # actions that act on the main screen: refused while another screen is on top
 GLOBAL_ACTIONS = frozenset({"quit", "help", "toggle_dark", "focus_next", "focus_previous",
                             "command_palette", "screenshot", "bell"})
@@ -112,12 +111,16 @@ class IrscopeApp(App[None]):
             yield self.panel
         yield KeyBar(id="keybar")
 
-    def store(self) -> Run:
-        """This thread's connection to the run (SQLite handles stay in their thread)."""
-        run = getattr(self._local, "run", None)
-        if run is None:
-            run = self._local.run = Run.open(self.run_path)
-        return run
+    def store(self) -> RunView:
+        """This thread's view of the run (SQLite handles stay in their thread)."""
+        view = getattr(self._local, "view", None)
+        if view is None:
+            view = self._local.view = RunView(Run.open(self.run_path))
+        return view
+
+    def follower(self) -> Follower:
+        """Following over this thread's view; line locations are kept across calls."""
+        return Follower(self.store(), self.units, self.stages_by_unit, self._locations)
 
     def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(DaemonThreads())  # q never waits
@@ -153,8 +156,8 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
         """The ranks' divergences and lint's findings, read once the badges are in."""
-        from irscope.run_lint import read_findings
-        from irscope.run_ranks import read_rank_comparison
+        from irscope.read.lint import read_findings
+        from irscope.read.ranks import read_rank_comparison
 
         run, units = self.store(), list(self.units.values())
         ranked = (rank_problems(read_rank_comparison(run), units)
@@ -190,132 +193,21 @@ class IrscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="follow", exit_on_error=False)
     def follow_worker(self, stage: Stage, line: int, step: int) -> None:
-        run = self.store()
-        if stage.kind == "inductor_output_code" and step > 0:
-            self.post_message(self._into_kernel(run, stage, line))
-            return
-        target = neighbour_stage(self.stages_by_unit.get(stage.unit_id, ()), stage, step)
-        if target is None and step < 0:
-            self.post_message(self._to_graph(run, stage))
-            return
-        if target is None:
-            target = self._linked_stage(run, stage, step)
-        if target is None:
-            where = "next" if step > 0 else "previous"
-            self.post_message(msg.FollowResolved(None, (), f"no {where} stage"))
-            return
-        self.post_message(self._same_source(run, stage, line, target))
-
-    def _same_source(self, run: Run, stage: Stage, line: int, target: Stage
-                     ) -> msg.FollowResolved:
-        """The lines of ``target`` from the same source as ``line`` of ``stage``."""
-        keys = self._locations_of(run, stage).same_source(line)
-        target_locations = self._locations_of(run, target)
-        start = first_code_line(target.kind, self._lines_of(run, target))
-        if not target_locations.index:
-            return msg.FollowResolved(target, (), f"{stage_title(target)} carries no line "
-                                      "information: opened at its first instruction", start)
-        if not keys:
-            return msg.FollowResolved(target, (), f"line {line + 1} carries no source "
-                                      "location; opened the stage at its start", start)
-        hits = tuple(target_locations.find(keys))
-        files = sorted({normal_key(k) for k in keys if not k.startswith("node ")})
-        shown = ", ".join(files[:3] or sorted(keys)[:3])
-        note = (f"{len(hits)} lines from {shown}" if hits
-                else f"{shown} does not appear in {stage_title(target)}")
-        return msg.FollowResolved(target, hits, note, hits[0] if hits else start)
-
-    def _into_kernel(self, run: Run, stage: Stage, line: int) -> msg.FollowResolved:
-        """From an output code line to the kernel it launches or defines."""
-        lines = self._lines_of(run, stage)
-        kernels = output_code_kernels(lines)
-        kernel = kernel_at(kernels, lines, line)
-        if kernel is None:
-            return msg.FollowResolved(None, (), f"line {line + 1} names no kernel: put the "
-                                      f"cursor on a launch (.run) of one of {len(kernels)}")
-        relations = run.relations("launches")
-        linked = [self.units[r.dst] for r in sorted(
-            (r for r in relations if r.src == stage.unit_id),
-            key=lambda r: r.attrs.get("order", 0)) if r.dst in self.units]
-        unit = launched_unit(kernel, linked) or launched_unit(kernel, list(self.units.values()))
-        stages = [s for s in self.stages_by_unit.get(unit.id, ()) if is_ir(s)] if unit else []
-        if not stages:
-            return msg.FollowResolved(None, (), f"{kernel.name} is not in this run")
-        target = stages[0]
-        cursor = 0
-        if target.kind == "python_source" and kernel.first <= line < kernel.end:
-            body = lines[kernel.first:kernel.end]
-            def_at = next((i for i, text in enumerate(body)
-                           if text.lstrip().startswith(f"def {kernel.name}")), None)
-            if def_at is not None:
-                cursor = max(line - kernel.first - def_at, 0)
-        return msg.FollowResolved(target, (), f"{kernel.name} ({unit.name})", cursor)
-
-    def _to_graph(self, run: Run, stage: Stage) -> msg.FollowResolved:
-        """From a kernel's first stage back to the output code launching it."""
-        graphs = [r.src for r in run.relations("launches") if r.dst == stage.unit_id]
-        for unit_id in (place[0].unit_id for place in reversed(self.back_stack)):
-            if unit_id in graphs:  # the graph we came from first
-                graphs.insert(0, unit_id)
-                break
-        for unit_id in graphs:
-            code = next((s for s in self.stages_by_unit.get(unit_id, ())
-                         if s.kind == "inductor_output_code"), None)
-            if code is not None:
-                unit = self.units[stage.unit_id]
-                at = launch_line(output_code_kernels(self._lines_of(run, code)), unit)
-                return msg.FollowResolved(code, (), f"{self.units[unit_id].name} launches "
-                                          f"{unit.name}", at or 0)
-        return msg.FollowResolved(None, (), "no previous stage")
-
-    def _lines_of(self, run: Run, stage: Stage) -> list[str]:
-        return run.read_text(stage).splitlines()
+        came_from = [place[0].unit_id for place in self.back_stack]
+        found = self.follower().follow(stage, line, step, came_from)
+        self.post_message(msg.FollowResolved(found.target, found.lines, found.note,
+                                             found.cursor))
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def source_worker(self, stage: Stage, line: int) -> None:
-        run = self.store()
-        if stage.kind == "python_source":
-            self.post_message(msg.Problem("this stage is the Python source", "information"))
+        found = self.follower().python_source(stage, line)
+        if isinstance(found, str):
+            severity = "information" if stage.kind == "python_source" else "warning"
+            self.post_message(msg.Problem(found, severity))
             return
-        keys = self._locations_of(run, stage).at(line)
-        nodes = node_keys(keys)
-        for graph in self.stages_by_unit.get(stage.unit_id, ()):  # Inductor code names FX
-            if nodes and graph.kind in ("fx_graph", "aot_graph"):  # nodes
-                graph_locations = self._locations_of(run, graph)
-                for number in graph_locations.find(nodes):
-                    keys = keys | graph_locations.at(number)
-        files = [k for k in sorted(keys) if not k.startswith("node ")]
-        own = self._own_source(run, stage.unit_id, files)
-        if own is not None:
-            self.call_from_thread(self.push_screen, own)
-            return
-        found = python_location(keys)
-        if found is None:
-            self.post_message(msg.Problem("no Python source line for this line (the run keeps "
-                                          "no source stage for it)", "warning"))
-            return
-        path, number = found
-        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
-        self.call_from_thread(self.push_screen,
-                              SourceScreen(path, lines, number, lexer_for("python_source")))
-
-    def _own_source(self, run: Run, unit_id: int, files: list[str]) -> SourceScreen | None:
-        """The unit's Python source stage at the line of one of ``files`` it holds: read from
-        the run, so it works wherever the run is opened."""
-        unit = self.units.get(unit_id)
-        source = next((s for s in self.stages_by_unit.get(unit_id, ())
-                       if s.kind == "python_source"), None)
-        if unit is None or source is None or not unit.source_file:
-            return None
-        locations = self._locations_of(run, source)
-        for key in files:
-            hits = locations.find(frozenset({key}))
-            if hits:
-                lines = self._lines_of(run, source)
-                return SourceScreen(f"{unit.source_file} (from the run)", lines,
-                                    int(key.rpartition(":")[2]), lexer_for("python_source"),
-                                    cursor=hits[0])
-        return None
+        self.call_from_thread(self.push_screen, SourceScreen(
+            found.title, found.lines, found.number, lexer_for("python_source"),
+            cursor=found.cursor))
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, left: Stage, right: Stage) -> None:
@@ -374,7 +266,7 @@ class IrscopeApp(App[None]):
         panes = []
         for this in chosen:
             try:
-                lines = self._lines_of(run, this)
+                lines = run.read_text(this).splitlines()
             except IrscopeError as exc:
                 lines = [f"⚠ {self._without_run_path(exc)}"]
             panes.append((stage_title(this), lines, lexer_for(this.kind), LineLocations()))
@@ -387,7 +279,7 @@ class IrscopeApp(App[None]):
         run = self.store()
         for pane, this in enumerate(screen.stages):
             try:
-                locations = self._locations_of(run, this)
+                locations = self.follower().locations_of(this)
             except IrscopeError:
                 continue
             self.call_from_thread(screen.set_locations, pane, locations)
@@ -396,49 +288,9 @@ class IrscopeApp(App[None]):
         """The error as the user needs it here: the run's path is already in the title."""
         return str(exc).removeprefix(f"{self.run_path}: ")
 
-    def _parse_quietly(self, run: Run, stage: Stage) -> ParseResult:
+    def _parse_quietly(self, run: RunView, stage: Stage) -> ParseResult:
         """The parser's result, or one naming the failure: one odd stage never stops the TUI."""
-        try:
-            return run.parsed(stage)
-        except IrscopeError as exc:
-            message = self._without_run_path(exc)
-        except Exception as exc:  # a missing or failing parser module
-            message = f"no analysis: {exc}"
-        return ParseResult(stage.kind, diagnostics=(Diagnostic(0, message),))
-
-    def _locations_of(self, run: Run, stage: Stage) -> LineLocations:
-        if stage.kind == "python_source":
-            return self._python_locations(run, stage)
-        key = (stage.blob, stage.kind)
-        if key not in self._locations:
-            self._locations[key] = line_locations(stage.kind, run.read_text(stage),
-                                                  self._parse_quietly(run, stage))
-        return self._locations[key]
-
-    def _python_locations(self, run: Run, stage: Stage) -> LineLocations:
-        """A kernel's Python source stage holds its function from the `def`: its lines map to
-        the module's lines from the `def` line its IR stages name."""
-        unit = self.units.get(stage.unit_id)
-        if unit is None or not unit.source_file:
-            return LineLocations()
-        for ir in self.stages_by_unit.get(stage.unit_id, ()):
-            if ir.kind in KERNEL_IR:
-                def_line = def_line_of(self._locations_of(run, ir), unit.source_file)
-                if def_line is not None:
-                    return python_source_locations(unit.source_file, def_line,
-                                                   len(self._lines_of(run, stage)))
-        return LineLocations()
-
-    def _linked_stage(self, run: Run, stage: Stage, step: int) -> Stage | None:
-        """Across a "launches" relation: graph → first kernel stage, kernel → graph's last."""
-        relations = run.relations("launches")
-        linked = ([r.dst for r in relations if r.src == stage.unit_id] if step > 0
-                  else [r.src for r in relations if r.dst == stage.unit_id])
-        for unit_id in linked:
-            text_stages = [s for s in self.stages_by_unit.get(unit_id, ()) if is_ir(s)]
-            if text_stages:
-                return text_stages[0] if step > 0 else text_stages[-1]
-        return None
+        return parsed_quietly(run, stage)
 
     # -- messages ---------------------------------------------------------------------------
     @on(msg.RunLoaded)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from irscope.analysis.lint import Finding
 from irscope.analysis.ranks import RUN_UNIT, RankComparison, ranked_name
-from irscope.problems import Problem
+from irscope.browse.problems import Problem
 from irscope.store import Stage, Unit
 
 SEVERITY_ORDER = ("error", "warning", "info")

@@ -9,7 +9,7 @@ from textual.message import Message
 
 from irscope.parsers.base import ParseResult
 from irscope.store import Event, Relation, Stage
-from irscope.run_tree import Badges, FrameworkGroup
+from irscope.browse.tree import Badges, FrameworkGroup
 
 
 @dataclass

@@ -19,7 +19,7 @@ from irscope.analysis.passes import PassRow, listing
 from irscope.parsers import registry
 from irscope.store import Unit
 from irscope.tui.viewer import IrViewer
-from irscope.line_diff import aligned_diff
+from irscope.browse.line_diff import aligned_diff
 
 # the lexer a pipeline's IR is highlighted with
 FAMILY_KINDS = {"mlir": "ttir", "hlo": "hlo_before_opt", "fx": "fx_graph"}
@@ -76,7 +76,7 @@ class PassesScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="passes")
     def load_passes(self) -> None:
-        from irscope.run_passes import unit_passes
+        from irscope.read.passes import unit_passes
         from irscope.store import Run
 
         with Run.open(self.run_path, read_only=True) as run:
@@ -85,7 +85,7 @@ class PassesScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="pass-diff")
     def load_diff(self, row: PassRow) -> None:
-        from irscope.run_passes import pass_texts
+        from irscope.read.passes import pass_texts
         from irscope.store import Run
 
         with Run.open(self.run_path, read_only=True) as run:

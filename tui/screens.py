@@ -20,9 +20,9 @@ from irscope.tui.analysis_panel import bar_rows
 from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram, histogram_diff
-from irscope.line_diff import DiffLine, aligned_diff
-from irscope.problems import Problem
-from irscope.run_tree import stage_title
+from irscope.browse.line_diff import DiffLine, aligned_diff
+from irscope.browse.problems import Problem
+from irscope.browse.tree import stage_title
 
 if TYPE_CHECKING:
     from irscope.parsers.ptx import PtxKernel

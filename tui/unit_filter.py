@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from irscope.run_ranks import unit_rank
-from irscope.run_tree import FrameworkGroup, UnitRow
+from irscope.read.ranks import unit_rank
+from irscope.browse.tree import FrameworkGroup, UnitRow
 
 
 class UnitFilter:

@@ -19,7 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from irscope.tui.bindings import bindings
-from irscope.locations import mark_runs
+from irscope.browse.locations import mark_runs
 
 CHUNK = 64  # lines lexed together: enough context for most tokens, cheap to redo
 TAB = 8  # columns per tab stop, as lines are drawn

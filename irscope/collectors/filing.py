@@ -31,7 +31,7 @@ from irscope.collectors.triton import SIDECAR
 from irscope.collectors.watch import Prepared, StagingWatch
 from irscope.ingest import thunder_traces, triton_cache
 from irscope.store import Run, Writer
-from irscope.units import eager_op_attrs
+from irscope.read.units import eager_op_attrs
 
 EVENT_KINDS = ("compile_failure", "compile_time", "collector_error")
 # .../site-packages/jax/_src/numpy/ufuncs.py: where the functions JAX jits for itself live

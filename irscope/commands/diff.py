@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from irscope.commands.report import add_format_options, chosen_format, emit, stage_filter
@@ -34,8 +35,8 @@ def load_side(spec: str, stages, unit_pattern):
     from irscope.errors import InputError
     from irscope.files import read_artifact
     from irscope.parsers import registry
-    from irscope.reports.records import (build_report, filtered, report_from_json,
-                                         report_from_parsed)
+    from irscope.reports.build import build_report
+    from irscope.reports.records import filtered, report_from_json, report_from_parsed
     from irscope.store import Run, locate_run
 
     path = Path(spec)
@@ -59,6 +60,7 @@ def load_side(spec: str, stages, unit_pattern):
 def run(args: argparse.Namespace) -> int:
     from irscope.console import error, warn
     from irscope.reports import renderer
+    from irscope.reports.common import Rendering
     from irscope.reports.diff import diff_reports
     from irscope.reports.gates import evaluate, known_figure, parse_gate
 
@@ -71,21 +73,9 @@ def run(args: argparse.Namespace) -> int:
         if not known_figure(gate, diff):
             warn(f"--fail-on {gate.text!r}: neither side reports a figure named {gate.figure!r}")
         violations += evaluate(gate, diff)
-    failures = [f"{v.gate}: {v.describe()}" for v in violations]
-    emit(lambda: rendered(fmt, diff, violations, failures),
+    rendering = Rendering(violations=tuple(violations))
+    emit(lambda width: renderer(fmt).render_diff(diff, replace(rendering, width=width)),
          lambda width: renderer(fmt).diff_renderable(diff), fmt, args.output)
-    for line in failures:
+    for line in rendering.failures:
         error(f"gate failed: {line}")
     return 1 if violations else 0
-
-
-def rendered(fmt: str, diff, violations, failures: list[str]) -> str:
-    """The diff as text in ``fmt``; JSON carries the gate rows, md/html list the failures."""
-    from irscope.reports import renderer
-
-    module = renderer(fmt)
-    if fmt == "json":
-        return module.render_diff(diff, [v.to_json() for v in violations])
-    if fmt in ("md", "html"):
-        return module.render_diff(diff, failures)
-    return module.render_diff(diff)

@@ -263,7 +263,7 @@ def _preload() -> None:
 def _report(run, args) -> None:
     from irscope import summary
     from irscope.console import print_json
-    from irscope.run_summary import read_summary
+    from irscope.read.summary import read_summary
 
     path = run.path
     data = read_summary(run)

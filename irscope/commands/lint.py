@@ -55,9 +55,9 @@ def run(args) -> int:
 
 def _findings(spec: str, pattern: str | None, rules):
     from irscope.reports.records import unit_selected
-    from irscope.run_lint import read_findings
+    from irscope.read.lint import read_findings
     from irscope.store import Run, locate_run
-    from irscope.units import shown_units
+    from irscope.read.units import shown_units
 
     with Run.open(locate_run(spec)) as run_:
         shown, _ = shown_units(run_.units())

@@ -38,7 +38,7 @@ def run(args) -> int:
 
     with Run.open(locate_run(args.run), read_only=True) as run_:
         unit = run_.unit(args.unit)
-        from irscope.run_passes import find_pass, pass_texts, unit_passes
+        from irscope.read.passes import find_pass, pass_texts, unit_passes
 
         passes = unit_passes(run_, unit)
         if not passes.rows:

@@ -34,7 +34,7 @@ def comparison_json(comparison) -> dict:
 
 
 def run(args) -> int:
-    from irscope.run_ranks import read_rank_comparison
+    from irscope.read.ranks import read_rank_comparison
     from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 FORMATS = ("table", "json", "csv", "md", "html")
+DETAILED = ("html",)  # formats that show the run's kernels and problems beside the records
 
 
 def add_format_options(parser: argparse.ArgumentParser) -> None:
@@ -59,38 +60,43 @@ def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
     return tuple(s.strip() for s in args.stage.split(",") if s.strip()) or None
 
 
-def emit(text_for_file, renderable_for_terminal, fmt: str, output: str | None) -> None:
-    """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise)."""
+def emit(text_at_width, renderable_for_terminal, fmt: str, output: str | None) -> None:
+    """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise);
+    ``text_at_width(width)`` renders the text (a file's table is 120 columns wide)."""
     from irscope.console import rich_console, write_text
     from irscope.errors import InputError
 
     if output:
         try:
-            Path(output).write_text(text_for_file(), encoding="utf-8")
+            Path(output).write_text(text_at_width(120), encoding="utf-8")
         except OSError as exc:
             raise InputError(f"{output}: cannot write ({exc.strerror})") from None
     elif fmt == "table":
         console = rich_console()
         console.print(renderable_for_terminal(console.width))
     else:
-        write_text(text_for_file())
+        write_text(text_at_width(120))
 
 
 def run(args: argparse.Namespace) -> int:
     from irscope.console import note
+    from irscope.read.view import RunView
     from irscope.reports import renderer
-    from irscope.reports.records import build_report
+    from irscope.reports.build import build_report
+    from irscope.reports.common import Details, Rendering
     from irscope.store import Run, locate_run
 
     fmt = chosen_format(args)
     with Run.open(locate_run(args.run)) as opened:
-        report = build_report(opened, stage_filter(args), args.unit, args.show_all)
+        view = RunView(opened)
+        report = build_report(view, stage_filter(args), args.unit, args.show_all)
+        details = Details.of_view(view) if fmt in DETAILED else Details()
     if report.totals.get("hidden_units"):
         note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     module = renderer(fmt)
-    emit(lambda: module.render_report(report),
+    emit(lambda width: module.render_report(report, Rendering(width, details)),
          lambda width: module.report_renderable(report, width), fmt, args.output)
     if args.output:
         note(f"wrote {fmt} report of {len(report.units)} units to {args.output}")

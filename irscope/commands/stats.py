@@ -153,7 +153,7 @@ def _print_torch_log(path: Path, kind: str, as_json: bool, emit: Callable = prin
     import tempfile
 
     from irscope.ingest import ingest
-    from irscope.run_summary import read_summary
+    from irscope.read.summary import read_summary
     from irscope.store import Run
 
     with tempfile.TemporaryDirectory(prefix="irscope-stats-") as scratch:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-# Format name -> module in this package offering render_report(report) and render_diff(diff).
+# Format name -> module in this package offering render_report(report, rendering) and
+# render_diff(diff, rendering) (reports.common.Rendering: width, details, gates that held).
 MODULES = {"table": "table", "json": "json_report", "csv": "csv_report", "md": "markdown",
            "html": "html"}
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from irscope.analysis.kernels import KernelRecord
 from irscope.console import printable as console_printable
 from irscope.parsers import registry
+from irscope.read.view import RunView
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report, StageRecord, UnitRecord
 
@@ -58,28 +59,40 @@ class Details:
     problems: tuple[Problem, ...] = ()
 
     @classmethod
-    def of_run(cls, path: str | os.PathLike | None) -> "Details":
-        """The details of the run at ``path``; none when there is no run there (a report
-        read back from JSON)."""
-        from irscope.run_figures import read_run_figures
-        from irscope.run_lint import read_findings
-        from irscope.run_ranks import rank_problems
-        from irscope.store import INDEX, Run
+    def of_view(cls, run: RunView) -> "Details":
+        """The details of a run, read through its view."""
+        from irscope.read.figures import read_run_figures
+        from irscope.read.lint import read_findings
+        from irscope.read.ranks import rank_problems
 
-        if not path or not os.path.isfile(os.path.join(path, INDEX)):
-            return cls()
-        with Run.open(path) as run:
-            figures = read_run_figures(run)
-            names = {u.unit_id: u.name for u in figures.units}
-            problems = [
-                Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
-                for e in run.events() if e.kind in PROBLEM_EVENTS]
-            problems += [  # the events above are listed once, as events
-                Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources)))
-                for f in read_findings(run) if f.rule not in EVENT_RULES]
-            problems += [Problem(*found) for found in rank_problems(run)]
+        figures = read_run_figures(run)
+        names = {u.unit_id: u.name for u in figures.units}
+        problems = [
+            Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
+            for e in run.events() if e.kind in PROBLEM_EVENTS]
+        problems += [  # the events above are listed once, as events
+            Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources)))
+            for f in read_findings(run, figures=figures) if f.rule not in EVENT_RULES]
+        problems += [Problem(*found) for found in rank_problems(run)]
         return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},
                    tuple(problems))
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """What every reporter is given beside the records it renders (one signature for all:
+    ``render_report(report, rendering)``, ``render_diff(diff, rendering)``): the width of
+    a terminal table, the run's details (kernels and problems; a report read back from JSON
+    has none) and, for a diff, the gates that held."""
+
+    width: int = 120
+    details: Details = field(default_factory=Details)
+    violations: tuple[Any, ...] = ()  # reports.gates.Violation
+
+    @property
+    def failures(self) -> tuple[str, ...]:
+        """Each gate that held, as one line: "ptx.spills > 0: [0/0] forward 0 → 8"."""
+        return tuple(f"{v.gate}: {v.describe()}" for v in self.violations)
 
 
 def event_message(data: Mapping) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 
@@ -66,9 +67,9 @@ def _csv(header, rows) -> str:
     return buffer.getvalue()
 
 
-def render_report(report: Report) -> str:
+def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     return _csv(REPORT_HEADER, report_rows(report))
 
 
-def render_diff(diff: Diff) -> str:
+def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
     return _csv(DIFF_HEADER, diff_rows(diff))

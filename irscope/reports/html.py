@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from irscope.reports.common import (Details, kernel_rows, number, percent,
+from irscope.reports.common import (Details, Rendering, kernel_rows, number, percent,
                                     printable, run_total_changes, signed, stage_columns,
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
@@ -165,11 +165,9 @@ def _page(title: str, body: list[str], sortable: bool = True) -> str:
             + "\n".join(body) + f"{script}\n</body></html>\n")
 
 
-def render_report(report: Report, details: Details | None = None) -> str:
-    """The report page; ``details`` (kernel figures and problems of the run) default to what
-    the run at ``report.path`` holds, when it is there to read."""
-    if details is None:
-        details = Details.of_run(report.path)
+def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
+    """The report page, with the run's kernel figures and problems (``rendering.details``)."""
+    details = rendering.details
     columns, totals = unit_columns(report), stage_columns(report)
     body = [f"<h1>irscope report: {text(report.run)}</h1>",
             f"<p>{text(summary_line(report))}</p>",
@@ -222,8 +220,9 @@ def _delta_row(d: FigureDelta) -> str:
             + _td(percent(d), True, css) + "</tr>")
 
 
-def render_diff(diff: Diff, failures: Sequence[str] = ()) -> str:
+def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
     """The diff page: plain tables, no script."""
+    failures = rendering.failures
     body = [f"<h1>irscope diff: {text(diff.a.run)} → {text(diff.b.run)}</h1>",
             f"<p>{diff.count('matched')} matched, {diff.count('added')} added, "
             f"{diff.count('removed')} removed</p>"]

@@ -10,6 +10,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff, diff_to_json
 from irscope.reports.records import Report, report_to_json
 
@@ -27,9 +28,10 @@ def dumps(doc: Mapping[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n"
 
 
-def render_report(report: Report) -> str:
+def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     return dumps(report_to_json(report))
 
 
-def render_diff(diff: Diff, gates: Iterable[Mapping[str, Any]] = ()) -> str:
-    return dumps(diff_to_json(diff, gates))
+def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
+    """The diff document, with a row for each gate that held."""
+    return dumps(diff_to_json(diff, [v.to_json() for v in rendering.violations]))

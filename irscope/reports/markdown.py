@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
                                     stage_columns, stage_title, summary_line, unit_columns)
+from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 
@@ -25,7 +26,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]],
     return lines
 
 
-def render_report(report: Report) -> str:
+def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     columns, totals = unit_columns(report), stage_columns(report)
     lines = [f"## irscope report: {cell(report.run)}", "", cell(summary_line(report)), ""]
     lines += table(["Unit", "Framework", *(t for _, t in columns)],
@@ -73,12 +74,12 @@ def _delta_rows(deltas: Iterable[FigureDelta]):
     return ([d.name, number(d.a), number(d.b), signed(d.delta), percent(d)] for d in deltas)
 
 
-def render_diff(diff: Diff, failures: Sequence[str] = ()) -> str:
+def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
     lines = [f"## irscope diff: {cell(diff.a.run)} → {cell(diff.b.run)}", "",
              f"**{diff.count('matched')} matched**, {diff.count('added')} added, "
              f"{diff.count('removed')} removed", ""]
-    if failures:
-        lines += ["### Failed gates", "", *(f"- {cell(f)}" for f in failures), ""]
+    if rendering.failures:
+        lines += ["### Failed gates", "", *(f"- {cell(f)}" for f in rendering.failures), ""]
     totals = run_total_changes(diff)
     if totals:
         lines += ["### Run totals", ""]

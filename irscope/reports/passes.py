@@ -7,11 +7,12 @@ from dataclasses import replace
 
 from irscope.analysis.passes import listing
 from irscope.reports.records import Report
-from irscope.run_passes import PASS_KINDS, unit_passes
-from irscope.store import Run, Stage
+from irscope.read.passes import PASS_KINDS, unit_passes
+from irscope.read.view import RunView
+from irscope.store import Stage
 
 
-def with_passes(run: Run, report: Report) -> Report:
+def with_passes(run: RunView, report: Report) -> Report:
     """``report`` with the passes of its units that have passes filed (the stages they are
     read from fetched at once for the whole run)."""
     units = {(u.framework, u.name): u for u in run.units()}

@@ -21,21 +21,20 @@ from typing import Any
 
 from irscope.analysis.passes import PassRow
 from irscope.reports.records import StageRecord, UnitRecord
-from irscope.store import Run
+from irscope.read.view import RunView
 
 KIND = "report"
 _NUMBER = (int, float)
 # The modules whose code decides what a report's records hold, by package folder.
-_FIGURE_CODE = ("analysis", "parsers", "reports")
-_FIGURE_MODULES = ("run_figures.py", "run_lint.py", "run_passes.py", "run_ranks.py",
-                   "store.py", "units.py")
+_FIGURE_CODE = ("analysis", "parsers", "read", "reports")
+_FIGURE_MODULES = ("store.py",)
 # Fields holding records of another class, by name: kept as rows of that class's fields.
 _ROWS = {"passes": PassRow}
 
 Records = tuple[tuple[UnitRecord, ...], dict[str, float]]
 
 
-def kept_or_built(run: Run, filters: tuple, build: Callable[[], Records]) -> Records:
+def kept_or_built(run: RunView, filters: tuple, build: Callable[[], Records]) -> Records:
     """The records of ``run`` for these report ``filters``: those kept in the run when nothing
     changed since they were, else ``build()``'s, which are then kept (when the run can be
     written)."""

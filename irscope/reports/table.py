@@ -11,6 +11,7 @@ from rich.text import Text
 from irscope.reports.common import (middle, number, percent, printable, run_total_changes,
                                     signed, stage_columns, stage_summary, stage_title,
                                     summary_line, unit_columns)
+from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 
@@ -169,9 +170,9 @@ def render_text(renderable, width: int = 120) -> str:
     return buffer.getvalue()
 
 
-def render_report(report: Report, width: int = 120) -> str:
-    return render_text(report_renderable(report, width), width)
+def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
+    return render_text(report_renderable(report, rendering.width), rendering.width)
 
 
-def render_diff(diff: Diff, width: int = 120) -> str:
-    return render_text(diff_renderable(diff, width), width)
+def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
+    return render_text(diff_renderable(diff, rendering.width), rendering.width)

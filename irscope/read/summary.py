@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from irscope.run_figures import read_run_figures
+from irscope.read.figures import read_run_figures
+from irscope.read.view import RunView
 from irscope.store import Run, Stage
-from irscope.units import shown_units
+from irscope.read.units import shown_units
 
 TOP_OPCODES = 5
 
@@ -68,14 +69,15 @@ class RunSummary:
         return data
 
 
-def read_summary(run: Run) -> RunSummary:
+def read_summary(run: RunView | Run) -> RunSummary:
     """The headline figures of ``run``."""
+    run = RunView.of(run)
     units = run.units()
     figures = read_run_figures(run, units)
     shown, hidden = shown_units(units)
     frameworks = Counter(u.framework for u in shown if not u.name.startswith("("))
     ptx, sass = Counter(), Counter()
-    for stage in run.stages():
+    for stage in run.stages(kinds=("ptx", "sass")):
         if stage.kind in ("ptx", "sass"):
             (ptx if stage.kind == "ptx" else sass).update(_histogram(run, stage))
     launched = tuple(Launches(graph.name, code.role, code.stage, code.kernels_launched)
@@ -98,7 +100,7 @@ def read_summary(run: Run) -> RunSummary:
         notes=tuple(meta.get("notes", ())))
 
 
-def _histogram(run: Run, stage: Stage) -> Mapping[str, int]:
+def _histogram(run: RunView, stage: Stage) -> Mapping[str, int]:
     try:
         return run.parsed(stage).histogram
     except Exception:  # an unreadable stage must not hide the rest

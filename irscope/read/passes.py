@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from irscope.analysis.passes import PassRow, compare, row_with
+from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
 PASS_LIST, PASS_IR = "pass_list", "pass_ir"
@@ -33,7 +34,7 @@ class UnitPasses:
     families: dict[str, str] | None = None  # pipeline -> "mlir", "hlo" or "fx"
 
 
-def unit_passes(run: Run, unit: Unit, stages: list[Stage] | None = None,
+def unit_passes(run: RunView | Run, unit: Unit, stages: list[Stage] | None = None,
                 compared: dict | None = None) -> UnitPasses:
     """Every pass filed for ``unit`` (pass lists first, in filing order, then Inductor's);
     ``stages``: the unit's stages of PASS_KINDS when the caller read them already;
@@ -72,7 +73,7 @@ def _row(entry: dict, index: int, pipeline: str) -> PassRow:
                    before=entry.get("before"))
 
 
-def inductor_passes(run: Run, stages: list[Stage], start: int,
+def inductor_passes(run: RunView | Run, stages: list[Stage], start: int,
                     compared: dict | None = None) -> list[PassRow]:
     """Inductor's graph passes, each measured between the FX graphs the trace holds; with
     ``compared``, two graphs already compared (another rank's copy) are not read again."""
@@ -102,7 +103,7 @@ def _base(name: str) -> str:
     return AGAIN.sub("", name)
 
 
-def pass_texts(run: Run, unit: Unit, row: PassRow) -> tuple[str, str]:
+def pass_texts(run: RunView | Run, unit: Unit, row: PassRow) -> tuple[str, str]:
     """The IR the pass received and the IR it left ("" where the run does not hold it)."""
     def text(name: str | None) -> str:
         if not name:

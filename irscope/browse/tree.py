@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
+from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
@@ -63,7 +64,7 @@ def compact(n: int) -> str:
     return str(n)
 
 
-def navigator_groups(run: Run) -> list[FrameworkGroup]:
+def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
     """The run's units grouped by framework, each with its stages in pipeline order."""
     by_unit: dict[int, list[Stage]] = defaultdict(list)
     for stage in run.stages():

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from irscope.launches import base_name
+from irscope.browse.launches import base_name
 from irscope.store import Unit
 
 LAUNCH_KEYS = ("num_warps", "num_stages", "num_ctas")

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 
 from irscope.analysis.figures import RunFigures, UnitFigures
 from irscope.analysis.lint import (Finding, LintInput, Rule, RULES, StageInput, lint_unit)
-from irscope.run_figures import read_run_figures
+from irscope.read.figures import read_run_figures
+from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
 # The stage kinds some rule reads; the others are never opened.
@@ -17,12 +18,13 @@ RUN_WIDE = "(run)"  # findings of events that belong to no unit
 KEPT_TEXT_BYTES = 64 << 20  # stages read lately, kept for the next unit holding them
 
 
-def read_findings(run: Run, units: Iterable[Unit] | None = None,
+def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
                   rules: Iterable[Rule] = RULES, figures: RunFigures | None = None
                   ) -> list[Finding]:
     """Findings of ``rules`` on every unit of ``run`` (or ``units``, whose ``figures`` the
     caller may have read already), then on events of no unit (a graph break the trace could
     not place). A stage held by many units is read and parsed once."""
+    run = RunView.of(run)
     chosen = list(run.units() if units is None else units)
     rules = tuple(rules)
     figures = figures or read_run_figures(run, chosen)
@@ -55,7 +57,7 @@ class _Recent:
         self.kept: OrderedDict[tuple[str, str, str], StageInput | None] = OrderedDict()
         self.size = 0
 
-    def input(self, run: Run, stage) -> StageInput | None:
+    def input(self, run: RunView, stage) -> StageInput | None:
         key = (stage.kind, stage.name, stage.blob)
         if key in self.kept:
             self.kept.move_to_end(key)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 from irscope.analysis.ranks import RUN_UNIT, RankComparison, RankUnit, compare_ranks, split_rank
+from irscope.read.view import RunView
 from irscope.store import Run
 
 GRAPH_STAGES = ("dynamo_output_graph",)  # what Dynamo traced (AOT graphs go with cache state)
@@ -19,13 +20,15 @@ def unit_rank(unit) -> int | None:
     return rank if isinstance(rank, int) else None
 
 
-def run_ranks(run: Run) -> list[int]:
+def run_ranks(run: RunView | Run) -> list[int]:
     """The ranks that compiled units in ``run``, in order."""
+    run = RunView.of(run)
     return sorted({r for r in map(unit_rank, run.units()) if r is not None})
 
 
-def rank_units(run: Run) -> list[RankUnit]:
+def rank_units(run: RunView | Run) -> list[RankUnit]:
     """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels."""
+    run = RunView.of(run)
     from irscope.analysis.ranks import process_neutral_digest
 
     ranked = [u for u in run.units() if unit_rank(u) is not None]
@@ -60,12 +63,13 @@ def rank_units(run: Run) -> list[RankUnit]:
     return out
 
 
-def read_rank_comparison(run: Run) -> RankComparison:
+def read_rank_comparison(run: RunView | Run) -> RankComparison:
     """How the ranks of ``run`` compiled differently (no ranks, or one: nothing differs)."""
-    return compare_ranks(rank_units(run))
+    run = RunView.of(run)
+    return run.derived("rank comparison", lambda: compare_ranks(rank_units(run)))
 
 
-def rank_totals(run: Run) -> dict[str, float]:
+def rank_totals(run: RunView | Run) -> dict[str, float]:
     """Report totals of a multi-process run: ``ranks``, ``ranks.diverge`` (the divergences
     found, for ``--fail-on 'ranks.diverge > 0'``) and per rank ``rank<N>.graphs``,
     ``rank<N>.recompiles``, ``rank<N>.kernels_launched``; nothing for a one-process run."""
@@ -79,7 +83,7 @@ def rank_totals(run: Run) -> dict[str, float]:
     return totals
 
 
-def rank_problems(run: Run) -> list[tuple[str, str | None, str]]:
+def rank_problems(run: RunView | Run) -> list[tuple[str, str | None, str]]:
     """Each divergence as a problem, ``(kind, unit, message)`` as the problems views show
     one: kind "rank divergence", the unit as rank 0 names it, what differs on which ranks."""
     problems = []

@@ -6,14 +6,16 @@ from collections import Counter
 from collections.abc import Iterable
 
 from irscope.analysis.figures import RunFigures, UnitFigures, count_events, unit_figures
+from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
 OUTPUT_CODE = "inductor_output_code"
 
 
-def read_run_figures(run: Run, units: Iterable[Unit] | None = None) -> RunFigures:
+def read_run_figures(run: RunView | Run, units: Iterable[Unit] | None = None) -> RunFigures:
     """Figures of every unit of ``run`` (or of ``units``), each output code parsed (or read
     from the parse cache) once however many units hold it."""
+    run = RunView.of(run)
     chosen = list(run.units() if units is None else units)
     wanted = {u.id for u in chosen}
     codes: dict[int, list] = {}
@@ -28,12 +30,12 @@ def read_run_figures(run: Run, units: Iterable[Unit] | None = None) -> RunFigure
                       events.get(None, {}))
 
 
-def unit_figures_of(run: Run, unit: Unit) -> UnitFigures:
+def unit_figures_of(run: RunView | Run, unit: Unit) -> UnitFigures:
     """One unit's figures."""
     return read_run_figures(run, [unit]).units[0]
 
 
-def _unit(run: Run, unit: Unit, stages, events, links, parsed: dict) -> UnitFigures:
+def _unit(run: RunView, unit: Unit, stages, events, links, parsed: dict) -> UnitFigures:
     keys = {name: key for key, name in (unit.attrs.get("output_codes") or {}).items()}
     codes = []
     for stage in stages:

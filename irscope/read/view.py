@@ -1,0 +1,179 @@
+"""A run read once: its units, stages, events and relations, and a memo of parsed stages.
+
+Every reader above the store (figures, lint, passes, ranks, the summary, reports, the browse
+models and the TUI) takes a ``RunView`` rather than a ``Run``, so that building one report
+lists the units once, the stages of each kind once and the events and relations once,
+however many readers look at them. A view is a snapshot: a run written meanwhile is read
+again through a new view.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from irscope.errors import RunError
+from irscope.store import Event, Relation, Run, Stage, Unit, pick_stage, pick_unit
+
+if TYPE_CHECKING:
+    from irscope.parsers.base import ParseResult
+
+PARSED_KEPT = 4096  # parse results kept in memory; more are read again from the run's cache
+
+
+class RunView:
+    """The read side of one open run; see the module docstring."""
+
+    def __init__(self, run: Run):
+        self.run = run
+        self._units: list[Unit] | None = None
+        self._by_id: dict[int, Unit] = {}
+        self._kinds: dict[str, list[Stage]] = {}  # stage kind -> its stages, as loaded
+        self._every_kind = False
+        self._of_unit: dict[int, list[Stage]] = {}  # one unit's stages, asked for alone
+        self._events: list[Event] | None = None
+        self._relations: list[Relation] | None = None
+        self._parsed: OrderedDict[tuple[str, str], Any] = OrderedDict()
+        self._derived: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, run: Run | RunView) -> RunView:
+        """``run`` as a view (a view is returned as it is)."""
+        return run if isinstance(run, RunView) else cls(run)
+
+    # -- the run -------------------------------------------------------------------
+    @property
+    def path(self) -> Path:
+        return self.run.path
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.run.meta
+
+    @property
+    def name(self) -> str:
+        return self.run.name
+
+    @property
+    def read_only(self) -> bool:
+        return self.run.read_only
+
+    # -- units -----------------------------------------------------------------------
+    def units(self, framework: str | None = None) -> list[Unit]:
+        if self._units is None:
+            self._units = self.run.units()
+            self._by_id = {u.id: u for u in self._units}
+        if framework is None:
+            return list(self._units)
+        return [u for u in self._units if u.framework == framework]
+
+    def unit_by_id(self, unit_id: int) -> Unit:
+        self.units()
+        if unit_id not in self._by_id:
+            raise RunError(f"{self.path}: no unit {unit_id}")
+        return self._by_id[unit_id]
+
+    def unit(self, key: str | int) -> Unit:
+        """A unit by id, exact name, or unique name prefix/substring."""
+        return pick_unit(self.units(), key, self.path)
+
+    # -- stages ----------------------------------------------------------------------
+    def stages(self, unit_id: int | None = None, kinds: Iterable[str] | None = None
+               ) -> list[Stage]:
+        """The stages of the run (or of one unit), only those of ``kinds`` when given, in
+        the store's order; each kind is read from the index once."""
+        if unit_id is not None:
+            held = self._unit_stages(unit_id)
+            return held if kinds is None else [s for s in held if s.kind in set(kinds)]
+        if kinds is None:
+            if not self._every_kind:
+                self._kinds, self._of_unit = {}, {}
+                for stage in self.run.stages():
+                    self._kinds.setdefault(stage.kind, []).append(stage)
+                    self._of_unit.setdefault(stage.unit_id, []).append(stage)
+                self._every_kind = True
+            wanted = list(self._kinds)
+        else:
+            wanted = sorted(set(kinds))
+            missing = [k for k in wanted if k not in self._kinds]
+            if missing and not self._every_kind:
+                for kind in missing:
+                    self._kinds[kind] = []
+                for stage in self.run.stages(kinds=missing):
+                    self._kinds[stage.kind].append(stage)
+        found = [s for kind in wanted for s in self._kinds.get(kind, ())]
+        if len(wanted) > 1:
+            found.sort(key=lambda s: (s.unit_id, s.position, s.id))
+        return found
+
+    def stages_by_unit(self, kinds: Iterable[str] | None = None) -> dict[int, list[Stage]]:
+        """Unit id -> its stages (of ``kinds``), in order."""
+        grouped: dict[int, list[Stage]] = {}
+        for stage in self.stages(kinds=kinds):
+            grouped.setdefault(stage.unit_id, []).append(stage)
+        return grouped
+
+    def _unit_stages(self, unit_id: int) -> list[Stage]:
+        if unit_id not in self._of_unit and not self._every_kind:
+            self._of_unit[unit_id] = self.run.stages(unit_id)
+        return self._of_unit.get(unit_id, [])
+
+    def stage(self, unit: Unit, key: str) -> Stage:
+        """A unit's stage by name, else by kind (the first of that kind)."""
+        return pick_stage(self.stages(unit.id), unit, key)
+
+    # -- events and relations --------------------------------------------------------
+    def events(self, kind: str | None = None) -> list[Event]:
+        if self._events is None:
+            self._events = self.run.events()
+        return [e for e in self._events if kind is None or e.kind == kind]
+
+    def relations(self, kind: str | None = None) -> list[Relation]:
+        if self._relations is None:
+            self._relations = self.run.relations()
+        return [r for r in self._relations if kind is None or r.kind == kind]
+
+    # -- contents ----------------------------------------------------------------------
+    def parsed(self, stage: Stage) -> ParseResult:
+        """The parser's result for ``stage`` (the run's parse cache, then this memo); a
+        stage that cannot be parsed raises each time it is asked for."""
+        key = (stage.blob, stage.kind)
+        if key in self._parsed:
+            self._parsed.move_to_end(key)
+            found = self._parsed[key]
+        else:
+            try:
+                found = self.run.parsed(stage)
+            except Exception as exc:  # noqa: BLE001  kept so the next reader fails alike, fast
+                found = exc
+            self._parsed[key] = found
+            if len(self._parsed) > PARSED_KEPT:
+                self._parsed.popitem(last=False)
+        if isinstance(found, Exception):
+            raise found
+        return found
+
+    def read_text(self, stage: Stage) -> str:
+        return self.run.read_text(stage)
+
+    def read_blob(self, blob: str) -> bytes:
+        return self.run.read_blob(blob)
+
+    def derived(self, key: str, build: Callable[[], Any]) -> Any:
+        """What ``build()`` computes from this view, computed once (``key`` names it:
+        the rank comparison, the whole run's figures)."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
+
+    # -- kept roll-ups -----------------------------------------------------------------
+    def generation(self) -> int | None:
+        return self.run.generation()
+
+    def rollup(self, key: str, generation: int | None) -> bytes | None:
+        return self.run.rollup(key, generation)
+
+    def keep_rollup(self, key: str, generation: int | None, data: bytes) -> None:
+        self.run.keep_rollup(key, generation, data)

@@ -1,0 +1,86 @@
+"""A run read into report records: each unit's stage records, headline figures, lint counts
+and passes, and the run's totals, kept in the run between reports (``rollup``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+from irscope.analysis.lint import lint_counts
+from irscope.parsers import registry
+from irscope.read.figures import read_run_figures
+from irscope.read.lint import read_findings
+from irscope.read.ranks import rank_totals
+from irscope.read.units import shown_units
+from irscope.read.view import RunView
+from irscope.reports.passes import with_passes
+from irscope.reports.records import (CODE_KINDS, Report, StageRecord, UnitRecord, plain_meta,
+                                     stage_record, stage_selected, unit_headline,
+                                     unit_selected)
+from irscope.reports.rollup import kept_or_built
+from irscope.store import Run, Stage
+
+
+def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
+                 unit_pattern: str | None = None, show_all: bool = False) -> Report:
+    """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit;
+    units hidden by default (JAX's eager ops) only with ``show_all``, counted either way.
+    The records of a run that has not changed since its last report are read back."""
+    run = RunView.of(run)
+    wanted = tuple(stages) if stages else None
+    report = Report(run=run.name, path=str(run.path), units=(), totals={}, stages=wanted,
+                    meta=plain_meta(run.meta))
+
+    def build() -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+        units, totals = _records(run, wanted, unit_pattern, show_all)
+        return with_passes(run, replace(report, units=units)).units, totals
+
+    units, totals = kept_or_built(run, (wanted, unit_pattern, show_all), build)
+    return replace(report, units=units, totals=totals)
+
+
+def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | None,
+             show_all: bool) -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+    """The unit records and run totals of a report; each distinct stage (kind, name and
+    content) made into a record once, however many units hold it."""
+    kinds = [k for k in registry.kinds() if (registry.get(k).module or k in CODE_KINDS)
+             and stage_selected(k, wanted)]
+    by_unit: dict[int, list[Stage]] = {}
+    for stage in run.stages(kinds=kinds):
+        by_unit.setdefault(stage.unit_id, []).append(stage)
+    shown, hidden = shown_units(run.units(), show_all)
+    chosen = [u for u in shown if unit_selected(u.name, unit_pattern)]
+    rollup = read_run_figures(run, chosen)
+    lint = _lint_by_unit(run, chosen, rollup)
+    made: dict[tuple, StageRecord] = {}
+    units = []
+    for unit, figures in zip(chosen, rollup.units):
+        records = tuple(_stage_record(run, s, made) for s in by_unit.get(unit.id, ()))
+        units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
+                                records, unit_headline(records, figures),
+                                lint.get(unit.name, {})))
+    totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
+              "recompiles": rollup.recompiles}
+    if hidden:
+        totals["hidden_units"] = len(hidden)
+    if rollup.graphs:  # sums over distinct graphs, each of its output codes once
+        totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
+                      kernels_launched=rollup.kernels_launched)
+    totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
+    return tuple(units), totals
+
+
+def _stage_record(run: RunView, stage: Stage, made: dict[tuple, StageRecord]) -> StageRecord:
+    key = (stage.kind, stage.name, stage.blob, stage.size)
+    if key not in made:
+        parsed = run.parsed(stage) if registry.get(stage.kind).module else None
+        made[key] = stage_record(stage.kind, stage.name, parsed, stage.blob, stage.size)
+    return made[key]
+
+
+def _lint_by_unit(run: RunView, units, figures) -> dict[str, dict[str, int]]:
+    """``lint.<rule>`` counts of each unit's findings (irscope lint), by unit name."""
+    found: dict[str, list] = {}
+    for finding in read_findings(run, units, figures=figures):
+        found.setdefault(finding.unit, []).append(finding)
+    return {name: lint_counts(findings) for name, findings in found.items()}
