@@ -39,7 +39,7 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
     def __enter__(self) -> "capture":
         from irscope import environment
         from irscope.collectors.bootstrap import Collectors
-        from irscope.collectors.session import Session
+        from irscope.filing.session import Session
         from irscope.collectors import xla_dump_cache
         from irscope.collectors.staging import gpu_visible, owns_xla_dumps
         from irscope.collectors.torch import LiveTrace
@@ -107,17 +107,17 @@ class capture:  # noqa: N801  (used as a lower-case context manager, like open()
     def __repr__(self) -> str:
         if self._run is None:
             return f"<irscope capture {self.path or '(not started)'}: collecting>"
-        from irscope import summary
+        from irscope.reports import summary
 
         return summary.to_text(self._summary())
 
     def __rich__(self):
-        from irscope import summary
+        from irscope.reports import summary
 
         return summary.renderable(self._summary()) if self._run is not None else repr(self)
 
     def _repr_html_(self) -> str:
-        from irscope import summary
+        from irscope.reports import summary
 
         return summary.to_html(self._summary()) if self._run is not None else repr(self)
 

@@ -1,25 +1,22 @@
-"""Command line entry point: builds the parser from irscope.commands and owns exit codes."""
+"""Command line entry point: builds the parser from irscope.commands and runs a command,
+turning what it raises into one line and an exit code (irscope.errors names them)."""
 
 from __future__ import annotations
 
 import argparse
-import errno
 import importlib
 import os
 import sys
 
 from irscope import __version__
 from irscope.console import error
-from irscope.errors import IrscopeError
+from irscope.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, IrscopeError,
+                            environment_error)
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats", "ptx", "sass",
             "report", "diff", "lint", "passes", "ranks", "compile", "repro", "cache", "completion")
 
-EXIT_OK, EXIT_USAGE, EXIT_INTERRUPTED = 0, 2, 130
-EXIT_ENVIRONMENT, EXIT_INTERNAL = 1, 70  # the machine refused (disk, permissions); a bug
-# Errors from the machine and what they mean to the user.
-DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 # Commands after which the interpreter's teardown is skipped (see entry()).
 QUICK_EXIT = ("inspect",)
 
@@ -32,6 +29,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                     "compiled PyTorch, JAX and Triton function, with PTX/SASS analysis.",
     )
     parser.add_argument("--version", action="version", version=f"irscope {__version__}")
+    parser.set_defaults(build_parser=build_parser)  # for commands that list every command
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         try:
@@ -70,30 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         message, code = environment_error(exc)
         error(message)
         return code
-
-
-def environment_error(exc: BaseException) -> tuple[str, int]:
-    """One line and an exit status for an exception no command turned into an IrscopeError:
-    a refusal by the machine (permissions, a full disk, memory) or, failing that, a bug."""
-    if isinstance(exc, OSError):
-        where = f"{exc.filename}: " if exc.filename else ""
-        if exc.errno in DISK_FULL:
-            return f"{where}cannot write: disk full or file too large ({exc.strerror})", \
-                EXIT_ENVIRONMENT
-        if isinstance(exc, PermissionError):
-            return f"{where}permission denied", EXIT_ENVIRONMENT
-        return f"{where}{exc.strerror or exc}", EXIT_ENVIRONMENT
-    if isinstance(exc, MemoryError):
-        return "out of memory", EXIT_ENVIRONMENT
-    sqlite3 = sys.modules.get("sqlite3")
-    if sqlite3 is not None and isinstance(exc, sqlite3.Error):
-        text = str(exc)
-        if "full" in text or "disk I/O" in text:
-            return f"cannot write the run's index: disk full or not writable ({text})", \
-                EXIT_ENVIRONMENT
-        return f"the run's index: {text}", EXIT_ENVIRONMENT
-    return (f"internal error ({type(exc).__name__}: {exc}); IRSCOPE_DEBUG=1 shows where",
-            EXIT_INTERNAL)
 
 
 def entry() -> None:

@@ -5,8 +5,21 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import sys
+from pathlib import Path
 
 FRAMEWORKS = ("torch", "jax", "jaxlib", "triton")
+CACHE_ENV = "IRSCOPE_CACHE_DIR"
+
+
+def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
+    """irscope's cache (XLA dumps, tool outputs): ``$IRSCOPE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/irscope``, else ``~/.cache/irscope``; None when switched off
+    (IRSCOPE_CACHE_DIR="")."""
+    environ = os.environ if environ is None else environ
+    if CACHE_ENV in environ:
+        return Path(environ[CACHE_ENV]).expanduser() if environ[CACHE_ENV] else None
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "irscope"
 
 
 def installed_version(package: str) -> str | None:

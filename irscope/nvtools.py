@@ -20,6 +20,8 @@ import zlib
 from functools import lru_cache
 from pathlib import Path
 
+from irscope.environment import cache_dir
+
 TOOLS = ("nvdisasm", "cuobjdump")
 TIMEOUT_S = 60
 PTXAS_TIMEOUT_S = 600  # ptxas compiles the whole kernel again: large ones take minutes
@@ -166,8 +168,6 @@ def _cached_run(name: str, args: list[str], data: bytes, suffix: str, **options)
 
 def cache_folder(environ: dict[str, str] | None = None) -> Path | None:
     """Where tool outputs are kept, or None when irscope's cache is switched off."""
-    from irscope.collectors.xla_dump_cache import cache_dir
-
     base = cache_dir(environ)
     return base / CACHE_FOLDER if base else None
 

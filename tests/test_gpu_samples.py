@@ -272,7 +272,7 @@ def test_thunder_nvfuser_regions_launch_the_kernels_they_compiled_on_the_gpu(gpu
 def test_the_summary_keeps_names_and_counts_apart_for_every_framework(gpu_run):
     """Thunder with nvFuser: `thunder` and `nvfuser` are longer than the other names."""
     from irscope.read.summary import read_summary
-    from irscope.summary import lines
+    from irscope.reports.summary import lines
 
     said = [line.plain for line in lines(read_summary(gpu_run("thunder_cuda")))]
     assert "  nvfuser 4 kernels" in said and "  thunder 1 function" in said

@@ -197,7 +197,7 @@ def test_jax_seed_functions_are_the_users_and_eager_ops_are_set_apart(jax_run, j
                                                                       tmp_path):
     from inspect_helpers import jax_script
 
-    from irscope.read.units import is_hidden_by_default
+    from irscope.store.units import is_hidden_by_default
 
     run, _ = jax_run
     assert not [u.name for u in run.units("jax") if is_hidden_by_default(u)]
@@ -222,7 +222,7 @@ def wait_for(condition, seconds: float = 20.0) -> bool:
 
 
 def test_json_lines_are_taken_once_their_line_is_complete(tmp_path):
-    from irscope.collectors.watch import JsonLines
+    from irscope.filing.watch import JsonLines
 
     path = tmp_path / "records.jsonl"
     lines = JsonLines(path)
@@ -238,7 +238,7 @@ def test_json_lines_are_taken_once_their_line_is_complete(tmp_path):
 def test_a_finished_compile_is_kept_in_the_dump_cache_while_the_script_runs(tmp_path):
     from irscope.collectors import xla_dump_cache
     from irscope.collectors.staging import Staging, append_record, close_records
-    from irscope.collectors.watch import StagingWatch
+    from irscope.filing.watch import StagingWatch
 
     staging, cache, key = Staging(tmp_path / "staging").create(), tmp_path / "cache", "jit_f-0a"
     watch = StagingWatch(staging)
@@ -266,7 +266,7 @@ def test_a_compiled_kernel_is_analysed_and_stored_while_the_script_runs(tmp_path
 
     from irscope import nvtools
     from irscope.collectors.staging import Staging
-    from irscope.collectors.watch import StagingWatch
+    from irscope.filing.watch import StagingWatch
     from irscope.errors import RunError
     from irscope.store import digest
 

@@ -11,7 +11,7 @@ from conftest import run_cli
 from inspect_helpers import inspect, write
 
 from irscope.store import Run, Unit
-from irscope.read.units import EAGER_OPS, group_of, is_hidden_by_default, shown_units
+from irscope.store.units import EAGER_OPS, group_of, is_hidden_by_default, shown_units
 
 pytest.importorskip("jax")
 

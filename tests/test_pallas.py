@@ -170,7 +170,7 @@ def test_jax_triton_dumps_file_the_kernels_stages(tmp_path):
 
     from conftest import ROOT
 
-    from irscope.collectors.filing import file_staging
+    from irscope.filing.folder import file_staging
     from irscope.collectors.pallas import KERNELS, file_kernels
     from irscope.collectors.staging import Staging, collection_env
 

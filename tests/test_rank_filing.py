@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from irscope.collectors.filing import file_staging
+from irscope.filing.folder import file_staging
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 from irscope.read.ranks import read_rank_comparison

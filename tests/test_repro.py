@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import GPU_SAMPLES, run_cli
-from irscope import repro
+from irscope.reports import repro
 from irscope.store import Run
 
 # "  registers: 168"

@@ -22,7 +22,7 @@ from truth_helpers import (AOT_ID, DEFINITION, KERNEL_PATH, PTXAS_FRAME, RES_USA
                            SASS_INSTRUCTION, TARGET, call_launches, distinct_output_codes,
                            run_tool)
 
-from irscope import summary
+from irscope.reports import summary
 from irscope.read.summary import read_summary
 from irscope.analysis.occupancy import occupancy
 from irscope.ingest import ingest
@@ -294,7 +294,7 @@ def test_kernels_compiled_while_the_program_ran_are_cache_misses(tmp_path):
     import json
     import os
 
-    from irscope.collectors.inductor_cache import stage_cached_kernels
+    from irscope.filing.inductor_cache import stage_cached_kernels
     from irscope.collectors.staging import Staging
     from irscope.collectors.triton import SIDECAR
 

@@ -204,9 +204,9 @@ def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tm
     from triton.compiler import ASTSource
 
     from irscope import nvtools
-    from irscope.collectors.filing import file_staging
+    from irscope.filing.folder import file_staging
     from irscope.collectors.staging import Staging
-    from irscope.collectors.watch import StagingWatch
+    from irscope.filing.watch import StagingWatch
 
     if not any(nvtools.find_tool(tool) for tool in nvtools.TOOLS):
         pytest.skip("no nvdisasm or cuobjdump")
@@ -259,9 +259,9 @@ def test_a_kernel_a_compile_worker_makes_is_analysed_while_the_program_runs(tmp_
     from triton.compiler import ASTSource
 
     from irscope import nvtools
-    from irscope.collectors.filing import file_staging
+    from irscope.filing.folder import file_staging
     from irscope.collectors.staging import Staging
-    from irscope.collectors.watch import StagingWatch
+    from irscope.filing.watch import StagingWatch
 
     if not any(nvtools.find_tool(tool) for tool in nvtools.TOOLS):
         pytest.skip("no nvdisasm or cuobjdump")

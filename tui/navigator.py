@@ -1,6 +1,6 @@
 """The navigator: units grouped by framework, each expanding into its stages in order.
 
-Units hidden by default (JAX's eager ops, see irscope.read.units) are left out and counted beside
+Units hidden by default (JAX's eager ops, see irscope.store.units) are left out and counted beside
 their framework; with ``show_all`` they are shown, folded under a node of their group.
 """
 
@@ -18,7 +18,7 @@ from textual.widgets import Input, Static, Tree
 
 from irscope.store import Stage
 from irscope.tui.bindings import bindings
-from irscope.read.units import group_of, shown_units
+from irscope.store.units import group_of, shown_units
 from irscope.browse.locations import is_ir
 from irscope.browse.tree import RAW, Badges, FrameworkGroup, UnitRow, stage_title
 from irscope.tui.checks import LINT_STYLES

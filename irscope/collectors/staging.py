@@ -184,7 +184,7 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = os.path.abspath(trace)
         # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
         # compile worker made, out of this process's hooks, is filed from Triton's cache as
-        # one loaded from a warm cache is (``irscope.collectors.inductor_cache``).
+        # one loaded from a warm cache is (``irscope.filing.inductor_cache``).
     if "torch" in only and "NVFUSER_DUMP" not in environ:  # Thunder's nvFuser kernels
         env.update({"NVFUSER_DUMP": nvfuser_dumps(environ), NVFUSER_DUMP_OURS: "1"})
     if "jax" in only and not environ.get("JAX_TRITON_DUMP_DIR"):

@@ -59,7 +59,7 @@ class Outcome:
     error_file: str | None = None
     error_line: int | None = None
     error_source: str | None = None
-    cubin_stages: tuple[tuple[str, str, bytes, str | None], ...] = ()
+    cubin_stages: tuple[tuple[str, str, bytes, str | None], ...] = ()  # sweep.pool's
     cubin_attrs: dict[str, Any] = field(default_factory=dict)
     pass_dump: str | None = None  # a file the caller files pass by pass, then removes
 
@@ -224,11 +224,10 @@ def compile_job(job: Job) -> Outcome:
     seconds = time.perf_counter() - start
     cubin = kernel.asm.get("cubin", b"")
     metadata = _plain(kernel.metadata._asdict())
-    stages, attrs = derive_from_cubin(cubin, kernel.asm.get("ptx"), metadata, log)
     return Outcome(
         ok=True, seconds=seconds, asm={k: kernel.asm[k] for k in STAGES if k in kernel.asm},
         cubin=cubin, metadata=metadata, ptxas=parse_ptxas_log(log),
-        ptxas_log=log, cubin_stages=stages, cubin_attrs=attrs, pass_dump=dump)
+        ptxas_log=log, pass_dump=dump)
 
 
 def _new_dump_file() -> str:
@@ -271,27 +270,6 @@ def _passes_into(path: str | None):
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def derive_from_cubin(cubin: bytes, ptx: str | None, metadata: dict[str, Any], ptxas_log: str
-                      ) -> tuple[tuple[tuple[str, str, bytes, str | None], ...], dict[str, Any]]:
-    """The cubin and SASS stages and the resources attribute filing stores for a cubin,
-    computed here in the worker so disassembly runs in parallel; the parent copies them.
-
-    Spill figures come from this compile's own `ptxas -v` log; when Triton took the kernel
-    from its cache (no log), ptxas is asked again about the PTX.
-    """
-    from irscope.ingest.triton_cache import analyse_cubin, launch_metadata, tools_found
-
-    stages = (("cubin", "cubin", cubin, "triton.compile"),)
-    if not cubin or not tools_found():
-        return stages if cubin else (), {}
-    analysis = analyse_cubin(cubin, ptx, launch_metadata(metadata),
-                             ptxas=parse_ptxas_log(ptxas_log) or None)
-    if analysis.sass is None:
-        return stages, {}
-    return (stages + (("sass", "sass", analysis.sass.encode("utf-8"), "triton.compile"),),
-            {"resources": analysis.resources} if analysis.resources else {})
 
 
 def _failure(exc: Exception, fn, seconds: float) -> Outcome:

@@ -19,22 +19,14 @@ import re
 import threading
 from pathlib import Path
 
-CACHE_ENV = "IRSCOPE_CACHE_DIR"
+from irscope.environment import cache_dir  # noqa: F401  (where the folders below sit)
+
 CACHE_LIMIT_BYTES = 512 << 20  # oldest entries go once the dumps take more than this
 FOLDER = "xla-dumps"
 # JAX's cache keys: "jit_mlp-0371e2bb3c40..." (module name, dash, hex digest)
 KEY_RE = re.compile(r"^[\w.-]{1,400}$")
 # The module number a dump file name starts with: "module_0012.jit_mlp.before_..." -> "0012"
 MODULE_NUMBER = re.compile(r"^module_(\d+)\.")
-
-
-def cache_dir(environ: dict[str, str] | None = None) -> Path | None:
-    """Where dumps are cached, or None when the cache is switched off (IRSCOPE_CACHE_DIR="")."""
-    environ = os.environ if environ is None else environ
-    if CACHE_ENV in environ:
-        return Path(environ[CACHE_ENV]).expanduser() if environ[CACHE_ENV] else None
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "irscope"
 
 
 def entry_path(cache: Path, key: str) -> Path | None:

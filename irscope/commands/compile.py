@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from irscope.console import note, print_json, progress, rich_console, warn
+from irscope.errors import InputError, MissingDependency, UsageError
 
 
 def add_parser(subparsers) -> None:
@@ -48,7 +50,6 @@ def add_parser(subparsers) -> None:
 
 def split_target(text: str) -> tuple[str, str]:
     """``path/k.py::matmul_kernel`` -> (path, kernel); the file must exist."""
-    from irscope.errors import InputError, UsageError
 
     path, sep, kernel = text.rpartition("::")
     if not sep or not kernel.isidentifier() or not path:
@@ -65,8 +66,6 @@ def run(args) -> int:
     from irscope.sweep import configs as sweep, results
     from irscope.sweep.pool import CompilePool
     from irscope.collectors import triton_aot
-    from irscope.console import note, progress
-    from irscope.errors import MissingDependency
     from irscope.store import Run, default_run_dir
 
     path, kernel = split_target(args.target)
@@ -100,8 +99,6 @@ def run(args) -> int:
     results.store_figures(run_store, rows)
     rows = results.sort_rows(rows, args.sort, args.reverse)
     if args.json:
-        from irscope.console import print_json
-
         print_json({"run": str(out), "kernel": kernel, "rows": rows})
     else:
         _print_table(rows)
@@ -116,7 +113,6 @@ def run(args) -> int:
 
 def _file_passes(run_store, unit_id: int, dump: str) -> None:
     """File a configuration's pass dump into its unit, then remove the dump."""
-    from irscope.console import warn
     from irscope.ingest.passes import file_dump_file
 
     try:
@@ -131,8 +127,6 @@ def _file_passes(run_store, unit_id: int, dump: str) -> None:
 def _print_table(rows: list[dict]) -> None:
     """The comparison table (config columns that vary, then figures) and each config's problems."""
     from rich.table import Table
-
-    from irscope.console import rich_console
     from irscope.sweep import results
 
     console = rich_console()

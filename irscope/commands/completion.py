@@ -27,10 +27,9 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def commands() -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(name, help, [(option, help)]) of every subcommand, in --help's order."""
-    from irscope.cli import build_parser
-
+def commands(build_parser) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(name, help, [(option, help)]) of every subcommand of ``build_parser()``'s parser, in
+    --help's order."""
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     helps = {a.dest: a.help or "" for a in sub._choices_actions}
@@ -117,5 +116,5 @@ def fish_script(table) -> str:
 
 def run(args) -> int:
     script = {"bash": bash_script, "zsh": zsh_script, "fish": fish_script}[args.shell]
-    print(script(commands()), end="")
+    print(script(commands(args.build_parser)), end="")
     return 0

@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from irscope.commands.report import add_format_options, chosen_format, emit, stage_filter
+from irscope.console import error, warn
+from irscope.errors import InputError
 
 
 def add_parser(subparsers) -> None:
@@ -32,7 +34,6 @@ def add_parser(subparsers) -> None:
 
 def load_side(spec: str, stages, unit_pattern):
     """A Report for one side: a report JSON file, an artifact file, or a run."""
-    from irscope.errors import InputError
     from irscope.files import read_artifact
     from irscope.parsers import registry
     from irscope.reports.build import build_report
@@ -58,7 +59,6 @@ def load_side(spec: str, stages, unit_pattern):
 
 
 def run(args: argparse.Namespace) -> int:
-    from irscope.console import error, warn
     from irscope.reports import renderer
     from irscope.reports.common import Rendering
     from irscope.reports.diff import diff_reports

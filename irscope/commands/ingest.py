@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from pathlib import Path
-
 from irscope.console import note, out, print_json, progress, warn
 
 

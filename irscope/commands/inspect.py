@@ -14,8 +14,11 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from irscope.console import error, print_json, progress, warn
+from irscope.errors import InputError, IrscopeError, RunError, UsageError, environment_error
 
 EXIT_SIGNAL_BASE = 128
+PACKAGE = Path(__file__).resolve().parents[1]  # the irscope package folder
 LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
 
 
@@ -56,8 +59,6 @@ def add_parser(subparsers) -> None:
 
 
 def _target(args) -> list[str]:
-    from irscope.errors import InputError, UsageError
-
     target = list(args.target or [])
     if target[:1] == ["--"]:
         target = target[1:]
@@ -65,7 +66,7 @@ def _target(args) -> list[str]:
         return ["-m", *args.module, *target]
     if not target:
         raise UsageError("inspect: give a script to run, or -m MODULE")
-    from irscope.collectors.launch import is_launcher
+    from irscope.filing.launch import is_launcher
 
     if not Path(target[0]).is_file() and not is_launcher(target):
         raise InputError(f"{target[0]}: no such script")
@@ -73,16 +74,15 @@ def _target(args) -> list[str]:
 
 
 def run(args) -> int:
-    from irscope.collectors import launch, xla_dump_cache
-    from irscope.collectors.session import Session
+    from irscope.collectors import xla_dump_cache
+    from irscope.filing import launch
+    from irscope.filing.session import Session
     from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
 
     target = _target(args)
     only = frameworks_arg(args.only)
     launcher = target[0] != "-m" and launch.is_launcher(target)
     if args.nproc < 1 or (launcher and args.nproc > 1):
-        from irscope.errors import UsageError
-
         raise UsageError("inspect: --nproc takes a count of 1 or more, and a script (a "
                          "launcher command starts its own processes)")
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
@@ -114,8 +114,6 @@ def run(args) -> int:
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
     try:
-        from irscope.console import progress
-
         with progress("filing the run", delay=LATE_BAR_S) as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar,
                            passes=args.passes)
@@ -147,8 +145,6 @@ def _pass_env(env: dict[str, str]) -> Path:
 def _file_passes(run, dump: Path) -> None:
     """File the Triton kernels' passes into their units, then remove the dump."""
     import shutil
-
-    from irscope.console import warn
     from irscope.ingest.passes import file_triton_dump
 
     try:
@@ -216,9 +212,6 @@ def _unfiled(session, status: dict, cause: BaseException) -> int:
     """Say in one line why the run is not filed whole, mark it partial with the script's exit
     status where the disk still allows, and end with that status (1 if the script succeeded:
     irscope did not)."""
-    from irscope.cli import environment_error
-    from irscope.console import error
-    from irscope.errors import IrscopeError
 
     message = str(cause) if isinstance(cause, IrscopeError) else environment_error(cause)[0]
     code = int(status.get("exit_status", 0) or 0)
@@ -248,21 +241,20 @@ def _while_running(session) -> None:
 def _preload() -> None:
     """Import what filing and the summary need while the script runs (this process idles),
     on the cores the script leaves idle."""
-    from irscope.collectors.watch import yield_to_the_program
+    from irscope.filing.watch import yield_to_the_program
 
     yield_to_the_program()
     import zipfile  # noqa: F401  (cached XLA dumps)
 
-    import irscope.collectors.filing  # noqa: F401
+    import irscope.filing.folder  # noqa: F401
     import irscope.ingest  # noqa: F401
-    import irscope.summary  # noqa: F401
+    import irscope.reports.summary  # noqa: F401
     from irscope.parsers import inductor, registry  # noqa: F401
     from rich import console, text  # noqa: F401
 
 
 def _report(run, args) -> None:
-    from irscope import summary
-    from irscope.console import print_json
+    from irscope.reports import summary
     from irscope.read.summary import read_summary
 
     path = run.path
@@ -279,8 +271,6 @@ def _report(run, args) -> None:
 
 def _remove_run(path: Path) -> None:
     import shutil
-
-    from irscope.errors import RunError
     from irscope.store import INDEX
 
     if path.is_dir() and any(path.iterdir()):
@@ -293,10 +283,8 @@ def _import_path(python: str, staging_root: Path) -> dict[str, str]:
     """PYTHONPATH that lets another interpreter import irscope (and nothing else of ours)."""
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         return {}  # (a venv's python links to its base interpreter: compare paths, not files)
-    import irscope
-
     shim = staging_root / "import"
     shim.mkdir(exist_ok=True)
-    (shim / "irscope").symlink_to(Path(irscope.__file__).resolve().parent, target_is_directory=True)
+    (shim / "irscope").symlink_to(PACKAGE, target_is_directory=True)
     existing = os.environ.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join(p for p in (existing, str(shim)) if p)}

@@ -1,6 +1,9 @@
 """`irscope lint RUN`: static performance advice, each finding with its evidence and rule id."""
 
 from __future__ import annotations
+from irscope.console import note, out, print_json, rich_console
+from irscope.errors import UsageError
+
 
 EXIT_FINDINGS = 1
 SEVERITY_STYLE = {"warning": "yellow", "info": "cyan"}
@@ -30,8 +33,6 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from irscope.analysis.lint import RULES
-    from irscope.console import out, print_json
-    from irscope.errors import UsageError
 
     if args.list_rules:
         for rule in RULES:
@@ -57,7 +58,7 @@ def _findings(spec: str, pattern: str | None, rules):
     from irscope.reports.records import unit_selected
     from irscope.read.lint import read_findings
     from irscope.store import Run, locate_run
-    from irscope.read.units import shown_units
+    from irscope.store.units import shown_units
 
     with Run.open(locate_run(spec)) as run_:
         shown, _ = shown_units(run_.units())
@@ -71,7 +72,6 @@ def render(findings, run_name: str) -> None:
     from rich.text import Text
 
     from irscope.analysis.lint import DOCS
-    from irscope.console import note, rich_console
 
     if not findings:
         note(f"{run_name}: no findings")

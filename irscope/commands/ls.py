@@ -1,6 +1,6 @@
 """`irscope ls RUN`: the units of a run with their framework, stages and headline figures.
 
-JAX's eager ops (see irscope.read.units) are left out unless ``--all`` is given; then they are
+JAX's eager ops (see irscope.store.units) are left out unless ``--all`` is given; then they are
 listed after the user's units, under their group.
 """
 
@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections import defaultdict
 
 from typing import TYPE_CHECKING
-
 from irscope.console import note, out, print_json
 
 if TYPE_CHECKING:
@@ -61,7 +60,7 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
     """Units with stages (kind, name, size), events counted, and relations by name;
     without ``show_all``, those hidden by default are left out; with ``rank``, only the
     units that rank compiled. ``units``: the run's units, when already read."""
-    from irscope.read.units import group_of, shown_units
+    from irscope.store.units import group_of, shown_units
 
     stages = run_.stage_outlines()
     events = defaultdict(lambda: defaultdict(int))
@@ -93,7 +92,7 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
 
 def run(args) -> int:
     from irscope.store import Run, locate_run
-    from irscope.read.units import shown_units
+    from irscope.store.units import shown_units
 
     with Run.open(locate_run(args.run)) as run_:
         units = run_.units()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import sys
-
+from irscope.console import color_enabled, out, print_json, printable, rich_console, warn
 from irscope.errors import IrscopeError
 
 
@@ -56,8 +56,6 @@ def run(args) -> int:
                                      f"before {row.name}", f"after {row.name}",
                                      n=max(0, args.context), lineterm=""))
     if args.json:
-        from irscope.console import print_json
-
         print_json({"unit": unit.name, "pass": row.to_json(), "diff": diff})
     elif row.changed is None:
         print(f"{row.name}: the dump does not hold the IR this pass left", file=sys.stderr)
@@ -68,7 +66,6 @@ def run(args) -> int:
 
 def _list(passes, args) -> int:
     from irscope.analysis.passes import listing
-    from irscope.console import out, print_json, warn
 
     shown = listing(passes.rows, args.all)
     if args.json:
@@ -90,8 +87,6 @@ def _list(passes, args) -> int:
 def _print_table(rows) -> None:
     from rich.table import Table
 
-    from irscope.console import rich_console
-
     console = rich_console()
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
     for title, justify in (("#", "right"), ("pipeline", "left"), ("pass", "left"),
@@ -112,8 +107,6 @@ def _print_table(rows) -> None:
 
 
 def _write_diff(diff: list[str], name: str) -> None:
-    from irscope.console import color_enabled, printable
-
     if not diff:
         print(f"{name} changed nothing", file=sys.stderr)
         return

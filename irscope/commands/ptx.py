@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-from irscope.console import markup_escape, out, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
 from irscope.files import read_artifact
+from irscope.console import markup_escape, out, print_json, rich_console, warn
 
 LEVELS = {"opcode": "histogram", "op": "ops", "category": "categories"}
 

@@ -1,8 +1,8 @@
 """`irscope ranks RUN`: where the ranks of a multi-process run compiled differently."""
 
 from __future__ import annotations
-
 from irscope.console import note, out, print_json
+
 
 EXIT_DIVERGED = 1
 

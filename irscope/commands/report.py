@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from irscope.console import note, rich_console, write_text
+from irscope.errors import InputError
 
 FORMATS = ("table", "json", "csv", "md", "html")
 DETAILED = ("html",)  # formats that show the run's kernels and problems beside the records
@@ -63,8 +65,6 @@ def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
 def emit(text_at_width, renderable_for_terminal, fmt: str, output: str | None) -> None:
     """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise);
     ``text_at_width(width)`` renders the text (a file's table is 120 columns wide)."""
-    from irscope.console import rich_console, write_text
-    from irscope.errors import InputError
 
     if output:
         try:
@@ -79,7 +79,6 @@ def emit(text_at_width, renderable_for_terminal, fmt: str, output: str | None) -
 
 
 def run(args: argparse.Namespace) -> int:
-    from irscope.console import note
     from irscope.read.view import RunView
     from irscope.reports import renderer
     from irscope.reports.build import build_report

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from irscope.console import note, out
+from irscope.errors import InputError
 
 
 def add_parser(subparsers) -> None:
@@ -27,9 +29,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from irscope import repro
-    from irscope.console import note, out
-    from irscope.errors import InputError
+    from irscope.reports import repro
     from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
@@ -54,8 +54,7 @@ def run(args) -> int:
 
 def read_spec(run, unit):
     """The ReproSpec of a Triton unit from its stages, attributes and the graph launching it."""
-    from irscope import repro
-    from irscope.errors import InputError
+    from irscope.reports import repro
 
     stages = {s.kind: s for s in reversed(run.stages(unit.id))}
     by_name = {s.name: s for s in run.stages(unit.id)}
@@ -121,7 +120,7 @@ def _arch(attrs, metadata) -> str:
 
 def _launch(run, unit, name, signature, constexprs):
     """The launch read from the output code of a graph that launches the unit, if any."""
-    from irscope import repro
+    from irscope.reports import repro
 
     graphs = [r.src for r in run.relations("launches") if r.dst == unit.id]
     codes = [s for s in run.stages() if s.kind == "inductor_output_code"]

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from irscope.console import note, out, print_json
 from irscope.errors import RunError
+from irscope.console import note, out, print_json
 
 
 def add_parser(subparsers) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 from pathlib import Path
-
-from irscope.console import markup_escape, print_json, rich_console, warn
 from irscope.errors import InputError, UsageError
 from irscope.files import read_bytes
+from irscope.console import markup_escape, print_json, rich_console, warn
 
 MAX_THREADS = 1024  # threads per block, the CUDA limit on every architecture
 

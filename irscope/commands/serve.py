@@ -13,6 +13,8 @@ import shlex
 import sys
 import threading
 from pathlib import Path
+from irscope.console import note
+from irscope.errors import UsageError
 
 DEFAULT_PORT = 8000
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -44,8 +46,6 @@ def app_command(run_path: Path, show_all: bool = False) -> str:
 
 
 def run(args) -> int:
-    from irscope.console import note
-    from irscope.errors import UsageError
     from irscope.store import locate_run
 
     path = Path(locate_run(args.run)).resolve()

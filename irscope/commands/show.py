@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import sys
-
-from irscope.console import printable
 from irscope.errors import InputError
+from irscope.console import printable
 
 
 def add_parser(subparsers) -> None:

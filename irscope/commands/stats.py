@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from rich.markup import escape
-
-from irscope.console import error, note, print_json, rich_console
 from irscope.errors import InputError, IrscopeError, UsageError
 from irscope.files import read_artifact
+from irscope.console import error, note, print_json, rich_console
 
 TOP_OPS = 15
 

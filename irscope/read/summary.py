@@ -12,7 +12,7 @@ from typing import Any
 from irscope.read.figures import read_run_figures
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
-from irscope.read.units import shown_units
+from irscope.store.units import shown_units
 
 TOP_OPCODES = 5
 

@@ -11,7 +11,7 @@ from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
 from irscope.read.lint import read_findings
 from irscope.read.ranks import rank_totals
-from irscope.read.units import shown_units
+from irscope.store.units import shown_units
 from irscope.read.view import RunView
 from irscope.reports.passes import with_passes
 from irscope.reports.records import (CODE_KINDS, Report, StageRecord, UnitRecord, plain_meta,

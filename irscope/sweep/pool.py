@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import replace
 from typing import Any
 
 from irscope.collectors import triton_aot
@@ -67,7 +68,7 @@ class CompilePool:
         A worker that dies breaks the whole pool, failing every unfinished job with it; those
         are compiled again, each in a one-worker pool of its own, so only the culprit fails.
         """
-        futures = {self._executor.submit(triton_aot.compile_job, job): i for i, job in enumerate(jobs)}
+        futures = {self._executor.submit(compile_and_analyse, job): i for i, job in enumerate(jobs)}
         suspects = []
         for future in as_completed(futures):
             outcome = _outcome(future)
@@ -83,12 +84,45 @@ class CompilePool:
             for index in suspects[start:start + self.workers]:
                 stderr_path = os.path.join(self._root, f"job-{index}.err")
                 pool = self._pool(1, stderr_path)
-                alone[pool.submit(triton_aot.compile_job, jobs[index])] = (index, pool, stderr_path)
+                alone[pool.submit(compile_and_analyse, jobs[index])] = (index, pool, stderr_path)
             for future in as_completed(alone):
                 index, pool, stderr_path = alone[future]
                 pool.shutdown(wait=True)
                 yield index, _outcome(future) or triton_aot.Outcome(
                     False, None, error=_crash_message(stderr_path))
+
+
+def compile_and_analyse(job) -> Any:
+    """Compile one configuration (``triton_aot.compile_job``), then disassemble and measure
+    its cubin in the same worker, so that analyses run in parallel too."""
+    outcome = triton_aot.compile_job(job)
+    if not outcome.ok or not outcome.cubin:
+        return outcome
+    stages, attrs = derive_from_cubin(outcome.cubin, outcome.asm.get("ptx"), outcome.metadata,
+                                      outcome.ptxas_log)
+    return replace(outcome, cubin_stages=stages, cubin_attrs=attrs)
+
+
+def derive_from_cubin(cubin: bytes, ptx: str | None, metadata: dict[str, Any], ptxas_log: str
+                      ) -> tuple[tuple[tuple[str, str, bytes, str | None], ...], dict[str, Any]]:
+    """The cubin and SASS stages and the resources attribute filing stores for a cubin,
+    computed here in the worker so disassembly runs in parallel; the parent copies them.
+
+    Spill figures come from this compile's own `ptxas -v` log; when Triton took the kernel
+    from its cache (no log), ptxas is asked again about the PTX.
+    """
+    from irscope.analysis.kernels import parse_ptxas_log
+    from irscope.ingest.triton_cache import analyse_cubin, launch_metadata, tools_found
+
+    stages = (("cubin", "cubin", cubin, "triton.compile"),)
+    if not cubin or not tools_found():
+        return stages if cubin else (), {}
+    analysis = analyse_cubin(cubin, ptx, launch_metadata(metadata),
+                             ptxas=parse_ptxas_log(ptxas_log) or None)
+    if analysis.sass is None:
+        return stages, {}
+    return (stages + (("sass", "sass", analysis.sass.encode("utf-8"), "triton.compile"),),
+            {"resources": analysis.resources} if analysis.resources else {})
 
 
 def _outcome(future):

@@ -291,7 +291,7 @@ class _Folder:
 
     def _start_cached(self, watch: StagingWatch, name: str, path: str) -> bool:
         """Start on each whole cache entry of ``name``; whether there was any."""
-        from irscope.collectors.inductor_cache import find_entries, staged_name, written_since
+        from irscope.filing.inductor_cache import find_entries, staged_name, written_since
 
         found = False
         for entry in find_entries(name, path, watch.environ):

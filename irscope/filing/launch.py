@@ -58,12 +58,11 @@ def rank_envs(nproc: int) -> list[dict[str, str]]:
 def launcher_env(staging: Staging, config: Path, environ: dict[str, str]) -> dict[str, str]:
     """Variables that make every Python process of a launched program collect into its
     rank's staging folder: PYTHONPATH leads to irscope's sitecustomize, which reads ``config``."""
-    import irscope
     from irscope.collectors.bootstrap import CONFIG_VARIABLE
 
     shim = staging.root / SHIM
     shim.mkdir(exist_ok=True)
-    home = str(Path(irscope.__file__).resolve().parent.parent)
+    home = str(Path(__file__).resolve().parents[2])  # the folder holding irscope
     (shim / "sitecustomize.py").write_text(SITECUSTOMIZE.format(home=home), encoding="utf-8")
     existing = environ.get("PYTHONPATH")
     return {CONFIG_VARIABLE: str(config),

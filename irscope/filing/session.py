@@ -13,7 +13,7 @@ from irscope.collectors.staging import Staging, collection_env, staging_for, use
 from irscope.errors import RunError
 
 if TYPE_CHECKING:
-    from irscope.collectors.watch import StagingWatch
+    from irscope.filing.watch import StagingWatch
     from irscope.store import Run
 
 
@@ -63,7 +63,7 @@ class Session:
     def watch(self) -> None:
         """Start filing work on what is staged while the program still runs (the run is
         opened first: that work stores bytes in it ahead)."""
-        from irscope.collectors.watch import StagingWatch  # once the program runs
+        from irscope.filing.watch import StagingWatch  # once the program runs
 
         if self._watch is None:
             self._watch = StagingWatch(self.staging, self.run.path,
@@ -78,7 +78,7 @@ class Session:
                progress=None, passes: bool = False) -> list[str]:
         """File the staging folder into the run and record how the program ended
         (``passes``: with the XLA emitter pass logs, pass by pass)."""
-        from irscope.collectors.filing import Passes, file_staging  # not on the script's path
+        from irscope.filing.folder import Passes, file_staging  # not on the script's path
         from irscope.collectors.pallas import file_kernels
 
         filing_started = time.time()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from irscope.store import Unit
+from irscope.store.records import Unit
 
 EAGER_OPS = "eager ops"  # the group JAX's eager ops are filed under
 U = TypeVar("U", bound=Unit)

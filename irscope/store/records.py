@@ -1,0 +1,145 @@
+"""The rows a run holds (units, stages, relations, events), read from the index without trusting it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from irscope.errors import RunError
+from irscope.store.schema import ATTR_TYPES, ATTR_VALUE_TYPES
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A compiled thing: a Dynamo graph, a jitted JAX function, a Triton kernel."""
+
+    id: int
+    name: str
+    framework: str
+    source_file: str | None = None
+    source_line: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One IR of a unit: its kind (see irscope.parsers.registry), a label and its blob."""
+
+    id: int
+    unit_id: int
+    kind: str
+    name: str
+    position: int
+    blob: str
+    size: int
+    origin: str | None = None
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A directed link between units, e.g. graph --launches--> kernel."""
+
+    src: int
+    kind: str
+    dst: int
+    attrs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened while compiling: a graph break, a recompilation, a failure."""
+
+    id: int
+    unit_id: int | None
+    kind: str
+    data: dict[str, Any]
+
+
+def text_value(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def optional_text(value: Any) -> str | None:
+    return None if value is None else text_value(value)
+
+
+def integer_value(value: Any, default: int | None = None) -> int | None:
+    """An index cell as an int; a crafted or damaged cell of another type gives ``default``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
+def unit_from_row(row) -> Unit:
+    return Unit(integer_value(row[0], 0), text_value(row[1]), text_value(row[2]), optional_text(row[3]),
+                integer_value(row[4]), attrs_from_json(row[5]))
+
+
+def attrs_from_json(text: Any) -> dict[str, Any]:
+    """A unit's or relation's attributes, without values of a type no writer gives them."""
+    attrs = json_object(text)
+    for key, expected in ATTR_TYPES.items():
+        value = attrs.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:
+            del attrs[key]
+        elif key in ATTR_VALUE_TYPES:
+            wanted = ATTR_VALUE_TYPES[key]
+            attrs[key] = {k: v for k, v in value.items()
+                          if isinstance(v, wanted) and not isinstance(v, bool)}
+    return attrs
+
+
+# The types of a stage row as irscope writes it (origin may be NULL): read as they are.
+STAGE_ROW = (int, int, str, str, int, str, int)
+STAGE_ROWS = frozenset({(*STAGE_ROW, str), (*STAGE_ROW, type(None))})
+
+
+def stage_from_row(row) -> Stage:
+    if tuple(map(type, row)) in STAGE_ROWS:
+        return Stage(*row)
+    return Stage(integer_value(row[0], 0), integer_value(row[1], 0), text_value(row[2]), text_value(row[3]),
+                 integer_value(row[4], 0), text_value(row[5]), integer_value(row[6], 0), optional_text(row[7]))
+
+
+
+def json_object(text: Any) -> dict[str, Any]:
+    """A stored JSON object, or {} when the index holds something else (damage, a crafted row)."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+
+def pick_unit(units: list[Unit], key: str | int, where: Path) -> Unit:
+    """The unit of ``units`` with id or exact name ``key``, else the one whose name holds it."""
+    for u in units:
+        if str(u.id) == str(key) or u.name == key:
+            return u
+    matches = [u for u in units if str(key) in u.name]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise RunError(f"{where}: no unit named {key!r}")
+    names = ", ".join(u.name for u in matches[:5])
+    raise RunError(f"{where}: {key!r} matches {len(matches)} units ({names}, ...)")
+
+
+def pick_stage(stages: list[Stage], unit: Unit, key: str) -> Stage:
+    """The stage of ``stages`` (a unit's) named ``key``, else the first of that kind."""
+    for s in stages:
+        if s.name == key:
+            return s
+    for s in stages:
+        if s.kind == key:
+            return s
+    have = ", ".join(s.name for s in stages) or "none"
+    raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")

@@ -1,0 +1,138 @@
+"""Writing to a run: units, stages, relations and events inside one transaction."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, Iterable
+from irscope.store.blobs import BlobRef, unlink_quietly
+from irscope.store.records import json_object
+from irscope.store.schema import BLOBS, BLOB_NAME
+
+if TYPE_CHECKING:
+    from irscope.store.run import Run
+
+
+
+class Writer:
+    """Write handle inside a transaction: units, stages, relations, events.
+
+    With ``keep_all`` (an ingest sets it) a stage never replaces one of the same kind and
+    name holding other bytes: the newcomer is filed as ``name (2)``, ``name (3)``...
+    """
+
+    def __init__(self, run: Run):
+        self.run = run
+        self.db = run.db
+        self.keep_all = False
+
+    def collect_orphans(self, keep: Iterable[str] = ()) -> int:
+        """Delete what a killed writer left under blobs/: blob files no stage names and
+        temporary files. Safe only here, inside a transaction: no other writer is filing.
+        ``keep``: blobs stored ahead of the stages that will name them (spared). Returns how
+        many files went."""
+        root = self.run.path / BLOBS
+        if not root.is_dir() or root.is_symlink():
+            return 0
+        named = {row[0] for row in self.db.execute("SELECT DISTINCT blob FROM stages")}
+        named.update(keep)
+        removed = 0
+        for top in os.scandir(root):
+            if top.name.startswith(".tmp-") and top.is_file(follow_symlinks=False):
+                removed += unlink_quietly(top.path)
+            if len(top.name) != 2 or not top.is_dir(follow_symlinks=False):
+                continue
+            for entry in os.scandir(top.path):
+                stray = entry.name.startswith(".tmp-") or (
+                    BLOB_NAME.fullmatch(entry.name) is not None and entry.name not in named)
+                if stray and not entry.is_dir(follow_symlinks=False):
+                    removed += unlink_quietly(entry.path)
+        for entry in os.scandir(self.run.path):
+            if entry.name.startswith(".tmp-") and entry.is_file(follow_symlinks=False):
+                removed += unlink_quietly(entry.path)
+        self.run._stored.clear()
+        return removed
+
+    def add_unit(self, name: str, framework: str, source_file: str | None = None,
+                 source_line: int | None = None, attrs: dict[str, Any] | None = None) -> int:
+        """Insert the unit or merge into the existing one of that framework and name."""
+        row = self.db.execute("SELECT id, attrs, source_file, source_line FROM units "
+                              "WHERE framework=? AND name=?", (framework, name)).fetchone()
+        if row:
+            merged = {**json.loads(row[1]), **(attrs or {})}
+            self.db.execute("UPDATE units SET attrs=?, source_file=?, source_line=? WHERE id=?",
+                            (json.dumps(merged, default=str), source_file or row[2],
+                             source_line or row[3], row[0]))
+            return row[0]
+        cur = self.db.execute(
+            "INSERT INTO units (name, framework, source_file, source_line, attrs) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
+        return cur.lastrowid
+
+    def rename_unit(self, unit_id: int, name: str) -> None:
+        """Give the unit another name (unique within its framework, like every name)."""
+        self.db.execute("UPDATE units SET name=? WHERE id=?", (name, unit_id))
+
+    def update_attrs(self, unit_id: int, attrs: dict[str, Any]) -> None:
+        """Merge ``attrs`` into the unit's attributes."""
+        unit = self.run.unit_by_id(unit_id)
+        self.add_unit(unit.name, unit.framework, attrs=attrs)
+
+    def add_stage(self, unit_id: int, kind: str, data: bytes | str | BlobRef,
+                  name: str | None = None, origin: str | None = None) -> int:
+        """Attach ``data`` (bytes, text, or a blob already stored) to the unit as a stage.
+
+        A stage of the same kind and name on that unit is replaced.
+        """
+        from irscope.parsers import registry
+
+        if isinstance(data, BlobRef):
+            blob, size = data.blob, data.size
+        else:
+            if isinstance(data, str):
+                data = data.encode("utf-8")
+            blob, size = self.run.put_blob(data), len(data)
+        name = name or kind
+        if self.keep_all:
+            name = self._free_name(unit_id, kind, name, blob)
+        cur = self.db.execute(
+            "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
+            "blob=excluded.blob, size=excluded.size, origin=excluded.origin",
+            (unit_id, kind, name, registry.get(kind).order, blob, size, origin))
+        return cur.lastrowid
+
+    def _free_name(self, unit_id: int, kind: str, name: str, blob: str) -> str:
+        """``name``, or the first ``name (n)`` that holds nothing or these very bytes."""
+        candidate, n = name, 1
+        while True:
+            row = self.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                                  (unit_id, kind, candidate)).fetchone()
+            if row is None or row[0] == blob:
+                return candidate
+            n += 1
+            candidate = f"{name} ({n})"
+
+    def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
+        """Link two units (kept once per source, kind and destination)."""
+        self.db.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
+                        (src, kind, dst, json.dumps(attrs or {}, default=str)))
+
+    def add_event(self, kind: str, data: dict[str, Any], unit_id: int | None = None) -> None:
+        """Record an event once per unit. Events with a reason are the same event when their
+        reasons are (spacing aside): a second source adds only what it knows more (a line)."""
+        if isinstance(data.get("reason"), str):
+            data = {**data, "reason": " ".join(data["reason"].split())}
+            for event_id, old_text in self.db.execute(
+                    "SELECT id, data FROM events WHERE unit_id IS ? AND kind=?", (unit_id, kind)):
+                old = json_object(old_text)
+                if " ".join(str(old.get("reason", "")).split()) == data["reason"]:
+                    merged = json.dumps({**data, **old, "reason": data["reason"]}, default=str,
+                                        sort_keys=True)
+                    self.db.execute("UPDATE events SET data=? WHERE id=?", (merged, event_id))
+                    return
+        text = json.dumps(data, default=str, sort_keys=True)
+        self.db.execute("INSERT INTO events (unit_id, kind, data) SELECT ?, ?, ? WHERE NOT EXISTS "
+                        "(SELECT 1 FROM events WHERE unit_id IS ? AND kind=? AND data=?)",
+                        (unit_id, kind, text, unit_id, kind, text))
