@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 from array import array
-from dataclasses import dataclass, field
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .base import Diagnostic, ParseResult, sorted_histogram

@@ -190,7 +190,8 @@ class _JsonStream:
 
 
 def _ns(value: Any) -> int | None:
-    """Microseconds as written (``4868175266550.405``, ``12``) -> integer nanoseconds, exactly."""
+    """Microseconds as written -> integer nanoseconds: exact for Kineto's three decimals
+    (``4868175266550.405``, ``12``), rounded for jax.profiler's float noise (``1.40799999``)."""
     if value.__class__ is str:
         dot = value.find(".")
         fraction = value[dot + 1:]
@@ -403,8 +404,7 @@ class _Reader:
         if self.derived:
             extra["derived_events_skipped"] = self.derived
         return _profile.finish(KIND, profiler, "chrome_trace", details, self._devices(), kernels,
-                               memory_ops,
-                               self.diagnostics, extra)
+                               memory_ops, self.diagnostics, extra)
 
     def _devices(self) -> list[DeviceInfo]:
         devices = []

@@ -158,13 +158,16 @@ class _StreamFields:
         return data
 
     def skip(self, size: int) -> None:
-        if self.stream.seekable():
-            self.stream.seek(size, io.SEEK_CUR)
-        else:
-            while size > 0:
-                size -= len(self.stream.read(min(size, 1 << 20)))
         if self.left is not None:
             self.left -= size
+        if self.stream.seekable():
+            self.stream.seek(size, io.SEEK_CUR)
+            return
+        while size > 0:
+            chunk = self.stream.read(min(size, 1 << 20))
+            if not chunk:
+                raise _Damaged("the file ends inside a message")
+            size -= len(chunk)
 
 
 class _Plane:
@@ -174,7 +177,7 @@ class _Plane:
         self.name = name
         self.lines: list[tuple[int, str, int, list[bytes]]] = []  # id, name, start ns, events
         self.event_names: dict[int, str] = {}
-        self.event_stats: dict[int, bytes] = {}  # metadata id -> its stats, raw
+        self.event_stats: dict[int, list[bytes]] = {}  # metadata id -> its stats, raw
         self.stat_names: dict[int, str] = {}
         self.stats: list[bytes] = []
 
@@ -305,7 +308,7 @@ class _Reader:
     @staticmethod
     def _events(plane: _Plane, events: list[bytes], start: int
                 ) -> Iterator[tuple[str, int, int, list[bytes]]]:
-        """(name, start ns, duration ns, raw stats, the metadata's first) of a line's events."""
+        """(name, start ns, duration ns, raw stats: its metadata's, then its own) per event."""
         for raw in events:
             metadata, offset, duration, stats = 0, 0, 0, []
             for number, value in _fields(raw):

@@ -203,3 +203,16 @@ def test_garbage_gives_diagnostics_not_exceptions(data):
 def test_cut_xplane_gives_a_diagnostic(cut):
     trace = profile_trace.read(io.BytesIO(JAX_XPLANE.read_bytes()[:cut]))
     assert any("ends inside a message" in d.message for d in trace.diagnostics)
+
+
+class _Unseekable(io.BytesIO):
+    """A pipe's view of a file: read only forwards."""
+
+    def seekable(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("path", [KINETO, JAX_XPLANE], ids=["gzip", "xplane"])
+def test_unseekable_streams_read_alike(path):
+    data = path.read_bytes()
+    assert profile_trace.read(io.BufferedReader(_Unseekable(data))) == read(path)
