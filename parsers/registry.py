@@ -66,6 +66,9 @@ FORMATS: tuple[Format, ...] = (
     Format("sass", "SASS", 130, (".sass",), "sass", "sass:SassLexer"),
     Format("metadata", "Metadata", 140, (".json",), None, "json", sniffed=False),
     Format("cost_analysis", "Cost analysis", 145, (), None, "json", sniffed=False),
+    # measured time: a profiler's trace of the run's GPU work (Kineto or jax.profiler)
+    # (profile_trace.read also reads jax.profiler's binary .xplane.pb: parsers/xplane.py)
+    Format("profile_trace", "Profiler trace", 860, (), "profile_trace", None),
     # one pass of a unit's pipeline: the IR after it (irscope.ingest.passes files them)
     Format("pass_list", "Passes", 880, (), None, "json", sniffed=False),
     Format("pass_ir", "IR after a pass", 890, (), None, None, sniffed=False),
