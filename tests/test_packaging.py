@@ -107,3 +107,18 @@ def test_help_imports_no_store_parser_or_analysis():
             "'irscope.parsers', 'irscope.analysis', 'irscope.ingest', 'rich.table'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_lexer_of_the_format_table_is_an_entry_point_and_back():
+    """The registry's lexers (``module:Class`` inside irscope.parsers) and the
+    ``pygments.lexers`` entry points in pyproject.toml name the same classes, so a lexer
+    added to one is not missing from the other."""
+    import tomllib
+
+    from irscope.parsers import registry
+
+    table = {f"irscope.parsers.{f.lexer}" for f in registry.FORMATS
+             if f.lexer and ":" in f.lexer}
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        points = tomllib.load(fh)["project"]["entry-points"]["pygments.lexers"]
+    assert set(points.values()) == table

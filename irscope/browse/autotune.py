@@ -48,9 +48,9 @@ def autotune_candidates(unit: Unit, units: Iterable[Unit]) -> list[Candidate]:
     key = (base_name(unit.name), unit.source_file)
     same = [u for u in units if u.framework == "triton"
             and (base_name(u.name), u.source_file) == key]
-    if len(same) < 2 and not unit.attrs.get("autotune_best"):
+    if len(same) < 2 and not unit.autotune_best:
         return []
-    found = [Candidate(u.id, u.name, config_text(u.attrs), bool(u.attrs.get("autotune_best")))
+    found = [Candidate(u.id, u.name, config_text(u.attrs), u.autotune_best)
              for u in same]
     return sorted(found, key=lambda c: (natural_key(c.config), c.name))
 

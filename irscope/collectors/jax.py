@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from irscope.collectors import xla_dump_cache
+from irscope.collectors import jax_internals
 from irscope.collectors.staging import Staging, append_record
 
 # mlp at /home/me/seed_jax.py:10
@@ -58,8 +59,13 @@ def install(staging: Staging, dumps: bool = True,
     ``--xla_dump_to``); ``dump_cache``: where dumps are cached (None: no cache). Returns a
     function that takes the wraps off again.
     """
-    from jax._src import cache_key, compilation_cache, compiler, monitoring
-    from jax._src.interpreters import pxla
+    cache_key = jax_internals.module("cache_key")
+    compilation_cache = jax_internals.module("compilation_cache")
+    compiler = jax_internals.module("compiler")
+    pxla = jax_internals.module("interpreters.pxla")
+    monitoring = jax_internals.module("monitoring")
+    if (note := jax_internals.version_note()) is not None:
+        staging.record_event("collector_error", {"collector": "jax", "error": note})
 
     lower = pxla.lower_sharding_computation
     internal = _package_folders()
@@ -162,8 +168,8 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
     """Point this compile's XLA dump at a folder of its own, or at nothing when the cache
     holds it already; record which, under the compile's number. Returns the number, and
     whether XLA must compile to dump."""
-    from jax._src import cache_key
-    from jax._src.lib.mlir import ir
+    cache_key = jax_internals.module("cache_key")
+    ir = jax_internals.module("lib.mlir").ir
 
     number = next(_compiles)
     module = ir.StringAttr(computation.operation.attributes["sym_name"]).value
@@ -255,7 +261,7 @@ def _caller_outside(folders: tuple[str, ...]) -> str | None:
 
 def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float,
                     internal: tuple[str, ...] = ()) -> None:
-    from jax._src.interpreters import mlir
+    mlir = jax_internals.module("interpreters.mlir")
 
     record: dict[str, Any] = {
         "record": "lowering", "id": _record_id(computation),

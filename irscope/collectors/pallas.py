@@ -18,6 +18,7 @@ import functools
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from irscope.collectors.jax_internals import module
 from irscope.collectors.staging import Staging, append_record, read_records
 
 KERNELS = "kernels.jsonl"
@@ -27,7 +28,7 @@ PALLAS_TARGET = ("cuda", 90)  # the target Pallas's Triton lowering assumes with
 
 def install(staging: Staging) -> Callable[[], None]:
     """Wrap JAX's lowering so that the kernel calls in every jitted function are staged."""
-    from jax._src.interpreters import pxla
+    pxla = module("interpreters.pxla")
 
     lower = pxla.lower_sharding_computation
 
@@ -95,9 +96,8 @@ def stage_kernels(staging: Staging, closed_jaxpr, function: str) -> None:
 
 def _pallas_triton_ir(jaxpr, grid_mapping) -> str:
     """Pallas's Triton module for this kernel body, as its GPU lowering makes it."""
-    from jax._src import sharding_impls
-    from jax._src.interpreters import mlir
-    from jax._src.pallas.triton import lowering
+    sharding_impls, mlir = module("sharding_impls"), module("interpreters.mlir")
+    lowering = module("pallas.triton.lowering")
 
     platform, capability = PALLAS_TARGET
     try:  # this machine's GPU, as Pallas's own lowering asks

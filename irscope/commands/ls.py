@@ -73,7 +73,7 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
         launches[r.src].append(names.get(r.dst))
     rows = []
     for u in shown_units(units, show_all)[0]:
-        if rank is not None and u.attrs.get("rank") != rank:
+        if rank is not None and u.rank != rank:
             continue
         figures = headline(u)
         rows.append({"id": u.id, "name": u.name, "framework": u.framework,
@@ -83,8 +83,8 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
                                 for kind, name, size in stages.get(u.id, ())],
                      "events": dict(events[u.id]),
                      "launches": launches[u.id], "figures": figures})
-        if u.attrs.get("rank") is not None:
-            rows[-1]["rank"] = u.attrs["rank"]
+        if u.rank is not None:
+            rows[-1]["rank"] = u.rank
         if u.attrs.get("called_from"):  # the user's line that ran an eager op
             rows[-1]["called_from"] = u.attrs["called_from"]
     return rows
@@ -98,7 +98,7 @@ def run(args) -> int:
         units = run_.units()
         rows = listing(run_, args.show_all, args.rank, units)
         hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank
-            args.rank is None or u.attrs.get("rank") == args.rank
+            args.rank is None or u.rank == args.rank
             for u in shown_units(units, False)[1])
     if args.json:
         print_json(rows)

@@ -80,7 +80,7 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str],
     pairs already read from the output code (default: the run's output code's).
     """
     known = {_cache_folder(_sidecar(p).get("hash")) for p in staging.triton.glob(f"*/{SIDECAR}")}
-    known |= {_cache_folder(u.attrs.get("hash")) for u in run.units("triton")}
+    known |= {_cache_folder(u.kernel_hash) for u in run.units("triton")}
     started = _collection_start(staging)
     added = []
     for name, kernel_path in inductor_triton_kernels(run) if kernels is None else kernels:

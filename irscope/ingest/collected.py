@@ -97,7 +97,7 @@ def _jax_unit_name(run: Run, module: str, compile_number: int, rank: int | None 
     """
     if compile_number == 1:
         return ranked_name(module, rank)
-    modules = sorted((u for u in run.units("jax") if u.attrs.get("rank") == rank
+    modules = sorted((u for u in run.units("jax") if u.rank == rank
                       and split_rank(u.name)[0].startswith(f"{module} (module ")),
                      key=lambda u: _number(u.attrs.get("xla_module")))
     if compile_number - 2 < len(modules):

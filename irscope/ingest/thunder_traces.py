@@ -159,4 +159,4 @@ def graphs_of(writer: Writer, frames, rank) -> list[int]:
         return []
     return [u.id for u in writer.run.units("torch")
             if str(u.attrs.get("compile_id", "")).split("/")[0] in wanted
-            and u.attrs.get("rank") == rank]
+            and u.rank == rank]

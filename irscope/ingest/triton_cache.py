@@ -127,7 +127,7 @@ def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
     apart by hash: the smallest hash keeps the plain name, the others are name-<hash8>, in
     whatever order they are filed, so a warm run names them as the cold run did."""
     same_name = writer.run.unit_named("triton", name)
-    held = same_name.attrs.get("hash") if same_name else None
+    held = same_name.kernel_hash if same_name else None
     if same_name and held not in (None, entry_hash):
         if str(entry_hash) < str(held):  # the newcomer takes the plain name
             writer.rename_unit(same_name.id, f"{name}-{str(held)[:8]}")

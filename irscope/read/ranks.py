@@ -16,8 +16,7 @@ OUTPUT_CODE = "inductor_output_code"
 
 def unit_rank(unit) -> int | None:
     """The rank that compiled ``unit``, None for units of no one rank (a shared kernel)."""
-    rank = unit.attrs.get("rank")
-    return rank if isinstance(rank, int) else None
+    return unit.rank
 
 
 def run_ranks(run: RunView | Run) -> list[int]:

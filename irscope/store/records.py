@@ -22,6 +22,32 @@ class Unit:
     source_line: int | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
 
+    # Typed views of the attributes readers use most; ATTR_TYPES already checked their types.
+    @property
+    def rank(self) -> int | None:
+        """The rank that compiled the unit; None for a one-process run or a shared kernel."""
+        rank = self.attrs.get("rank")
+        return rank if isinstance(rank, int) and not isinstance(rank, bool) else None
+
+    @property
+    def launch_metadata(self) -> dict[str, Any]:
+        """A kernel's launch metadata: its compiler's (``metadata``) with the unit's own
+        ``num_warps``, ``shared``, ``target`` and ``arch`` over it."""
+        metadata = dict(self.attrs.get("metadata") or {})
+        metadata.update({k: self.attrs[k] for k in ("num_warps", "shared", "target", "arch")
+                         if k in self.attrs})
+        return metadata
+
+    @property
+    def kernel_hash(self) -> str | None:
+        """A Triton kernel's cache hash (what tells autotuning's configurations apart)."""
+        return self.attrs.get("hash")
+
+    @property
+    def autotune_best(self) -> bool:
+        """Whether autotuning chose this configuration of its kernel."""
+        return bool(self.attrs.get("autotune_best"))
+
 
 @dataclass(frozen=True)
 class Stage:
