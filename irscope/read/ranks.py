@@ -27,15 +27,15 @@ def run_ranks(run: RunView | Run) -> list[int]:
 
 def rank_units(run: RunView | Run) -> list[RankUnit]:
     """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels."""
-    run = RunView.of(run)
     from irscope.analysis.ranks import process_neutral_digest
 
+    run = RunView.of(run)
     ranked = [u for u in run.units() if unit_rank(u) is not None]
     if not ranked:
         return []
     wanted = {u.id for u in ranked}
     stages: dict[int, list] = {}
-    for stage in run.stages():
+    for stage in run.stages(kinds=("fx_graph", *GUARD_KINDS, OUTPUT_CODE)):
         if stage.unit_id in wanted:
             stages.setdefault(stage.unit_id, []).append(stage)
     recompiles = Counter(e.unit_id for e in run.events("recompile"))
