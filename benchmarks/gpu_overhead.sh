@@ -3,9 +3,11 @@
 # (12 layers, forward + backward) and a flax/optax training step; then the run's roll-ups
 # against independent counts and warm against cold. Prints one line per measurement.
 #   ROUNDS=2 [ARMS="plain irscope"] bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
-# Arms, in an order that turns each round: `plain` (python as the user runs it), `plain-1t`
-# (python with TORCHINDUCTOR_COMPILE_THREADS=1, as irscope runs Inductor where a GPU is
-# visible, so that Triton compiles stay in the hooked process) and `irscope`. Each arm keeps its
+# Arms, in an order that turns each round: `plain` (python as the user runs it), `trace`
+# (python with TORCH_TRACE set: what PyTorch's own structured trace costs, the floor),
+# `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1) and `irscope`, whose line also
+# prints where its own time went (run.json's phases_s: start, child_start, script,
+# child_exit, filing). Each arm keeps its
 # own caches, emptied before its cold run, so every arm sees the same cache state.
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
@@ -33,15 +35,17 @@ run_arm() {  # workload arm round
   for state in cold warm; do
     case $arm in
       plain) timed "$w-$arm-$state-r$r" python3 $cmd ;;
+      trace) rm -rf /tmp/bench-$w-trace-log
+        TORCH_TRACE=/tmp/bench-$w-trace-log timed "$w-$arm-$state-r$r" python3 $cmd ;;
       plain-1t) TORCHINDUCTOR_COMPILE_THREADS=1 timed "$w-$arm-$state-r$r" python3 $cmd ;;
       irscope)
         timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$out/$w-$state" --name "$w-$state" $cmd
-        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'))" "$out/$w-$state/run.json" 2>/dev/null ;;
+        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'))" "$out/$w-$state/run.json" 2>/dev/null ;;
     esac
   done
 }
 for w in $workloads; do
-  arms=${ARMS:-plain plain-1t irscope}
+  arms=${ARMS:-plain trace irscope}
   [ "$w" = jax ] && arms=${ARMS:-plain irscope}
   for r in $(seq 1 "$rounds"); do
     for arm in $arms; do run_arm "$w" "$arm" "$r"; done

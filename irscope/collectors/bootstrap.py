@@ -19,6 +19,7 @@ import os
 import runpy
 import signal
 import sys
+import time
 from pathlib import Path
 
 from irscope.collectors import imports
@@ -86,7 +87,7 @@ def missing_frameworks(only) -> list[str]:
 def write_status(staging: Staging, status: dict, only=()) -> None:
     from irscope import environment
 
-    status = {**status, "frameworks": imported_frameworks(), "missing": missing_frameworks(only),
+    status = {**status, "script_ended": time.time(), "frameworks": imported_frameworks(), "missing": missing_frameworks(only),
               "versions": environment.imported_versions()}
     tmp = staging.status.with_suffix(".tmp")
     tmp.write_text(json.dumps(status, default=str), encoding="utf-8")
@@ -173,6 +174,7 @@ def _chain_sitecustomize() -> None:
 
 
 def main(argv: list[str]) -> int:
+    booted = time.time()  # the interpreter is up and irscope's bootstrap imported
     if len(argv) < 2:
         sys.stderr.write("usage: python -m irscope.collectors.bootstrap CONFIG -- script [args]\n")
         return 2
@@ -184,23 +186,25 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     cache = config.get("dump_cache")
     Collectors(staging, only, config.get("xla_dumps", True), Path(cache) if cache else None)
+    started = time.time()
+    timed = {"booted": booted, "script_started": started}
     try:
         run_target(target)
     except SystemExit as exc:
         code = exit_code(exc.code)
-        write_status(staging, {"exit_status": code, "ended": "exit"}, only)
+        write_status(staging, {"exit_status": code, "ended": "exit", **timed}, only)
         raise
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
         code = EXIT_INTERRUPTED if interrupted else 1
         write_status(staging, {"exit_status": code,
                                "ended": "interrupted" if interrupted else "exception",
-                               "error": None if interrupted else f"{type(exc).__name__}: {exc}"},
-                     only)
+                               "error": None if interrupted else f"{type(exc).__name__}: {exc}",
+                               **timed}, only)
         tb = _user_traceback(exc)
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         return code
-    write_status(staging, {"exit_status": 0, "ended": "exit"}, only)
+    write_status(staging, {"exit_status": 0, "ended": "exit", **timed}, only)
     return 0
 
 

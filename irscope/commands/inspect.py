@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from irscope.console import error, print_json, progress, warn
 from irscope.errors import InputError, IrscopeError, RunError, UsageError, environment_error
@@ -171,6 +172,7 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
     previous_term = signal.getsignal(signal.SIGTERM)
     failure = None
     try:
+        spawned = time.time()
         started = [subprocess.Popen(command, env=env) for command, env in children]
         threading.Thread(target=_preload, daemon=True).start()
         # A polite kill of irscope ends the script, then the run is still filed.
@@ -182,6 +184,7 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
             failure = exc
         codes = [child.wait() for child in started]
         returncode = next((code for code in codes if code), 0)
+        exited = time.time()
     finally:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, previous_term)
@@ -195,6 +198,7 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
         status.update(exit_status=EXIT_SIGNAL_BASE + sig, ended=ended)
     else:
         status["exit_status"] = returncode
+    status.update(spawned=spawned, exited=exited)
     if failure is not None:
         raise _NotFiled(status, failure)
     return status

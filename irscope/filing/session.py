@@ -105,6 +105,7 @@ class Session:
             "missing_frameworks": status.get("missing", []),
             "duration_s": round(time.time() - self.started, 3),
             "filing_s": round(time.time() - filing_started, 3),
+            "phases_s": phases(self.started, status, filing_started),
             "finished": environment.now(),
             "notes": notes,
             **({"ranks": [rank for rank, _ in ranks]} if ranks else {}),
@@ -122,6 +123,22 @@ class Session:
             self._cleanup.join()
         if self._run is not None:
             self._run.close()
+
+
+def phases(started: float, status: dict[str, Any], filing_started: float) -> dict[str, float]:
+    """Where a collection's time went, in seconds: irscope's start until it started the
+    script's process (``start``), that process's interpreter and irscope's hooks until the
+    script began (``child_start``), the script (``script``), the process's exit after the
+    script (``child_exit``: atexit handlers, interpreter teardown), waiting for the watch
+    and filing (``filing``). Phases the child did not report (a launcher's ranks, a script
+    killed by a signal) are left out."""
+    marks = [("start", started, status.get("spawned")),
+             ("child_start", status.get("spawned"), status.get("script_started")),
+             ("script", status.get("script_started"), status.get("script_ended")),
+             ("child_exit", status.get("script_ended"), status.get("exited")),
+             ("filing", filing_started, time.time())]
+    return {name: round(end - begin, 3) for name, begin, end in marks
+            if isinstance(begin, (int, float)) and isinstance(end, (int, float)) and end >= begin}
 
 
 def _claim_run_dir(name: str) -> Path:
