@@ -12,7 +12,8 @@ from irscope.capture import capture  # noqa: E402
 
 
 def open_run(path):
-    """Open an existing run directory read-only."""
-    from irscope.store import Run
+    """Open a run (a folder, a run name under ./.irscope/runs, or 'latest') read-only, for a
+    notebook: see irscope.notebook.OpenRun."""
+    from irscope.notebook import OpenRun
 
-    return Run.open(path)
+    return OpenRun(path)

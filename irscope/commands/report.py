@@ -38,6 +38,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("run", nargs="?", default="latest",
                         help="run directory, run name under ./.irscope/runs, or 'latest' (default)")
     add_format_options(parser)
+    parser.add_argument("--history", metavar="DIR", type=Path,
+                        help="an export dataset (irscope export): show each headline figure "
+                             "over the earlier runs of the same name there")
     parser.set_defaults(func=run)
 
 
@@ -90,13 +93,20 @@ def run(args: argparse.Namespace) -> int:
         view = RunView(opened)
         report = build_report(view, stage_filter(args), args.unit, args.show_all)
         details = Details.of_view(view) if fmt in DETAILED else Details()
+    history = None
+    if args.history is not None:
+        from irscope.reports.history import read_history
+
+        history = read_history(args.history, report)
     if report.totals.get("hidden_units"):
         note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     module = renderer(fmt)
-    emit(lambda width: module.render_report(report, Rendering(width, details)),
-         lambda width: module.report_renderable(report, width), fmt, args.output)
+    emit(lambda width: module.render_report(report, Rendering(width, details, history=history)),
+         lambda width: module.report_renderable(report, width,
+                                                Rendering(width, details, history=history)),
+         fmt, args.output)
     if args.output:
         note(f"wrote {fmt} report of {len(report.units)} units to {args.output}")
     return 0

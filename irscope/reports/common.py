@@ -88,11 +88,21 @@ class Rendering:
     width: int = 120
     details: Details = field(default_factory=Details)
     violations: tuple[Any, ...] = ()  # reports.gates.Violation
+    history: Any = None  # reports.history.History: the figures over earlier runs
 
     @property
     def failures(self) -> tuple[str, ...]:
         """Each gate that held, as one line: "ptx.spills > 0: [0/0] forward 0 → 8"."""
         return tuple(f"{v.gate}: {v.describe()}" for v in self.violations)
+
+
+def history_rows(rendering: Rendering) -> list[tuple[str, str, str]]:
+    """(unit, figure, values oldest to newest as "12 → 14 → 16") of the figures that changed
+    over the runs of ``rendering.history``; none without a history."""
+    if rendering.history is None:
+        return []
+    return [(unit, figure, " → ".join(number(v) for v in values))
+            for unit, figure, values in rendering.history.rows()]
 
 
 def event_message(data: Mapping) -> str:

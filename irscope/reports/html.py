@@ -198,7 +198,34 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                             + bar_chart(stage.histogram, f"{unit.name} {title} op counts"))
         body.append("</details>")
     body.append(passes_section(report))
+    body.append(history_section(rendering))
     return _page(f"irscope report: {report.run}", body)
+
+
+def history_section(rendering: Rendering) -> str:
+    """The figures that changed over the earlier runs (--history), each with a sparkline."""
+    history = rendering.history
+    if history is None or not history.rows():
+        return ""
+    rows = ("<tr>" + _td(unit) + _td(figure) + "<td>" + sparkline(values) + "</td>"
+            + _td(" → ".join(number(v) for v in values)) + "</tr>"
+            for unit, figure, values in history.rows())
+    return (f"<h2>History (last {len(history.runs)} runs, then this one)</h2>"
+            + _table(["Unit", "Figure", "Trend", "Values"], rows, False))
+
+
+def sparkline(values, width: int = 80, height: int = 16) -> str:
+    """An inline SVG line through ``values`` (None leaves a gap), newest at the right."""
+    known = [v for v in values if v is not None]
+    if len(known) < 2 or len(values) < 2:
+        return ""
+    low, high = min(known), max(known)
+    span = (high - low) or 1
+    step = width / (len(values) - 1)
+    points = " ".join(f"{i * step:.1f},{height - 1 - (v - low) / span * (height - 2):.1f}"
+                      for i, v in enumerate(values) if v is not None)
+    return (f'<svg width="{width}" height="{height}" role="img" aria-label="trend">'
+            f'<polyline fill="none" stroke="currentColor" points="{points}"/></svg>')
 
 
 def passes_section(report: Report) -> str:

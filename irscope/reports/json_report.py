@@ -29,7 +29,12 @@ def dumps(doc: Mapping[str, Any]) -> str:
 
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
-    return dumps(report_to_json(report))
+    doc = report_to_json(report)
+    if rendering.history is not None:  # --history: each figure over the earlier runs
+        doc["history"] = {"runs": list(rendering.history.runs), "series": [
+            {"unit": unit, "figure": figure, "values": list(values)}
+            for (unit, figure), values in rendering.history.series.items()]}
+    return dumps(doc)
 
 
 def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 
 from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
                                     stage_columns, stage_title, summary_line, unit_columns)
-from irscope.reports.common import Rendering
+from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 
@@ -49,6 +49,11 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                 lines += table(["Op", "Count"], stage.histogram.items())
         lines += ["", "</details>"]
     lines += passes_section(report)
+    changed = history_rows(rendering)
+    if changed:
+        lines += ["", f"### History (last {len(rendering.history.runs)} runs, then this one)",
+                  ""]
+        lines += table(["Unit", "Figure", "Values"], changed, numeric_from=3)
     return "\n".join(lines) + "\n"
 
 

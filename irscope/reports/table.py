@@ -11,7 +11,7 @@ from rich.text import Text
 from irscope.reports.common import (middle, number, percent, printable, run_total_changes,
                                     signed, stage_columns, stage_summary, stage_title,
                                     summary_line, unit_columns)
-from irscope.reports.common import Rendering
+from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 
@@ -42,7 +42,8 @@ def _fixed(table: Table, title: str, width: int, justify: str = "left") -> None:
                      min_width=width, max_width=width)
 
 
-def report_renderable(report: Report, width: int = 120) -> Group:
+def report_renderable(report: Report, width: int = 120,
+                      rendering: Rendering = Rendering()) -> Group:
     """A headline table (one row per unit) and a stage table (one row per unit × stage), each
     row one line at ``width`` columns: as many figure columns as fit, long names shortened in
     the middle (--format md/json keep them whole)."""
@@ -91,7 +92,21 @@ def report_renderable(report: Report, width: int = 120) -> Group:
                            Text(middle(stage_title(stage), stage_width)),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            Text(stage_summary(stage)))
-    return Group(units, stages, *_passes_table(report))
+    return Group(units, stages, *_passes_table(report), *_history_table(rendering))
+
+
+def _history_table(rendering: Rendering) -> list[Table]:
+    """The figures that changed over the earlier runs (--history), oldest first."""
+    changed = history_rows(rendering)
+    if not changed:
+        return []
+    table = Table(title=f"History (last {len(rendering.history.runs)} runs, then this one)",
+                  title_justify="left")
+    for title in ("Unit", "Figure", "Values"):
+        table.add_column(title, overflow="fold")
+    for unit, figure, values in changed:
+        table.add_row(Text(printable(unit)), Text(figure), Text(values))
+    return [table]
 
 
 def _passes_table(report: Report) -> list[Table]:
@@ -171,7 +186,7 @@ def render_text(renderable, width: int = 120) -> str:
 
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
-    return render_text(report_renderable(report, rendering.width), rendering.width)
+    return render_text(report_renderable(report, rendering.width, rendering), rendering.width)
 
 
 def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:

@@ -353,6 +353,14 @@ class Run:
                 (text_value(kind), text_value(name), integer_value(size, 0)))
         return outlines
 
+    def stage_rows(self) -> Iterator[tuple[int, int, str, str, int, str]]:
+        """(id, unit id, kind, name, size, blob) of every stage in order, streamed from the
+        index without building a Stage per row: what an export of every stage writes."""
+        for row in self.db.execute("SELECT id, unit_id, kind, name, size, blob FROM stages "
+                                   "ORDER BY unit_id, position, id"):
+            yield (integer_value(row[0], 0), integer_value(row[1], 0), text_value(row[2]),
+                   text_value(row[3]), integer_value(row[4], 0), text_value(row[5]))
+
     def stage(self, unit: Unit, key: str) -> Stage:
         """A unit's stage by kind or name (first of that kind when several)."""
         return pick_stage(self.stages(unit.id), unit, key)

@@ -1,0 +1,204 @@
+"""A run as flat tables, the rows a columnar export and a notebook read: runs, units, stages,
+kernels, launches, figures, histogram rows, lint findings and rank divergences.
+
+Every value here is one the report holds (``reports.build``) or the store records: the export
+adds no figure of its own, so a query over the tables answers what ``irscope report`` says.
+Columns are plain Python values (str, int, float, bool, None); ``COLUMNS`` names each
+table's columns and types, in order (the schema ``docs/export.md`` documents, version
+``SCHEMA``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from irscope.browse.autotune import config_text
+from irscope.read.figures import read_run_figures
+from irscope.read.lint import read_findings
+from irscope.read.ranks import read_rank_comparison
+from irscope.read.view import RunView
+from irscope.reports.build import build_report
+from irscope.reports.records import Report, plain_meta
+from irscope.store.units import is_hidden_by_default
+
+SCHEMA = "irscope.export/1"
+# table -> ((column, type), ...); types: string, int64, float64, bool. run_id comes first.
+COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "runs": (("run_id", "string"), ("name", "string"), ("path", "string"),
+             ("kind", "string"), ("started", "string"), ("finished", "string"),
+             ("duration_s", "float64"), ("exit_status", "int64"), ("partial", "bool"),
+             ("host", "string"), ("platform", "string"), ("gpu", "string"),
+             ("python", "string"), ("torch", "string"), ("jax", "string"),
+             ("triton", "string"), ("command", "string"), ("meta", "string")),
+    "units": (("run_id", "string"), ("unit_id", "int64"), ("name", "string"),
+              ("framework", "string"), ("rank", "int64"), ("compile_id", "string"),
+              ("source_file", "string"), ("source_line", "int64"), ("hidden", "bool"),
+              ("is_graph", "bool")),
+    "stages": (("run_id", "string"), ("unit_id", "int64"), ("stage_id", "int64"),
+               ("kind", "string"), ("name", "string"), ("size", "int64"),
+               ("content_sha256", "string")),
+    "kernels": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
+                ("kernel", "string"), ("arch", "int64"), ("registers", "int64"),
+                ("spill_store_bytes", "int64"), ("spill_load_bytes", "int64"),
+                ("stack_frame_bytes", "int64"), ("local_bytes", "int64"),
+                ("local_store_bytes", "int64"), ("local_load_bytes", "int64"),
+                ("const_bytes", "int64"), ("barriers", "int64"),
+                ("shared_static_bytes", "int64"), ("shared_dynamic_bytes", "int64"),
+                ("shared_bytes", "int64"), ("threads_per_block", "int64"),
+                ("occupancy", "float64"), ("occupancy_limiter", "string"),
+                ("config", "string"), ("autotune_winner", "bool"),
+                ("launched_by", "string")),
+    "launches": (("run_id", "string"), ("graph_id", "int64"), ("graph", "string"),
+                 ("kernel_id", "int64"), ("kernel", "string"), ("order", "int64")),
+    "figures": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
+                ("figure", "string"), ("value", "float64")),
+    "histograms": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
+                   ("stage_kind", "string"), ("stage", "string"), ("by", "string"),
+                   ("key", "string"), ("count", "int64")),
+    "lint": (("run_id", "string"), ("unit", "string"), ("rule", "string"),
+             ("severity", "string"), ("stage", "string"), ("lines", "string"),
+             ("sources", "string"), ("message", "string")),
+    "rank_divergences": (("run_id", "string"), ("framework", "string"), ("unit", "string"),
+                         ("aspect", "string"), ("ranks", "string"), ("detail", "string")),
+}
+RUN_TOTAL = "(run)"  # the unit column of run-level figures
+
+
+def run_id(meta: Mapping[str, Any], path: str) -> str:
+    """A run's id in an export: ``r`` and a digest of its name, start time and host (its path
+    when run.json records none), so exporting the same run again replaces it, never doubles
+    it; the letter keeps query engines from reading an all-digit id as a number."""
+    key = "|".join(str(meta.get(k) or "") for k in ("name", "started", "host"))
+    if not meta.get("started"):
+        key += "|" + path
+    return "r" + hashlib.sha256(key.encode()).hexdigest()[:15]
+
+
+def run_tables(run: RunView, report: Report | None = None
+               ) -> dict[str, Iterator[dict[str, Any]]]:
+    """Every table's rows for one run, each table a stream of rows read as it is consumed
+    (``report``: the run's report with every unit, when built already)."""
+    report = report or build_report(run, show_all=True)
+    rid = run_id(run.meta, str(run.path))
+    return {name: rows for name, rows in (
+        ("runs", _runs(run, rid)), ("units", _units(run, rid)), ("stages", _stages(run, rid)),
+        ("kernels", _kernels(run, rid)), ("launches", _launches(run, rid)),
+        ("figures", _figures(run, report, rid)), ("histograms", _histograms(run, report, rid)),
+        ("lint", _lint(run, rid)), ("rank_divergences", _divergences(run, rid)))}
+
+
+def _runs(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    meta = run.meta
+    versions = meta.get("versions") if isinstance(meta.get("versions"), Mapping) else {}
+    target = meta.get("target")
+    yield {"run_id": rid, "name": run.name, "path": str(run.path), "kind": meta.get("kind"),
+           "started": meta.get("started"), "finished": meta.get("finished"),
+           "duration_s": _number(meta.get("duration_s")),
+           "exit_status": _integer(meta.get("exit_status")),
+           "partial": bool(meta.get("partial")), "host": meta.get("host"),
+           "platform": meta.get("platform"), "gpu": meta.get("gpu"),
+           "python": meta.get("python"),
+           **{name: _text(versions.get(name) or meta.get(name))
+              for name in ("torch", "jax", "triton")},
+           "command": " ".join(map(str, target)) if isinstance(target, list) else None,
+           "meta": json.dumps(plain_meta(meta), sort_keys=True)}
+
+
+def _units(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    graphs = {s.unit_id for s in run.stages(kinds=("inductor_output_code",))}
+    for unit in run.units():
+        yield {"run_id": rid, "unit_id": unit.id, "name": unit.name,
+               "framework": unit.framework, "rank": unit.rank,
+               "compile_id": _text(unit.attrs.get("compile_id")),
+               "source_file": unit.source_file, "source_line": unit.source_line,
+               "hidden": is_hidden_by_default(unit), "is_graph": unit.id in graphs}
+
+
+def _stages(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    for stage_id, unit_id, kind, name, size, blob in run.run.stage_rows():
+        yield {"run_id": rid, "unit_id": unit_id, "stage_id": stage_id, "kind": kind,
+               "name": name, "size": size, "content_sha256": blob}
+
+
+def _kernels(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    units = {u.id: u for u in run.units()}
+    callers: dict[int, list[str]] = {}
+    for relation in run.relations("launches"):
+        if relation.src in units:
+            callers.setdefault(relation.dst, []).append(units[relation.src].name)
+    for figures in read_run_figures(run).units:
+        unit = units[figures.unit_id]
+        for kernel in figures.kernels:
+            yield {"run_id": rid, "unit_id": unit.id, "unit": unit.name, "kernel": kernel.name,
+                   **{key: value for key, value in kernel.to_entry().items()
+                      if key in _KERNEL_FIELDS},
+                   "shared_bytes": kernel.shared_bytes,
+                   "config": config_text(unit.attrs) or None,
+                   "autotune_winner": unit.autotune_best,
+                   "launched_by": "; ".join(sorted(set(callers.get(unit.id, ())))) or None}
+
+
+_KERNEL_FIELDS = frozenset(name for name, _ in COLUMNS["kernels"])
+
+
+def _launches(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    units = {u.id: u for u in run.units()}
+    for relation in run.relations("launches"):
+        if relation.src in units and relation.dst in units:
+            yield {"run_id": rid, "graph_id": relation.src, "graph": units[relation.src].name,
+                   "kernel_id": relation.dst, "kernel": units[relation.dst].name,
+                   "order": _integer(relation.attrs.get("order"))}
+
+
+def _figures(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
+    ids = {(u.framework, u.name): u.id for u in run.units()}
+    for unit in report.units:
+        for figure, value in unit.figures().items():
+            yield {"run_id": rid, "unit_id": ids.get(unit.key), "unit": unit.name,
+                   "figure": figure, "value": float(value)}
+    for figure, value in report.totals.items():
+        yield {"run_id": rid, "unit_id": None, "unit": RUN_TOTAL, "figure": figure,
+               "value": float(value)}
+
+
+def _histograms(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
+    ids = {(u.framework, u.name): u.id for u in run.units()}
+    for unit in report.units:
+        for stage in unit.stages:
+            for by, counts in (("opcode", stage.histogram), ("category", stage.categories)):
+                for key, count in counts.items():
+                    yield {"run_id": rid, "unit_id": ids.get(unit.key), "unit": unit.name,
+                           "stage_kind": stage.kind, "stage": stage.name, "by": by,
+                           "key": key, "count": int(count)}
+
+
+def _lint(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    for finding in read_findings(run):
+        yield {"run_id": rid, "unit": finding.unit, "rule": finding.rule,
+               "severity": finding.severity, "stage": finding.stage,
+               "lines": ",".join(map(str, finding.lines)) or None,
+               "sources": "; ".join(finding.sources) or None, "message": finding.message}
+
+
+def _divergences(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    for found in read_rank_comparison(run).divergences:
+        yield {"run_id": rid, "framework": found.framework, "unit": found.unit,
+               "aspect": found.aspect, "ranks": ",".join(map(str, found.ranks)),
+               "detail": found.describe()}
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _integer(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
