@@ -159,6 +159,34 @@ def _tamper(name: str, run: Path, around: Path) -> None:
     elif name == "index-truncated":
         data = (run / "index.sqlite").read_bytes()
         (run / "index.sqlite").write_bytes(data[:len(data) // 3])
+    elif name == "index-link-to-another-run":  # readers would print, report write, the other's
+        other = around / "other"
+        shutil.copytree(run, other)
+        for extra in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm"):
+            (run / extra).unlink(missing_ok=True)
+        (run / "index.sqlite").symlink_to(other / "index.sqlite")
+    elif name == "run-json-link-outside":
+        (run / "run.json").unlink()
+        (run / "run.json").symlink_to(around / "secret.txt")
+    elif name == "run-json-dev-zero":
+        (run / "run.json").unlink()
+        (run / "run.json").symlink_to("/dev/zero")
+    elif name == "run-json-fifo":
+        (run / "run.json").unlink()
+        os.mkfifo(run / "run.json")
+    elif name == "run-json-deep":
+        (run / "run.json").write_text('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    elif name == "stats-wrong-types":  # well-formed JSON objects whose fields are nonsense
+        _sql(run, "INSERT OR REPLACE INTO stats SELECT s.blob, s.kind, k.version, "
+                  "'{\"histogram\": [1], \"totals\": null, \"kernels\": 7, "
+                  "\"diagnostics\": {\"x\": 1}}' FROM stages s JOIN "
+                  "(SELECT DISTINCT kind, version FROM stats) k ON k.kind = s.kind")
+    elif name == "view-recursive":  # a view every query of units would recurse into
+        _sql(run, "CREATE VIEW loop AS WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL "
+                  "SELECT n + 1 FROM r) SELECT n FROM r")
+    elif name == "trigger-foreign":
+        _sql(run, "CREATE TRIGGER spy AFTER INSERT ON stats BEGIN "
+                  "DELETE FROM units; END")
     else:
         raise ValueError(name)
 
@@ -169,7 +197,9 @@ BLOB_CASES = ("digest-relative", "digest-absolute", "digest-not-text", "blob-sym
 INDEX_CASES = ("name-not-utf8", "attrs-not-json", "attrs-not-object", "attrs-wrong-types",
                "columns-wrong-types", "events-relations-damaged", "stats-cache-poisoned",
                "schema-garbage", "run-json-damaged", "run-json-list", "index-not-sqlite",
-               "index-truncated")
+               "index-truncated", "index-link-to-another-run", "run-json-link-outside",
+               "run-json-dev-zero", "run-json-fifo", "run-json-deep", "stats-wrong-types",
+               "view-recursive", "trigger-foreign")
 
 
 @pytest.mark.parametrize("name", BLOB_CASES)
@@ -360,3 +390,21 @@ def test_runs_lists_around_a_damaged_run(case):
     if not found and not any(line.split()[:1] == ["run"] for line in outcome.stdout.splitlines()):
         found.append("the good run is not listed")
     check("run/runs-around-damage", found, outcome)
+
+
+@pytest.mark.parametrize("name", ["run-json-fifo", "run-json-deep", "run-json-dev-zero",
+                                  "view-recursive", "index-link-to-another-run"])
+def test_runs_lists_good_runs_beside_a_hostile_one(case, name):
+    """`irscope runs` over a folder holding a hostile run and a good one: the good one is
+    listed, the hostile one with its problem, in bounded time, and nothing is written."""
+    run, around = case
+    shutil.copytree(run, run.parent / "good")
+    _tamper(name, run, around)
+    before = tree_state(around, skip=run)
+    outcome = irscope("runs", "--root", run.parent, "--json", cwd=around)
+    found = problems(outcome, ok=(0,))
+    if "good" not in outcome.stdout:
+        found.append("the good run is not listed")
+    if changed(before, tree_state(around, skip=run)):
+        found.append("written outside the run")
+    check(f"runs/{name}", found, outcome)

@@ -22,6 +22,7 @@ import itertools
 import json
 import os
 import sqlite3
+import stat
 import threading
 import urllib.parse
 from contextlib import contextmanager
@@ -37,8 +38,8 @@ from irscope.store.records import (Event, Relation, Stage, Unit, attrs_from_json
                                    unit_from_row)
 from irscope.store.schema import (BLOBS, CACHE_WAIT_MS, COMPRESSED_FROM_SCHEMA, COUNT_CHANGES,
                                   GENERATION_TRIGGERS, INDEX, INLINE_FROM_SCHEMA, INLINE_MAX,
-                                  MAX_BLOB_BYTES, READ_WAIT_MS, ROLLUPS_KEPT, RUN_ENTRIES,
-                                  RUN_JSON, SCHEMA, SCHEMA_VERSION, WRITE_WAIT_S)
+                                  MAX_BLOB_BYTES, META_MAX_BYTES, READ_WAIT_MS, ROLLUPS_KEPT,
+                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION, WRITE_WAIT_S)
 from irscope.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -102,6 +103,8 @@ class Run:
         index = path / INDEX
         if not index.is_file():
             raise RunError(f"{path}: not an irscope run (no {INDEX})")
+        for name in (INDEX, INDEX + "-wal", INDEX + "-shm", RUN_JSON):
+            _refuse_link_or_device(path / name)
         if not os.access(index, os.R_OK):
             raise RunError(f"{index}: permission denied: the run cannot be read")
         writable = not read_only and os.access(index, os.W_OK) and os.access(path, os.W_OK)
@@ -125,6 +128,15 @@ class Run:
                 raise RunError(f"{index}: damaged index ({exc})") from None
         if db is None:
             raise RunError(f"{index}: cannot open the index ({problem})")
+        try:
+            foreign = _foreign_objects(db)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise RunError(f"{index}: damaged index ({exc})") from None
+        if foreign:
+            db.close()
+            raise RunError(f"{index}: damaged index (it holds {', '.join(foreign[:3])}, which "
+                           f"irscope's schema does not define)")
         version = integer_value(row[0], 0) if row else 0
         if version > SCHEMA_VERSION:
             raise RunError(f"{path}: made by a newer irscope (run schema {version}, this "
@@ -478,7 +490,10 @@ class Run:
                               (stage.blob, stage.kind, version)).fetchone()
         cached = json_object(row[0]) if row else None
         if cached:
-            return registry.from_json(stage.kind, cached)
+            try:
+                return registry.from_json(stage.kind, cached)
+            except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
+                pass  # a damaged or crafted cache entry: parsed again from the stage
         result = registry.parse(stage.kind, self.read_text(stage))
         if self.read_only:
             return result
@@ -540,14 +555,54 @@ def _connect(path: Path, wal: bool = False, mode: str = "rw") -> sqlite3.Connect
 
 
 def _read_meta(path: Path) -> dict[str, Any]:
-    """run.json as a dict (plain JSON, never executed); a damaged file is reported, not fatal."""
+    """run.json as a dict (plain JSON, never executed); a damaged file is reported, not fatal.
+
+    Read only as a regular file of the run's own folder (never through a link, never a FIFO
+    or device, which could stall or flood a reader) and of bounded size and depth."""
     try:
-        meta = json.loads((path / RUN_JSON).read_text(encoding="utf-8"))
+        fd = os.open(path / RUN_JSON, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
         return {}
-    except (OSError, ValueError) as exc:
-        return {"damaged": f"{RUN_JSON}: {exc}"}
+    except OSError as exc:
+        return {"damaged": f"{RUN_JSON}: {exc.strerror or exc}"}
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return {"damaged": f"{RUN_JSON}: not a regular file"}
+        if info.st_size > META_MAX_BYTES:
+            return {"damaged": f"{RUN_JSON}: {info.st_size:,} bytes, over the "
+                               f"{META_MAX_BYTES >> 20} MiB a run's metadata may take"}
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            meta = json.loads(fh.read(META_MAX_BYTES + 1).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)
+        return {"damaged": f"{RUN_JSON}: {reason}"}
+    finally:
+        os.close(fd)
     return meta if isinstance(meta, dict) else {"damaged": f"{RUN_JSON}: not an object"}
+
+
+def _refuse_link_or_device(path: Path) -> None:
+    """A run's own files are read from its own folder: a link (to another run, to a file
+    anywhere) or a FIFO or device in its place is refused, as damage."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise RunError(f"{path}: unreadable ({exc.strerror or exc})") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise RunError(f"{path}: a link; a run's files are read from its own folder only")
+    if not stat.S_ISREG(info.st_mode):
+        raise RunError(f"{path}: not a regular file")
+
+
+def _foreign_objects(db: sqlite3.Connection) -> list[str]:
+    """Views and triggers in the index that irscope's schema does not define (a crafted
+    view can make every query recurse forever): "view v", "trigger t"."""
+    rows = db.execute("SELECT type, name FROM sqlite_master WHERE type IN ('view', 'trigger')")
+    return [f"{kind} {name}" for kind, name in rows
+            if not (kind == "trigger" and name in GENERATION_TRIGGERS)]
 
 
 _TMP_NAMES = itertools.count()
