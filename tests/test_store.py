@@ -154,14 +154,20 @@ def test_sigint_during_ingest_leaves_the_run_as_it_was(tmp_path):
     assert snapshot(Run.open(run_dir)) == before
 
 
+INGEST_INTO = ("import sys; from irscope.ingest import ingest; from irscope.store import Run\n"
+               "with Run.open(sys.argv[1]) as run: ingest(run, [sys.argv[2]])\n")
+
+
 def test_two_processes_ingesting_into_one_run(tmp_path):
+    """The store's transactions keep two writers of one run apart (the irscope commands take
+    the run's writer lock on top: tests/test_one_writer.py)."""
     run_dir = tmp_path / "run"
     Run.create(run_dir).close()
     folders = [ptx_folder(tmp_path / f"src{i}", 150, start=i * 1000) for i in range(2)]
     env = {**os.environ, "NO_COLOR": "1"}
-    procs = [subprocess.Popen([sys.executable, "-m", "irscope", "ingest", str(f), "-o",
-                               str(run_dir)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) for f in folders]
+    procs = [subprocess.Popen([sys.executable, "-c", INGEST_INTO, str(run_dir), str(f)],
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for f in folders]
     for proc in procs:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err

@@ -71,12 +71,19 @@ def _file_pass_dumps(run_, dumps: list[Path], report) -> None:
 
 
 def run(args) -> int:
-    from irscope import environment  # these, not on --help's path
-    from irscope.ingest import ingest
-    from irscope.store import INDEX, Run
+    from irscope.store import WriterLock  # not on --help's path
 
     path = _target(args)
     made_here = not path.exists()  # removed again when nothing could be filed into it
+    with WriterLock(path):  # one writer per run: a second ingest or inspect is refused
+        return _ingest(args, path, made_here)
+
+
+def _ingest(args, path, made_here: bool) -> int:
+    from irscope import environment
+    from irscope.ingest import ingest
+    from irscope.store import INDEX, Run
+
     fresh = not (path / INDEX).is_file()
     description = environment.describe()
     this = {"command": description.get("command"), "cwd": description.get("cwd"),
@@ -105,6 +112,10 @@ def run(args) -> int:
             if fresh:
                 finished.update(ended=this["ended"], exit_status=this["exit_status"],
                                 partial=False)
+            elif run_.meta.get("kind") == "ingest" and this["exit_status"] == 0 and all(
+                    set(e.get("inputs") or ()) <= set(this["inputs"])
+                    for e in earlier if "ended" not in e):  # each killed ingest done again
+                finished["partial"] = False
             run_.update_meta(finished)
             frameworks = Counter(u.framework for u in run_.units())
             summary = {

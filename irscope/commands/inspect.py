@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 from irscope.console import error, print_json, progress, warn
-from irscope.errors import InputError, IrscopeError, RunError, UsageError, environment_error
+from irscope.errors import InputError, IrscopeError, UsageError, environment_error
 
 EXIT_SIGNAL_BASE = 128
 PACKAGE = Path(__file__).resolve().parents[1]  # the irscope package folder
@@ -88,10 +88,9 @@ def run(args) -> int:
                          "launcher command starts its own processes)")
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
     python = args.python or sys.executable
-    if args.replace and args.output:
-        _remove_run(Path(args.output))
     session = Session(args.output, name, only, {
-        "kind": "inspect", "target": target, "interpreter": python})
+        "kind": "inspect", "target": target, "interpreter": python},
+        replace=bool(args.replace and args.output))
     cache = None if args.no_dump_cache else xla_dump_cache.cache_dir()
     config = session.staging.write_config({
         "staging": str(session.staging.root), "only": list(only),
@@ -271,16 +270,6 @@ def _report(run, args) -> None:
         from irscope.tui.app import run_app
 
         run_app(path)
-
-
-def _remove_run(path: Path) -> None:
-    import shutil
-    from irscope.store import INDEX
-
-    if path.is_dir() and any(path.iterdir()):
-        if not (path / INDEX).is_file():
-            raise RunError(f"{path}: not an irscope run; --replace only replaces runs")
-        shutil.rmtree(path)
 
 
 def _import_path(python: str, staging_root: Path) -> dict[str, str]:

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 from irscope import environment
 from irscope.collectors.staging import Staging, collection_env, staging_for, user_dump_files
 from irscope.errors import RunError
+from irscope.store.lock import WriterLock
+from irscope.store.schema import INDEX, LOCK_FILE
 
 if TYPE_CHECKING:
     from irscope.filing.watch import StagingWatch
@@ -21,10 +23,19 @@ class Session:
     """A run being collected: create it, hand out the staging environment, file it at the end."""
 
     def __init__(self, output: str | os.PathLike | None, name: str, only: tuple[str, ...],
-                 meta: dict[str, Any]):
+                 meta: dict[str, Any], replace: bool = False):
         path = Path(output) if output else _claim_run_dir(name)
-        if output and path.exists() and any(path.iterdir()):
-            raise RunError(f"{path}: already exists; pick another -o or remove it")
+        # One writer per run: a second collection into the same folder is refused at once.
+        self._lock = WriterLock(path).acquire()
+        try:
+            held = [p for p in path.iterdir() if p.name != LOCK_FILE]
+            if held and replace:
+                _clear_run(path, held)
+            elif held:
+                raise RunError(f"{path}: already exists; pick another -o or remove it")
+        except BaseException:
+            self._lock.release()
+            raise
         self.only = only
         self.started = time.time()
         self.user_env = dict(os.environ)
@@ -123,6 +134,7 @@ class Session:
             self._cleanup.join()
         if self._run is not None:
             self._run.close()
+        self._lock.release()
 
 
 def phases(started: float, status: dict[str, Any], filing_started: float) -> dict[str, float]:
@@ -139,6 +151,20 @@ def phases(started: float, status: dict[str, Any], filing_started: float) -> dic
              ("filing", filing_started, time.time())]
     return {name: round(end - begin, 3) for name, begin, end in marks
             if isinstance(begin, (int, float)) and isinstance(end, (int, float)) and end >= begin}
+
+
+def _clear_run(path: Path, held: list[Path]) -> None:
+    """Empty the run folder ``path`` for ``--replace`` (its lock is ours): only a run is
+    replaced, never a folder of something else."""
+    import shutil
+
+    if not (path / INDEX).is_file():
+        raise RunError(f"{path}: not an irscope run; --replace only replaces runs")
+    for entry in held:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
 
 
 def _claim_run_dir(name: str) -> Path:

@@ -47,8 +47,9 @@ ATTR_TYPES: dict[str, type | tuple[type, ...]] = {
 ATTR_VALUE_TYPES: dict[str, type | tuple[type, ...]] = {"compile_times": NUMBER,
                                                         "output_codes": str}
 # What a run directory may hold; "staging" is the collection folder of a run being captured.
+LOCK_FILE = "writer.lock"  # held by the one irscope writing the run (store/lock.py)
 RUN_ENTRIES = {RUN_JSON, INDEX, BLOBS, "staging", INDEX + "-wal", INDEX + "-shm",
-                INDEX + "-journal"}
+               INDEX + "-journal", LOCK_FILE}
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
