@@ -114,3 +114,47 @@ def test_disk_full_keeps_the_scripts_exit_status(tmp_path, room):
     if meta.is_file() and not json.loads(meta.read_text()).get("partial"):
         found.append("the run is not marked partial")
     check(f"inspect/disk-full/{room}", found, outcome)
+
+
+NESTED_OUTER = """
+import subprocess, sys, torch
+torch.compile(lambda x: torch.sin(x) + 1)(torch.randn(8))
+subprocess.run([sys.executable, "-m", "irscope", "inspect", "-o", sys.argv[1], sys.argv[2]],
+               check=True)
+"""
+NESTED_INNER = "import torch\ntorch.compile(lambda x: torch.cos(x) * 3)(torch.randn(8))\n"
+
+
+def _kernels(run: Path) -> set[str]:
+    outcome = irscope("ls", run, "--json", cwd=run.parent)
+    return {u["name"] for u in json.loads(outcome.stdout) if u["framework"] == "cpp"}
+
+
+@pytest.mark.slow
+def test_a_script_that_runs_inspect_itself_gets_two_runs_of_their_own(tmp_path):
+    """An `irscope inspect` inside an inspected script: each run holds its own script's
+    compile alone (the inner one sets its own folders, the outer one never reads them)."""
+    (tmp_path / "outer.py").write_text(NESTED_OUTER)
+    (tmp_path / "inner.py").write_text(NESTED_INNER)
+    outcome = irscope("inspect", "-o", tmp_path / "outer", tmp_path / "outer.py",
+                      tmp_path / "inner", tmp_path / "inner.py", cwd=tmp_path)
+    check("nested", problems(outcome, ok=(0,)), outcome)
+    assert _kernels(tmp_path / "outer") == {"cpp_fused_add_sin_0"}
+    assert _kernels(tmp_path / "inner") == {"cpp_fused_cos_mul_0"}
+
+
+OWN_TRACE = """
+import os
+os.environ["TORCH_TRACE"] = os.path.abspath("its_own_trace")
+import torch
+torch.compile(lambda x: torch.relu(x) * 2)(torch.randn(8))
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_sets_torch_trace_itself_is_followed_there(tmp_path):
+    (tmp_path / "own.py").write_text(OWN_TRACE)
+    outcome = irscope("inspect", "-o", tmp_path / "run", tmp_path / "own.py", cwd=tmp_path)
+    check("own-trace", problems(outcome, ok=(0,)), outcome)
+    assert "the script set TORCH_TRACE=" in outcome.stderr
+    assert _kernels(tmp_path / "run") == {"cpp_fused_mul_relu_0"}

@@ -23,10 +23,13 @@ import time
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import (FRAMEWORKS, Staging, close_records, rank_from_env,
-                                        xla_dump_flags)
+from irscope.collectors.staging import (FRAMEWORKS, SCRIPT_SETTINGS, Staging, close_records,
+                                        rank_from_env, xla_dump_flags)
 
 EXIT_INTERRUPTED = 130
+# What SCRIPT_SETTINGS held when the script started: a script that points TORCH_TRACE or a
+# cache elsewhere itself is followed there (status.json "script_env").
+_SETTINGS_AT_START: dict[str, str | None] = {}
 CONFIG_VARIABLE = "IRSCOPE_CONFIG"  # the collection's config.json, for processes a launcher starts
 
 
@@ -87,7 +90,10 @@ def missing_frameworks(only) -> list[str]:
 def write_status(staging: Staging, status: dict, only=()) -> None:
     from irscope import environment
 
-    status = {**status, "script_ended": time.time(), "frameworks": imported_frameworks(), "missing": missing_frameworks(only),
+    moved = {name: os.environ[name] for name in SCRIPT_SETTINGS if name in _SETTINGS_AT_START
+             and os.environ.get(name) and os.environ.get(name) != _SETTINGS_AT_START[name]}
+    status = {**status, "script_ended": time.time(), "frameworks": imported_frameworks(),
+              **({"script_env": moved} if moved else {}), "missing": missing_frameworks(only),
               "versions": environment.imported_versions()}
     tmp = staging.status.with_suffix(".tmp")
     tmp.write_text(json.dumps(status, default=str), encoding="utf-8")
@@ -188,6 +194,7 @@ def main(argv: list[str]) -> int:
     Collectors(staging, only, config.get("xla_dumps", True), Path(cache) if cache else None)
     started = time.time()
     timed = {"booted": booted, "script_started": started}
+    _SETTINGS_AT_START.update((name, os.environ.get(name)) for name in SCRIPT_SETTINGS)
     try:
         run_target(target)
     except SystemExit as exc:

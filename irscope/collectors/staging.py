@@ -33,6 +33,12 @@ _appending_lock = threading.Lock()
 
 # --xla_dump_to=/tmp/dump  or  --xla_dump_to /tmp/dump
 NVFUSER_DUMP_OURS = "IRSCOPE_NVFUSER_DUMP"  # set where inspect asked nvFuser for its dumps
+# The variables a collection set for its program (comma-separated names), and the PYTHONPATH
+# entries it added: a collection started inside that program (a script that runs `irscope
+# inspect` itself) takes them for irscope's, not the user's, and sets its own.
+OURS_VARIABLE, OURS_PATHS = "IRSCOPE_SET", "IRSCOPE_PYTHONPATH"
+# What a script may point elsewhere itself; the child reports where they ended up.
+SCRIPT_SETTINGS = ("TORCH_TRACE", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 XLA_DUMP_TO = re.compile(r"--xla_dump_to(?:=|\s+)(\S+)")
 # Device nodes of GPUs Triton compiles for: NVIDIA's driver, AMD's ROCm, WSL's GPU.
 GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
@@ -175,6 +181,7 @@ def collection_env(staging: Staging, only: tuple[str, ...],
     cache keys hold XLA_FLAGS, and the script's compiles keep the keys they have without
     irscope.
     """
+    environ = user_environment(environ)
     env: dict[str, str] = {}
     if "torch" in only:
         trace = environ.get("TORCH_TRACE")
@@ -194,7 +201,28 @@ def collection_env(staging: Staging, only: tuple[str, ...],
     if dump_to and not os.path.isabs(dump_to.group(1)):  # absolute, as for TORCH_TRACE
         flags = env["XLA_FLAGS"] = (flags[:dump_to.start(1)] + os.path.abspath(dump_to.group(1))
                                     + flags[dump_to.end(1):])
+    env[OURS_VARIABLE] = ",".join(sorted(name for name in env if name in (
+        "TORCH_TRACE", "JAX_TRITON_DUMP_DIR", "NVFUSER_DUMP", NVFUSER_DUMP_OURS)))
     return env
+
+
+def user_environment(environ: dict[str, str]) -> dict[str, str]:
+    """``environ`` as the user set it: without what an enclosing irscope collection set for
+    its program (a script that itself runs `irscope inspect`), so an inner collection sets
+    its own folders and reads back none of the outer one's."""
+    ours = [name for name in environ.get(OURS_VARIABLE, "").split(",") if name]
+    if not ours and OURS_PATHS not in environ:
+        return dict(environ)
+    user = {k: v for k, v in environ.items()
+            if k not in (*ours, OURS_VARIABLE, OURS_PATHS, "IRSCOPE_CONFIG")}
+    added = set(environ.get(OURS_PATHS, "").split(os.pathsep)) - {""}
+    if "PYTHONPATH" in user and added:
+        kept = [p for p in user["PYTHONPATH"].split(os.pathsep) if p not in added]
+        if kept:
+            user["PYTHONPATH"] = os.pathsep.join(kept)
+        else:
+            del user["PYTHONPATH"]
+    return user
 
 
 def nvfuser_dumps(environ: dict[str, str]) -> str:

@@ -98,12 +98,12 @@ def run(args) -> int:
         # The child inherits this process's ignored SIGINT; it restores what the user had.
         "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
         "per_rank": launcher or args.nproc > 1})
-    env = {**os.environ, **session.env()}
+    env = {**session.user_env, **session.env()}  # an enclosing collection's variables left out
     pass_dump = _pass_env(env) if args.passes else None
     if launcher:
         children = [(target, {**env, **launch.launcher_env(session.staging, config, env)})]
     else:
-        env.update(_import_path(python, session.staging.root))
+        env.update(_import_path(python, session.staging.root, env))
         command = [python, "-m", "irscope.collectors.bootstrap", str(config), "--", *target]
         ranks = launch.rank_envs(args.nproc) if args.nproc > 1 else [{}]
         children = [(command, {**env, **rank}) for rank in ranks]
@@ -272,12 +272,12 @@ def _report(run, args) -> None:
         run_app(path)
 
 
-def _import_path(python: str, staging_root: Path) -> dict[str, str]:
+def _import_path(python: str, staging_root: Path, env: dict[str, str]) -> dict[str, str]:
     """PYTHONPATH that lets another interpreter import irscope (and nothing else of ours)."""
     if os.path.abspath(python) == os.path.abspath(sys.executable):
         return {}  # (a venv's python links to its base interpreter: compare paths, not files)
     shim = staging_root / "import"
     shim.mkdir(exist_ok=True)
     (shim / "irscope").symlink_to(PACKAGE, target_is_directory=True)
-    existing = os.environ.get("PYTHONPATH")
+    existing = env.get("PYTHONPATH")
     return {"PYTHONPATH": os.pathsep.join(p for p in (existing, str(shim)) if p)}

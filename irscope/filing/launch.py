@@ -10,7 +10,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from irscope.collectors.staging import Staging
+from irscope.collectors.staging import OURS_PATHS, Staging
 
 SHIM = "launch"  # staging folder holding the sitecustomize a launcher's processes import
 SITECUSTOMIZE = '''"""irscope: collect in every ranked Python process of the launched program."""
@@ -65,7 +65,7 @@ def launcher_env(staging: Staging, config: Path, environ: dict[str, str]) -> dic
     home = str(Path(__file__).resolve().parents[2])  # the folder holding irscope
     (shim / "sitecustomize.py").write_text(SITECUSTOMIZE.format(home=home), encoding="utf-8")
     existing = environ.get("PYTHONPATH")
-    return {CONFIG_VARIABLE: str(config),
+    return {CONFIG_VARIABLE: str(config), OURS_PATHS: str(shim),
             "PYTHONPATH": os.pathsep.join(p for p in (str(shim), existing) if p)}
 
 

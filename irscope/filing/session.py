@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from irscope import environment
-from irscope.collectors.staging import Staging, collection_env, staging_for, user_dump_files
+from irscope.collectors.staging import (Staging, collection_env, staging_for, user_dump_files,
+                                        user_environment)
 from irscope.errors import RunError
 from irscope.store.lock import WriterLock
 from irscope.store.schema import INDEX, LOCK_FILE
@@ -38,7 +39,7 @@ class Session:
             raise
         self.only = only
         self.started = time.time()
-        self.user_env = dict(os.environ)
+        self.user_env = user_environment(dict(os.environ))  # not an enclosing collection's
         self._path = path
         # partial until filed: a run whose filing was killed or failed says so
         self._meta = {"name": name, "kind": "capture", "started": environment.now(),
@@ -97,10 +98,15 @@ class Session:
         prepared = self._watch.finish(progress) if self._watch is not None else {}
         ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
         notes, complete = [], True
-        extra = user_dump_files(self.user_env, self.started - 1)
+        # Where the script pointed TORCH_TRACE or a cache itself: followed there.
+        moved = {k: v for k, v in (status.get("script_env") or {}).items()
+                 if isinstance(k, str) and isinstance(v, str)}
+        if "TORCH_TRACE" in moved:  # (PyTorch sets its cache folder itself: no note for it)
+            notes.append(f"the script set TORCH_TRACE={moved['TORCH_TRACE']}: read from there")
+        extra = user_dump_files({**self.user_env, **moved}, self.started - 1)
         for rank, staging in [*ranks, (None, self.staging)]:  # then what no rank staged
             filed, whole = file_staging(self.run, staging, extra, progress,
-                                        {**self.user_env, **self.env()},
+                                        {**self.user_env, **self.env(), **moved},
                                         prepared.get(staging.root), rank, passes)
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
