@@ -5,6 +5,7 @@ script's exit status is kept and nothing lands outside the run."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def test_a_script_that_runs_inspect_itself_gets_two_runs_of_their_own(tmp_path):
     (tmp_path / "outer.py").write_text(NESTED_OUTER)
     (tmp_path / "inner.py").write_text(NESTED_INNER)
     outcome = irscope("inspect", "-o", tmp_path / "outer", tmp_path / "outer.py",
-                      tmp_path / "inner", tmp_path / "inner.py", cwd=tmp_path)
+                      tmp_path / "inner", tmp_path / "inner.py", cwd=tmp_path, limit_s=300)
     check("nested", problems(outcome, ok=(0,)), outcome)
     assert _kernels(tmp_path / "outer") == {"cpp_fused_add_sin_0"}
     assert _kernels(tmp_path / "inner") == {"cpp_fused_cos_mul_0"}
@@ -154,7 +155,66 @@ torch.compile(lambda x: torch.relu(x) * 2)(torch.randn(8))
 @pytest.mark.slow
 def test_a_script_that_sets_torch_trace_itself_is_followed_there(tmp_path):
     (tmp_path / "own.py").write_text(OWN_TRACE)
-    outcome = irscope("inspect", "-o", tmp_path / "run", tmp_path / "own.py", cwd=tmp_path)
+    outcome = irscope("inspect", "-o", tmp_path / "run", tmp_path / "own.py", cwd=tmp_path,
+                      limit_s=300)
     check("own-trace", problems(outcome, ok=(0,)), outcome)
     assert "the script set TORCH_TRACE=" in outcome.stderr
     assert _kernels(tmp_path / "run") == {"cpp_fused_mul_relu_0"}
+
+
+SIGNALLED = """
+import multiprocessing as mp, sys, time
+
+def worker():
+    time.sleep(120)
+
+if __name__ == "__main__":
+    workers = [mp.Process(target=worker) for _ in range(2)]
+    for w in workers:
+        w.start()
+    with open(sys.argv[1], "w") as fh:
+        fh.write(" ".join(str(w.pid) for w in workers))
+    time.sleep(120)
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_to_irscope_ends_the_script_and_files_the_run(tmp_path, sig):
+    """`kill -INT/-TERM/-HUP` of irscope's pid alone: the script ends, its multiprocessing
+    workers too, the run is filed and marked partial, irscope exits 128 + the signal, and
+    nothing is left running."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script, pids = tmp_path / "workers.py", tmp_path / "pids"
+    script.write_text(SIGNALLED)
+    proc = subprocess.Popen([sys.executable, "-m", "irscope", "inspect", "-o", tmp_path / "run",
+                             script, pids], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    for _ in range(600):  # wait on state: the workers have started
+        if pids.is_file() and pids.read_text().strip():
+            break
+        time.sleep(0.1)
+    workers = [int(p) for p in pids.read_text().split()]
+    number = getattr(signal, sig)
+    proc.send_signal(number)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + number, err
+    assert not re.search(r'File "[^"]*/irscope/', err)  # the script's own traceback at most
+    meta = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert meta["partial"] is True and meta["exit_status"] == 128 + number
+    for _ in range(100):
+        if not any(_running(pid) for pid in workers):
+            break
+        time.sleep(0.1)
+    assert not any(_running(pid) for pid in workers)

@@ -123,6 +123,8 @@ def run(args) -> int:
         return _unfiled(session, status, exc)
     try:
         _report(session.run, args)
+    except OSError:  # the terminal hung up (SIGHUP): the run is filed, the summary has nowhere
+        pass
     finally:
         session.close()
     return int(status["exit_status"])
@@ -167,16 +169,16 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
     first child to fail decides the exit status)."""
     import json
 
+    from irscope.filing.signals import ScriptSignals
+
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the child's to handle
-    previous_term = signal.getsignal(signal.SIGTERM)
-    failure = None
+    failure, signals = None, None
     try:
         spawned = time.time()
         started = [subprocess.Popen(command, env=env) for command, env in children]
+        # A signal to irscope goes to the script; the run is filed once the script ends.
+        signals = ScriptSignals(started).start()
         threading.Thread(target=_preload, daemon=True).start()
-        # A polite kill of irscope ends the script, then the run is still filed.
-        signal.signal(signal.SIGTERM, lambda signum, _frame: [
-            child.send_signal(signum) for child in started])
         try:
             while_running()
         except Exception as exc:  # the script runs on; the error is raised once it ends
@@ -185,8 +187,9 @@ def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_
         returncode = next((code for code in codes if code), 0)
         exited = time.time()
     finally:
+        if signals is not None:
+            signals.stop()
         signal.signal(signal.SIGINT, previous)
-        signal.signal(signal.SIGTERM, previous_term)
     try:
         status = json.loads(staging.status.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # os._exit() or a signal: the child wrote nothing
