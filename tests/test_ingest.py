@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import corpus_files
+from conftest import SAMPLES, corpus_files
 from ingest_helpers import SCRIPTS, record_kinds, torch_dumps, write_triton_entry
 from irscope.ingest import ingest
 from irscope.store import Run
@@ -302,3 +304,23 @@ def test_xla_gpu_dump_names_group_by_module(tmp_path):
     kinds = [s.kind for s in run.stages(run.unit("SyncTensorsGraph.147").id)]
     assert kinds == ["hlo_before_opt", "hlo_after_opt", "buffer_assignment", "llir", "ptx",
                      "text"]
+
+
+def test_an_xla_module_whose_name_holds_a_newline_is_one_unit(tmp_path):
+    """A crafted (or oddly named) module keeps its dump files together: one unit, not one
+    loose file each."""
+    from irscope.store import Run
+
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for suffix, sample in (("before_optimizations.txt", "before_optimizations.txt"),
+                           ("cpu_after_optimizations.txt", "cpu_after_optimizations.txt")):
+        text = (SAMPLES / "hlo" / f"jit_mlp_dead_gate.{sample}").read_text()
+        (dump / f"module_0001.jit_evil\nname.{suffix}").write_text(text)
+    outcome = subprocess.run([sys.executable, "-m", "irscope", "ingest", str(dump), "-o",
+                              str(tmp_path / "run")], capture_output=True, text=True)
+    assert outcome.returncode == 0, outcome.stderr
+    with Run.open(tmp_path / "run") as run:
+        (unit,) = run.units()
+        assert unit.framework == "jax" and unit.name == "jit_evil\nname"
+        assert {s.kind for s in run.stages(unit.id)} == {"hlo_before_opt", "hlo_after_opt"}

@@ -35,11 +35,13 @@ from irscope.ingest.passes import PipelineFiler, file_mlir_dump, kept_bytes
 from irscope.parsers import mlir_passes
 from irscope.store import Writer
 
-# module_0001.jit_mlp.before_optimizations.txt
-MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)$")
+# module_0001.jit_mlp.before_optimizations.txt (a module name may hold any character, a
+# newline too: DOTALL and \Z keep such a module's files together)
+MODULE_FILE = re.compile(r"^module_(\d+)\.(.+)\Z", re.DOTALL)
 # module_0001.jit_mlp.before_optimizations.txt / module_0001.jit_mlp.debug_options
 ANCHOR = re.compile(r"^module_(\d+)\.(.+?)\.(?:before_optimizations\.txt|debug_options|"
-                    r"(?:cpu_|gpu_|sm_[\d.]+_gpu_)?after_optimizations[-.]|ir-(?:no|with)-opt)")
+                    r"(?:cpu_|gpu_|sm_[\d.]+_gpu_)?after_optimizations[-.]|ir-(?:no|with)-opt)",
+                    re.DOTALL)
 # cpu_after_optimizations.txt / sm_9.0a_gpu_after_optimizations.txt
 HLO_AFTER_OPT = re.compile(r"after_optimizations\.(txt|hlo)$")
 # Suffix -> stage kind, checked in order.
