@@ -16,11 +16,25 @@ from irscope.reports.records import Report, report_to_json
 
 
 def dumps(doc: Mapping[str, Any]) -> str:
-    """``doc`` as JSON with one line per top-level key and per element of ``units``."""
+    """``doc`` as JSON with one line per top-level key and per element of ``units``; a stage
+    object several units share (every rank's copy of a kernel) is encoded once."""
     lines = []
+    encoded: dict[int, str] = {}
+
+    def unit_json(unit: Mapping[str, Any]) -> str:
+        stages = unit.get("stages")
+        if not isinstance(stages, list) or not stages:
+            return json.dumps(unit, ensure_ascii=False)
+        for stage in stages:
+            if id(stage) not in encoded:
+                encoded[id(stage)] = json.dumps(stage, ensure_ascii=False)
+        head = json.dumps({k: v for k, v in unit.items() if k != "stages"}, ensure_ascii=False)
+        return (head[:-1] + (", " if len(head) > 2 else "") + '"stages": ['
+                + ", ".join(encoded[id(s)] for s in stages) + "]}")
+
     for key, value in doc.items():
         if key == "units" and value:
-            inner = ",\n".join("    " + json.dumps(unit, ensure_ascii=False) for unit in value)
+            inner = ",\n".join("    " + unit_json(unit) for unit in value)
             text = f"[\n{inner}\n  ]"
         else:
             text = json.dumps(value, ensure_ascii=False)
