@@ -92,8 +92,25 @@ def _table(header: Sequence[str], rows: Iterable[str], sortable: bool = True) ->
     return f"<table{css}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def bar_chart(histogram: Mapping[str, float], title: str = "") -> str:
-    """Horizontal bars as inline SVG, one per op, lengths relative to the most frequent op."""
+def bar_chart(histogram: Mapping[str, float], title: str = "",
+              drawn: dict[int, tuple[str, str]] | None = None) -> str:
+    """Horizontal bars as inline SVG, one per op, lengths relative to the most frequent op;
+    ``drawn`` keeps the bars of each histogram already drawn (units sharing a stage)."""
+    if drawn is not None:
+        if id(histogram) not in drawn:
+            drawn[id(histogram)] = (histogram, _bars(histogram))  # kept: its id stays its own
+        return _svg(drawn[id(histogram)][1], title)
+    return _svg(_bars(histogram), title)
+
+
+def _svg(bars: tuple[str, int, int], title: str) -> str:
+    body, width, height = bars
+    return (f"<svg class=\"bars\" role=\"img\" width=\"{width}\" height=\"{height}\" "
+            f"viewBox=\"0 0 {width} {height}\" aria-label=\"{text(title)}\">{body}</svg>")
+
+
+def _bars(histogram: Mapping[str, float]) -> tuple[str, int, int]:
+    """The bars of a histogram (SVG elements), the chart's width and height."""
     items = sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))
     shown, rest = items[:BAR_LIMIT], items[BAR_LIMIT:]
     if rest:
@@ -101,8 +118,7 @@ def bar_chart(histogram: Mapping[str, float], title: str = "") -> str:
     peak = max((v for _, v in shown), default=0) or 1
     step = BAR_HEIGHT + BAR_GAP
     width, height = LABEL_WIDTH + BAR_WIDTH + COUNT_WIDTH, step * len(shown)
-    parts = [f"<svg class=\"bars\" role=\"img\" width=\"{width}\" height=\"{height}\" "
-             f"viewBox=\"0 0 {width} {height}\" aria-label=\"{text(title)}\">"]
+    parts = []
     for row, (op, count) in enumerate(shown):
         y, length = row * step, max(1.0, BAR_WIDTH * count / peak)
         label = op if len(op) <= 28 else op[:27] + "…"
@@ -113,7 +129,7 @@ def bar_chart(histogram: Mapping[str, float], title: str = "") -> str:
                      f"height=\"{BAR_HEIGHT}\" rx=\"2\"></rect>"
                      f"<text class=\"count\" x=\"{LABEL_WIDTH + length + 6:.1f}\" "
                      f"y=\"{y + BAR_HEIGHT - 3}\">{text(number(count))}</text></g>")
-    return "".join(parts) + "</svg>"
+    return "".join(parts), width, height
 
 
 def kernel_cards(kernels: Sequence) -> str:
@@ -168,6 +184,7 @@ def _page(title: str, body: list[str], sortable: bool = True) -> str:
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     """The report page, with the run's kernel figures and problems (``rendering.details``)."""
     details = rendering.details
+    drawn: dict[int, tuple] = {}
     columns, totals = unit_columns(report), stage_columns(report)
     body = [f"<h1>irscope report: {text(report.run)}</h1>",
             f"<p>{text(summary_line(report))}</p>",
@@ -195,7 +212,8 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
             if stage.histogram:
                 title = stage_title(stage)
                 body.append(f"<h3>{text(title)}</h3>"
-                            + bar_chart(stage.histogram, f"{unit.name} {title} op counts"))
+                            + bar_chart(stage.histogram, f"{unit.name} {title} op counts",
+                                        drawn))
         body.append("</details>")
     body.append(passes_section(report))
     body.append(history_section(rendering))
