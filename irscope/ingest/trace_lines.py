@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Protocol
 
-# the newline before a line that is no payload line: "...\n" + "V1124 12:04:02.490000 ..."
-HEAD_AHEAD = re.compile(rb"\n[^\t\n]")
+# the newline before a line that does not start with a tab: "...\n" + "V1124 12:04:02 ..."
+UNTABBED_AHEAD = re.compile(rb"\n[^\t]")
 TAB, NEWLINE = 9, 10
 LINE_START, IN_PAYLOAD, IN_HEAD, IN_LONG_HEAD = range(4)
 
@@ -29,12 +29,11 @@ class LineReader(Protocol):
 
 
 def untabbed(piece: bytes, newlines: int) -> bytes:
-    """Payload lines (the first at a line start; ``newlines`` of them end) without the tab
-    each begins with."""
-    lines = newlines + (piece[-1] != NEWLINE)
-    if piece[0] == TAB and piece.count(b"\t") == lines and b"\n\n" not in piece:
-        return piece.replace(b"\t", b"")  # every tab leads a line: one pass, no search
-    return (piece[1:] if piece[:1] == b"\t" else piece).replace(b"\n\t", b"\n")
+    """Lines that each begin with a tab (``newlines`` of them end), without that tab."""
+    untabbed = piece.replace(b"\t", b"")
+    if len(piece) - len(untabbed) == newlines + (piece[-1] != NEWLINE):
+        return untabbed  # no tab but those that lead lines: one pass, no search
+    return piece[1:].replace(b"\n\t", b"\n")
 
 
 class LineSplitter:
@@ -44,7 +43,7 @@ class LineSplitter:
     def __init__(self, reader: LineReader, head_max: int):
         self._reader = reader
         self._head_max = head_max
-        self._head_ahead = HEAD_AHEAD.search
+        self._untabbed_ahead = UNTABBED_AHEAD.search
         self._state = LINE_START
         self._held: list[bytes] = []  # the start of a head line that goes on in the next block
         self._held_size = 0
@@ -61,8 +60,13 @@ class LineSplitter:
             state = self._state
             if state == LINE_START:
                 first = buf[pos]
-                if first == TAB or first == NEWLINE:  # payload lines, up to the next head line
-                    found = self._head_ahead(buf, pos)
+                if first == NEWLINE:  # a blank payload line
+                    self._lines += 1
+                    reader.payload(b"\n")
+                    pos += 1
+                    continue
+                if first == TAB:  # payload lines, up to the next line that is not one
+                    found = self._untabbed_ahead(buf, pos)
                     stop = found.start() + 1 if found else end
                     piece = buf[pos:stop]
                     newlines = piece.count(b"\n")
