@@ -1,11 +1,12 @@
 """A TORCH_TRACE byte stream cut into its lines block by block, in memory bounded by the block.
 
 A log is envelope lines, each followed by its payload on tab-indented lines. ``LineSplitter``
-hands its reader every other line whole (``head``: an envelope, a stray line, a blank line)
-and the payload lines between them as pieces with their leading tab taken off (``payload``),
-as many lines per piece as one block holds, so a log of many small records costs a few calls
-per record, and one line of any length is never held whole: a head line past ``head_max``
-bytes is reported as None and passed over, a payload line is handed on in block-sized pieces.
+hands its reader every line that does not start with a tab whole (``head``: an envelope, a
+stray line, a line of blanks) and the tab lines between them as pieces with their leading
+tab taken off (``payload``; an empty line is payload too), as many lines per piece as one
+block holds, so a log of many small records costs a few calls per record, and one line of
+any length is never held whole: a head line past ``head_max`` bytes is reported as None and
+passed over, a payload line is handed on in block-sized pieces.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ LINE_START, IN_PAYLOAD, IN_HEAD, IN_LONG_HEAD = range(4)
 
 
 class LineReader(Protocol):
+    """What ``LineSplitter`` hands a log's lines to."""
+
     def head(self, line: bytes | None, lineno: int) -> None:
         """A line that is no payload line, without its newline (None: longer than allowed)."""
 
@@ -38,7 +41,7 @@ def untabbed(piece: bytes, newlines: int) -> bytes:
 
 class LineSplitter:
     """Feeds a ``LineReader`` the lines of a stream given block by block (``feed``, then
-    ``close``); ``lineno`` counts the lines begun so far, as 1-based line numbers do."""
+    ``close``), each head with its line number (from 1)."""
 
     def __init__(self, reader: LineReader, head_max: int):
         self._reader = reader
