@@ -147,6 +147,12 @@ def main() -> int:
     # irscope's cache (tool outputs, XLA dumps): the benchmark's own, cold, never the user's
     os.environ["IRSCOPE_CACHE_DIR"] = str(work / "irscope-cache")
     shutil.rmtree(work / "irscope-cache", ignore_errors=True)
+    # irscope as installed, its bytecode compiled once (pip does so at install): a checkout run
+    # with PYTHONDONTWRITEBYTECODE compiles every module at every start (60 ms of each call)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(work / "pycache")
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "irscope"),
+                    str(ROOT / "parsers")], stdout=subprocess.DEVNULL)
     failures = 0
     print(f"{'case':<34} {'irscope':>8} {'baseline':>8} {'speed':>7}  {'figures':<28} target")
     try:

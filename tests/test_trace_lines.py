@@ -174,3 +174,17 @@ def test_a_compressed_ir_file_is_named_after_the_file_it_holds(tmp_path, monkeyp
     assert (stage.kind, stage.origin, run.read_blob(stage.blob)) == ("ptx", str(path), ptx)
     assert report.sources == [(str(path), "ptx")]
     assert not list((tmp_path / "tmp").iterdir())  # the opened copy is gone
+
+
+def test_compressed_files_of_one_xla_dump_file_into_one_module(tmp_path):
+    """Each file decompressed on its own still belongs to the dump folder it lies in."""
+    names = {f"module_0001.jit_mlp.{stage}.txt": f"jit_mlp_dead_gate.{stage}.txt"
+             for stage in ("before_optimizations", "cpu_after_optimizations")}
+    for name, sample in names.items():
+        (tmp_path / f"{name}.gz").write_bytes(
+            gzip.compress((SAMPLES / "hlo" / sample).read_bytes()))
+    run = Run.create(tmp_path / "run")
+    ingest(run, [tmp_path])
+    [unit] = run.units()
+    assert unit.attrs["xla_dump"] == str(tmp_path)
+    assert sorted(s.origin for s in run.stages()) == sorted(f"{tmp_path / n}.gz" for n in names)

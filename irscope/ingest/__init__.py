@@ -127,8 +127,8 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
     # Graphs first (the trace names them), then what repeats them joins their units; C++
     # sources from Inductor's cache join the kernels that linking files from output code.
     later = [p for p in plan.files if p.suffix == ".cpp"]
-    named = archives.named_files(plan.files, plan.opened)
-    names = single_file.unit_names(list(named.values()))
+    named = archives.named_files(plan.files + plan.xla_files, plan.opened)
+    names = single_file.unit_names([named[path] for path in plan.files])
     with run.transaction() as writer:
         writer.keep_all = True
         writer.collect_orphans(keep)
@@ -149,7 +149,8 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
             step(folder.name)
-        dump_files = [_dump_file(path, shown) for path in plan.xla_files] + list(dumps)
+        dump_files = [_dump_file(path, named[path], shown) for path in plan.xla_files]
+        dump_files += dumps
         report.artifacts += xla_dump.ingest_dump(
             writer if rank is None else RankWriter(writer, rank), dump_files, report, passes)
         for _ in dump_files:
@@ -169,10 +170,11 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
             step(path.name)
 
 
-def _dump_file(path: Path, shown) -> xla_dump.DumpFile:
-    """A file of an XLA dump, its folder and origin as the run names them."""
-    file = xla_dump.DumpFile.of(path)
-    return dataclasses.replace(file, folder=shown(file.folder), origin=shown(file.origin))
+def _dump_file(path: Path, named: Path, shown) -> xla_dump.DumpFile:
+    """A file of an XLA dump, read at ``path``, its dump folder that of the path it is named
+    by (``named``: where it lies in its archive) and its origin as the run names it."""
+    return dataclasses.replace(xla_dump.DumpFile.of(path), origin=shown(str(path)),
+                               folder=xla_dump.DumpFile.of(named).folder)
 
 
 def _show_sources(report: IngestReport, opened: archives.Expansions) -> None:

@@ -5,23 +5,21 @@ A log is glog-prefixed JSON envelopes, each followed by its payload on tab-inden
     V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...}
     \t<payload line>
 
-Records are grouped by (rank, compiled autograd id, frame id, frame compile id) into torch
-units ``[frame/compile] fn`` (``... (rank N)`` for a record of rank N > 0: the log of several
-processes keeps each one's compiles apart). Known records become stages and events; every
-other record is kept as a "raw" stage (on the run-level unit "(trace)" when it belongs to no
-frame). A record whose fields have the wrong types (a list where a name belongs), or whose
-JSON cannot be read (nested too deeply too), is kept raw with a warning, and the rest of the
-log is filed. Memory is bounded by the record read, not by the log: a payload is streamed into
-its blob past SPILL_BYTES, and a record larger than ``max_record_bytes()`` (or an envelope
-line longer than ENVELOPE_MAX_BYTES) is skipped with a warning naming its line.
+Records are grouped by (compiled autograd id, frame id, frame compile id) into torch units
+``[frame/compile] fn``, and by rank where records of several ranks share those ids (a log
+several processes wrote: ``... (rank N)`` for rank N > 0). Known records become stages and
+events; every other record is kept as a "raw" stage (on the run-level unit "(trace)" when it
+belongs to no frame). A record whose fields have the wrong types (a list where a name
+belongs), or whose JSON cannot be read (nested too deeply too), is kept raw with a warning,
+and the rest of the log is filed. Memory is bounded by the record read, not by the log: the
+log is read in blocks (``trace_lines``), a payload is streamed into its blob past SPILL_BYTES,
+and a record larger than ``max_record_bytes()`` (or an envelope line longer than
+ENVELOPE_MAX_BYTES) is skipped with a warning naming its line.
 """
 
 from __future__ import annotations
 
-import codecs
 import gc
-import hashlib
-import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -34,16 +32,15 @@ from irscope.files import Blocks, mib_from_env
 from irscope.store import BlobRef, Run, Writer, digest
 
 from . import graphs
+from .trace_blobs import Blobs, Payload, json_failure, json_problem, read_json, \
+    stored_output_code_key
 from .trace_lines import LineSplitter
 
 TRACE_UNIT = "(trace)"
 SPILL_BYTES = 4 << 20  # payloads larger than this are streamed into their blob
 DEFAULT_MAX_RECORD = 256 << 20  # larger records are skipped; IRSCOPE_MAX_RECORD_MB changes it
 ENVELOPE_MAX_BYTES = 16 << 20  # longer envelope lines are skipped (their JSON is read whole)
-BLOBS_REMEMBERED = 100_000  # digests of the blobs a log stored, kept to store repeats once
 PROGRESS_EVERY = 500  # records between progress reports
-JSON = json.JSONDecoder()
-SCAN_JSON = JSON.scan_once  # (value, end) of the JSON value at an index
 BLANK_START = b" \t\r\x0b\x0c"  # what a blank line may start with (b"" too)
 NO_FRAME = (None, None, None)  # the compile key of records of no frame
 ID_TYPES = (int, str)  # what a compile id, rank or string-table key is made of
@@ -187,7 +184,7 @@ class _TraceReader:
         self._sink = None  # the blob the open record's payload streams into, past _spill_at
         self._spilled = 0  # bytes in _sink
         self._spill_at = min(SPILL_BYTES, self.record_max)
-        self._blobs = _Blobs(run)
+        self._blobs = Blobs(run)
         self.on_record = None  # called every PROGRESS_EVERY records
 
     def read(self, blocks) -> None:
@@ -238,11 +235,11 @@ class _TraceReader:
         self._skipping = False
         envelope = line[match.end():].rstrip(b"\r")
         try:
-            meta = _json(envelope)
+            meta = read_json(envelope)
             if type(meta) is not dict:
                 raise ValueError("envelope is not a JSON object")
         except (ValueError, RecursionError) as exc:
-            self.warn(f"{self.origin}:{lineno}: unreadable record kept raw ({_why(exc)})")
+            self.warn(f"{self.origin}:{lineno}: unreadable record kept raw ({json_failure(exc)})")
             meta = {"unparsed": {}}
         self._open = (meta, envelope, lineno)
 
@@ -294,14 +291,14 @@ class _TraceReader:
         self.records += 1
         if self.on_record is not None and self.records % PROGRESS_EVERY == 0:
             self.on_record()
-        payload = _Payload(self._blobs, text, ref)
+        payload = Payload(self._blobs, text, ref)
         try:
             self._record(meta, envelope, payload, lineno)
         except (TypeError, ValueError, AttributeError, KeyError, IndexError,
                 RecursionError) as exc:  # a value nested too deeply to print or store
             self._malformed(meta, envelope, payload, lineno, exc)
 
-    def _malformed(self, meta: dict, envelope: bytes, payload: "_Payload", lineno: int,
+    def _malformed(self, meta: dict, envelope: bytes, payload: Payload, lineno: int,
                    exc: Exception) -> None:
         """Keep a record this reader could not make sense of raw, on the log's own unit."""
         self.bad_records += 1
@@ -311,7 +308,7 @@ class _TraceReader:
         self._raw(self._compile({}), str(_kind(meta)), None, envelope, payload, lineno)
 
     # -- one record ------------------------------------------------------------------
-    def _record(self, meta: dict, envelope: bytes, payload: "_Payload", lineno: int):
+    def _record(self, meta: dict, envelope: bytes, payload: Payload, lineno: int):
         kind = _kind(meta)
         body = meta.get(kind)
         if kind == "str" and isinstance(body, list) and len(body) == 2 and _is_id(body[1]) \
@@ -330,7 +327,7 @@ class _TraceReader:
             self._metrics(comp, body)
         if kind in STAGES:
             stage_kind, name = STAGES[kind]
-            data = (_Payload(self._blobs, envelope, None) if kind == "compilation_metrics"
+            data = (Payload(self._blobs, envelope, None) if kind == "compilation_metrics"
                     else payload)
             comp.stages.append((stage_kind, comp.stage_name(name or kind), data.ref(), lineno))
             if stage_kind == graphs.OUTPUT_CODE:
@@ -341,12 +338,12 @@ class _TraceReader:
             return
         self._raw(comp, kind, body, envelope, payload, lineno)
 
-    def _json_payload(self, kind: str, payload: "_Payload", envelope: bytes,
+    def _json_payload(self, kind: str, payload: Payload, envelope: bytes,
                       lineno: int) -> bool:
         """Whether a payload that should be JSON is (warned about when not: kept raw).
         Checked once per content: the blob the record is kept as tells repeats apart."""
         key = digest(payload.text) if kind in STAGES else payload.raw_ref(envelope).blob
-        problem = self._blobs.fact(key, "json", _json_problem, payload.text)
+        problem = self._blobs.fact(key, "json", json_problem, payload.text)
         if problem is None:
             return True
         self.bad_payloads += 1
@@ -355,7 +352,7 @@ class _TraceReader:
                       f"({problem}); kept raw")
         return False
 
-    def _raw(self, comp, kind, body, envelope: bytes, payload: "_Payload", lineno) -> None:
+    def _raw(self, comp, kind, body, envelope: bytes, payload: Payload, lineno) -> None:
         """Keep an unknown record whole: its envelope line, then its payload."""
         label = (body.get("name") if kind == "artifact" and isinstance(body, dict) else kind)
         name = comp.numbered(str(label or kind))
@@ -436,7 +433,7 @@ class _TraceReader:
             if _int_or_none(metrics.get(key)) is not None:
                 comp.attrs[key] = metrics[key]
 
-    def _artifact(self, comp, body: dict, payload: "_Payload", lineno: int) -> bool:
+    def _artifact(self, comp, body: dict, payload: Payload, lineno: int) -> bool:
         """File a known artifact; False leaves it to be kept raw."""
         name = body.get("name") or ""
         if not isinstance(name, str):
@@ -507,7 +504,7 @@ class _TraceReader:
                     writer.add_stage(unit, kind, ref, name=stage_name,
                                      origin=f"{self.origin}:{lineno}")
                     if kind == graphs.OUTPUT_CODE:  # the key other sources find the graph by
-                        key = comp.code_keys.get(ref.blob) or _output_code_key(self.run, ref)
+                        key = comp.code_keys.get(ref.blob) or stored_output_code_key(self.run, ref)
                         graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
             finally:
                 writer.keep_all = keep_all
@@ -522,105 +519,12 @@ class _TraceReader:
                     writer.add_event(kind, data, unit)
 
 
-class _Blobs:
-    """The blobs one log stores, by digest: a payload the log repeats is stored (and its JSON
-    checked, its output-code key taken) once. Remembers at most BLOBS_REMEMBERED digests."""
-
-    def __init__(self, run: Run):
-        self.run = run
-        self.stored: dict[str, BlobRef] = {}
-        self.facts: dict[tuple[str, str], Any] = {}  # (digest, what) -> what was found
-
-    def ref(self, data: bytes) -> BlobRef:
-        key = digest(data)
-        ref = self.stored.get(key)
-        if ref is None:
-            if len(self.stored) >= BLOBS_REMEMBERED:
-                self.stored.clear()
-                self.facts.clear()
-            ref = self.stored[key] = BlobRef(self.run.put_blob(data), len(data))
-        return ref
-
-    def fact(self, key: str, what: str, find, data: bytes):
-        """``find(data)``, found once per content (``key``, its digest)."""
-        key = (key, what)
-        if key not in self.facts:
-            self.facts[key] = find(data)
-        return self.facts[key]
-
-
-class _Payload:
-    """A record's payload: its bytes in memory, or the blob it was streamed into."""
-
-    __slots__ = ("blobs", "text", "streamed", "_ref", "_raw_ref")
-
-    def __init__(self, blobs: _Blobs, text: bytes, streamed: BlobRef | None):
-        self.blobs, self.text, self.streamed, self._ref = blobs, text, streamed, streamed
-        self._raw_ref: BlobRef | None = None
-
-    def ref(self) -> BlobRef:
-        if self._ref is None:
-            self._ref = self.blobs.ref(self.text)
-        return self._ref
-
-    def raw_ref(self, envelope: bytes) -> BlobRef:
-        """The blob of the record kept whole: its envelope line, then its payload (in
-        memory)."""
-        if self._raw_ref is None:
-            self._raw_ref = self.blobs.ref(envelope + b"\n" + self.text if self.text
-                                           else envelope)
-        return self._raw_ref
-
-    def code_key(self) -> str | None:
-        """``graphs.output_code_key`` of a payload in memory (None for a streamed one)."""
-        if self.streamed is not None:
-            return None
-        return self.blobs.fact(self.ref().blob, "code", graphs.output_code_key, self.text)
-
-
-def _output_code_key(run: Run, ref: BlobRef) -> str:
-    """``graphs.output_code_key`` of a stored output code, read in pieces (decoded, its
-    trailing blank space held back until more text follows): it may be past SPILL_BYTES."""
-    sha = hashlib.sha256()
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    held = ""
-    for piece in itertools.chain(run.blob_chunks(ref.blob), [None]):
-        text = held + decoder.decode(piece or b"", final=piece is None)
-        body = text.rstrip()
-        sha.update(body.encode("utf-8"))
-        held = text[len(body):]
-    return sha.hexdigest()
-
-
 def _kind(meta: dict) -> str:
     """A record's kind: the first key of its envelope that is not one every record has."""
     for key in meta:
         if key not in ENVELOPE_KEYS:
             return key
     return "unknown"
-
-
-def _json(data: bytes) -> Any:
-    """The JSON value of ``data``, as ``json.loads`` reads bytes of UTF-8 (and with its
-    errors), read by its scanner directly when the value fills ``data``."""
-    text = data.decode("utf-8", "surrogatepass")
-    try:
-        value, end = SCAN_JSON(text, 0)
-    except StopIteration:
-        end = -1
-    return value if end == len(text) else JSON.decode(text)
-
-
-def _json_problem(data: bytes) -> str | None:
-    try:
-        _json(data)
-    except (ValueError, RecursionError) as exc:
-        return _why(exc)
-    return None
-
-
-def _why(exc: Exception) -> str:
-    return "JSON nested too deeply" if isinstance(exc, RecursionError) else str(exc)
 
 
 def _is_id(value: Any) -> bool:
