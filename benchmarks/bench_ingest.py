@@ -233,9 +233,12 @@ def gzip_case(work: Path) -> int:
     ok = rc == 0 == base_rc and ratio >= GZIP_SPEED_TARGET and rss <= GZIP_RSS_LIMIT_MB
     print(row(f"(3) {size / 1e9:.1f} GB log gzipped vs plain", ours, base,
               f"{rss:.0f} MB peak (plain {base_rss:.0f})", ok))
+    from irscope.files import inflater
+
     print(f"    {size / 1e6 / ours:.1f} MB/s gzipped ({packed.stat().st_size / 1e6:.0f} MB "
-          f"file), {size / 1e6 / base:.1f} MB/s plain: {ratio:.2f} of the plain speed; "
-          f"targets >= {GZIP_SPEED_TARGET:.0%}, peak RSS <= {GZIP_RSS_LIMIT_MB} MB")
+          f"file, inflated by {inflater().__name__}), {size / 1e6 / base:.1f} MB/s plain: "
+          f"{ratio:.2f} of the plain speed; targets >= {GZIP_SPEED_TARGET:.0%}, peak RSS <= "
+          f"{GZIP_RSS_LIMIT_MB} MB")
     return not ok
 
 

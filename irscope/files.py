@@ -176,7 +176,8 @@ class Blocks:
                                      f"decompressed; read no further (IRSCOPE_MAX_EXPANDED_MB "
                                      f"raises the limit)")
                 yield block
-        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as exc:
+        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError,
+                inflater().error) as exc:
             raise InputError(f"{self.path}: damaged {self.compression} data after "
                              f"{size:,} bytes ({exc})") from None
 
@@ -207,8 +208,19 @@ class _Counted:
         return data
 
 
+def inflater():
+    """zlib, or ISA-L's zlib where python-isal is installed: the same streams, inflated twice
+    as fast (a gzipped log then reads at nearly the speed of a plain one on a single core)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib
+    return isal_zlib
+
+
 def _gunzip(raw: _Counted) -> Iterator[bytes]:
     """The blocks of one or more gzip members, the zero padding between them passed over."""
+    inflate = inflater()
     data, member, ended = b"", None, False
     while True:
         if not data and not ended:
@@ -220,7 +232,7 @@ def _gunzip(raw: _Counted) -> Iterator[bytes]:
                 if ended:
                     return
                 continue
-            member = zlib.decompressobj(16 + zlib.MAX_WBITS)  # checks each member's CRC
+            member = inflate.decompressobj(16 + zlib.MAX_WBITS)  # checks each member's CRC
         out = member.decompress(data, BLOCK)
         data = member.unconsumed_tail
         if member.eof:

@@ -8,11 +8,13 @@ import gzip
 import lzma
 import tarfile
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
 import zstandard
 
+from irscope import files
 from irscope.errors import InputError
 from irscope.files import Blocks
 from irscope.ingest import ingest
@@ -99,8 +101,11 @@ def packed(data: bytes, how: str) -> bytes:
     return lzma.compress(data)
 
 
-@pytest.mark.parametrize("how", ["gzip", "zstd", "xz"])
-def test_compressed_files_read_as_the_bytes_they_hold(tmp_path, how):
+@pytest.mark.parametrize("how", ["gzip", "gzip-zlib", "zstd", "xz"])
+def test_compressed_files_read_as_the_bytes_they_hold(tmp_path, monkeypatch, how):
+    if how == "gzip-zlib":  # without python-isal
+        monkeypatch.setattr(files, "inflater", lambda: zlib)
+        how = "gzip"
     data = LOG * 5000
     path = tmp_path / "log"
     path.write_bytes(packed(data, how))
@@ -111,10 +116,20 @@ def test_compressed_files_read_as_the_bytes_they_hold(tmp_path, how):
         b"".join(Blocks(path, limit=1 << 20))
 
 
-def test_a_damaged_stream_is_an_input_error_after_the_blocks_before_it(tmp_path):
+@pytest.mark.parametrize("inflater", ["isal", "zlib"])
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_damaged_stream_is_an_input_error_after_the_blocks_before_it(tmp_path, monkeypatch,
+                                                                       inflater, damage):
+    if inflater == "zlib":
+        monkeypatch.setattr(files, "inflater", lambda: zlib)
     data = bytes(range(256)) * 40_000
+    packed_data = bytearray(gzip.compress(data))
+    if damage == "truncated":
+        del packed_data[-1000:]
+    else:
+        packed_data[-6] ^= 0xff  # the CRC
     path = tmp_path / "log.gz"
-    path.write_bytes(gzip.compress(data)[:-1000])
+    path.write_bytes(packed_data)
     read = []
     with pytest.raises(InputError, match=f"{path}: damaged gzip data"):
         for block in Blocks(path):
