@@ -3,13 +3,21 @@
 Only regular files are read: a FIFO would block forever, a device (``/dev/zero``) never end.
 Files are opened without blocking, checked with ``fstat`` on the open descriptor (a link to a
 device is caught too), and read up to a size limit, so no input can hang irscope or grow
-its memory without bound.
+its memory without bound. Files compressed with gzip, zstandard or xz (told by their first
+bytes) are read as a stream of blocks (``Blocks``), decompressed on a thread of their own,
+up to ``max_expanded_bytes()`` of them.
 """
 
 from __future__ import annotations
 
+import lzma
 import os
+import queue
 import stat
+import sys
+import threading
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -17,16 +25,40 @@ from irscope.errors import InputError
 
 # Larger files are refused; IRSCOPE_MAX_FILE_MB raises (or lowers) the limit.
 DEFAULT_MAX_BYTES = 1 << 30
+# A compressed file or archive expanding past this is read no further (a decompression bomb);
+# IRSCOPE_MAX_EXPANDED_MB raises (or lowers) the limit.
+DEFAULT_MAX_EXPANDED = 4 << 30
 KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+# The first bytes of each compressed format read, and its name.
+COMPRESSIONS = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"\xfd7zXZ\x00", "xz"))
+BLOCK = 1 << 20  # bytes per block of a stream
+READ_AHEAD = 4  # blocks a decompressing thread may run ahead of its reader
+COMPRESSED_READ = 256 << 10  # compressed bytes read at a time
+
+
+def mib_from_env(name: str, default: int) -> int:
+    """A size in bytes given in MiB by the environment variable ``name``, else ``default``."""
+    try:
+        return max(1, int(os.environ[name])) << 20
+    except (KeyError, ValueError):
+        return default
 
 
 def max_bytes() -> int:
     """The largest file irscope reads: IRSCOPE_MAX_FILE_MB, else 1 GiB."""
-    try:
-        return max(1, int(os.environ["IRSCOPE_MAX_FILE_MB"])) << 20
-    except (KeyError, ValueError):
-        return DEFAULT_MAX_BYTES
+    return mib_from_env("IRSCOPE_MAX_FILE_MB", DEFAULT_MAX_BYTES)
+
+
+def max_expanded_bytes() -> int:
+    """The most bytes one compressed file or archive is read to: IRSCOPE_MAX_EXPANDED_MB,
+    else 4 GiB."""
+    return mib_from_env("IRSCOPE_MAX_EXPANDED_MB", DEFAULT_MAX_EXPANDED)
+
+
+def compression(head: bytes) -> str | None:
+    """``gzip``, ``zstd`` or ``xz`` when ``head`` (a file's first bytes) starts such a stream."""
+    return next((name for magic, name in COMPRESSIONS if head.startswith(magic)), None)
 
 
 def special_kind(mode: int) -> str | None:
@@ -102,3 +134,168 @@ def contained(path: Path, root: Path) -> bool:
         return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root))
     except (OSError, ValueError):
         return False
+
+
+class Blocks:
+    """The bytes of a regular file in blocks of at most ``BLOCK``, decompressed when the file
+    is gzip, zstandard or xz: on a thread of its own (the decompressors let other threads
+    run), a few blocks ahead, so decompression goes on beside the reader's own work. No more
+    than ``limit`` bytes (default ``max_expanded_bytes()``) of a compressed file are read.
+
+    Iterating raises InputError, naming the file, for a damaged or overlong stream after the
+    blocks before the damage; ``consumed`` is how many bytes of the file were read so far.
+    """
+
+    def __init__(self, path: Path, limit: int | None = None, ahead: bool = True):
+        self.path = path
+        self.limit = max_expanded_bytes() if limit is None else limit
+        self.ahead = ahead  # decompress on a thread of its own
+        self.consumed = 0
+        self.compression: str | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        with open_regular(self.path, sys.maxsize) as fh:
+            head = fh.read(BLOCK)
+            self.compression = compression(head)
+            if self.compression is None:  # a plain file: read as it is, on this thread
+                while head:
+                    self.consumed += len(head)
+                    yield head
+                    head = fh.read(BLOCK)
+                return
+            expanded = self._expanded(_Counted(fh, head, self))
+            yield from _ahead(expanded) if self.ahead else expanded
+
+    def _expanded(self, raw: "_Counted") -> Iterator[bytes]:
+        size = 0
+        try:
+            for block in _DECOMPRESSORS[self.compression](raw):
+                size += len(block)
+                if size > self.limit:
+                    raise InputError(f"{self.path}: expands past {self.limit >> 20:,} MiB once "
+                                     f"decompressed; read no further (IRSCOPE_MAX_EXPANDED_MB "
+                                     f"raises the limit)")
+                yield block
+        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError,
+                inflater().error) as exc:
+            raise InputError(f"{self.path}: damaged {self.compression} data after "
+                             f"{size:,} bytes ({exc})") from None
+
+
+def read_head(path: Path, size: int) -> bytes:
+    """Up to ``size`` first bytes of a file, decompressed when it is compressed."""
+    head = b""
+    for block in Blocks(path, ahead=False):
+        head += block
+        if len(head) >= size:
+            break
+    return head[:size]
+
+
+class _Counted:
+    """A file read from ``head`` (bytes already read) on, counting into ``owner.consumed``."""
+
+    def __init__(self, fh: BinaryIO, head: bytes, owner: Blocks):
+        self._fh, self._head, self._owner = fh, head, owner
+        owner.consumed = len(head)
+
+    def read(self, size: int = -1) -> bytes:
+        if self._head:
+            data, self._head = self._head, b""
+            return data
+        data = self._fh.read(size)
+        self._owner.consumed += len(data)
+        return data
+
+
+def inflater():
+    """zlib, or ISA-L's zlib where python-isal is installed: the same streams, inflated twice
+    as fast (a gzipped log then reads at nearly the speed of a plain one on a single core)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:
+        return zlib
+    return isal_zlib
+
+
+def _gunzip(raw: _Counted) -> Iterator[bytes]:
+    """The blocks of one or more gzip members, the zero padding between them passed over."""
+    inflate = inflater()
+    data, member, ended = b"", None, False
+    while True:
+        if not data and not ended:
+            data = raw.read(COMPRESSED_READ)
+            ended = not data
+        if member is None:
+            data = data.lstrip(b"\0")
+            if not data:
+                if ended:
+                    return
+                continue
+            member = inflate.decompressobj(16 + zlib.MAX_WBITS)  # checks each member's CRC
+        out = member.decompress(data, BLOCK)
+        data = member.unconsumed_tail
+        if member.eof:
+            data, member = member.unused_data, None
+        if out:
+            yield out
+        elif ended and member is not None and not data:
+            raise EOFError("the file ends inside a gzip member")
+
+
+def _unxz(raw: _Counted) -> Iterator[bytes]:
+    with lzma.LZMAFile(raw) as stream:  # every stream of the file, in turn
+        while block := stream.read(BLOCK):
+            yield block
+
+
+def _unzstd(raw: _Counted) -> Iterator[bytes]:
+    import zstandard
+
+    reader = zstandard.ZstdDecompressor().stream_reader(raw, read_size=COMPRESSED_READ,
+                                                        read_across_frames=True)
+    try:
+        while block := reader.read(BLOCK):
+            yield block
+    except zstandard.ZstdError as exc:
+        raise ValueError(str(exc)) from None
+
+
+_DECOMPRESSORS = {"gzip": _gunzip, "xz": _unxz, "zstd": _unzstd}
+_END = object()
+
+
+def _ahead(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """``blocks`` made on a thread of its own, at most READ_AHEAD ahead of the reader; what
+    the thread raises is raised here, after the blocks before it."""
+    ready: queue.Queue = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+
+    def hand_on(item) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def work() -> None:
+        try:
+            for block in blocks:
+                if not hand_on(block):
+                    return
+            hand_on(_END)
+        except BaseException as exc:  # handed to the reader, raised there
+            hand_on(exc)
+
+    thread = threading.Thread(target=work, name="irscope-decompress", daemon=True)
+    thread.start()
+    try:
+        while (item := ready.get()) is not _END:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        thread.join()

@@ -26,6 +26,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +43,14 @@ DIAGNOSTIC = re.compile(r"^\S.*?:(?:\d+:)? (?:warning|error|note):")
 PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2
 
 
+# Runs a command and writes its peak resident memory (KiB) to a file: the resources of the
+# children of a process of its own, so no other process's figure can stand in for it.
+PEAK_RSS_RUNNER = ("import resource, subprocess, sys; status = subprocess.call(sys.argv[2:]); "
+                   "open(sys.argv[1], 'w').write("
+                   "str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+                   "sys.exit(status if status >= 0 else 128 - status)")
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How one irscope process ended; ``returncode`` None when it was killed for hanging."""
@@ -51,6 +60,7 @@ class Outcome:
     stdout: str
     stderr: str
     seconds: float
+    peak_rss_mb: float | None = None  # when asked for (``irscope(..., rss=True)``)
 
     @property
     def hung(self) -> bool:
@@ -73,12 +83,18 @@ def _limits(memory: int | None, file_size: int | None, deny_access: bool):
 
 def irscope(*args, cwd: Path, env: dict | None = None, limit_s: float = LIMIT_S,
             memory: int | None = MEMORY_BYTES, file_size: int | None = None,
-            deny_access: bool = False) -> Outcome:
-    """Run ``python -m irscope ARGS`` as a user would, under the harness's limits."""
+            deny_access: bool = False, rss: bool = False) -> Outcome:
+    """Run ``python -m irscope ARGS`` as a user would, under the harness's limits; with
+    ``rss``, measure its peak resident memory."""
     argv = tuple(str(a) for a in args)
+    command = [sys.executable, "-m", "irscope", *argv]
+    if rss:  # the figure goes to a file of its own, outside the case's folder
+        fd, rss_file = tempfile.mkstemp(prefix="irscope-fuzz-rss-")
+        os.close(fd)
+        command = [sys.executable, "-c", PEAK_RSS_RUNNER, rss_file, *command]
     started = time.monotonic()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "irscope", *argv], cwd=cwd, stdin=subprocess.DEVNULL,
+        command, cwd=cwd, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
         env={**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})},
         preexec_fn=_limits(memory, file_size, deny_access))
@@ -89,8 +105,13 @@ def irscope(*args, cwd: Path, env: dict | None = None, limit_s: float = LIMIT_S,
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
         code = None
+    peak = None
+    if rss:
+        text = Path(rss_file).read_text()
+        os.unlink(rss_file)
+        peak = int(text) / 1024 if text else None
     return Outcome(argv, code, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
-                   time.monotonic() - started)
+                   time.monotonic() - started, peak)
 
 
 def problems(outcome: Outcome, ok: tuple[int, ...] = (0, 1, 2),

@@ -12,21 +12,28 @@ named after the folders that tell them apart, and a stage never replaces one of 
 name holding other bytes (the newcomer is filed beside it, see ``Writer.keep_all``). Inside
 a folder, a link that leads out of it is not followed: a dump from elsewhere cannot pull
 the user's other files into a run.
+
+Files compressed with gzip, zstandard or xz, and tarballs, are read as they are: a
+compressed TORCH_TRACE log is streamed, any other compressed file and every tarball is
+opened into a temporary folder (``archives``) and classified as the files it holds, named
+after the archive (``dumps.tar.gz/w/trace.log``) wherever a run or a message names them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from irscope.files import contained
+from irscope.errors import InputError
+from irscope.files import compression, contained, read_head
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
-from . import (linking, single_file, thunder_traces, torch_compile_debug, torch_logs, torch_trace,
-               triton_cache, xla_dump)
+from . import (archives, linking, single_file, thunder_traces, torch_compile_debug, torch_logs,
+               torch_trace, triton_cache, xla_dump)
 from .ranked import RankWriter
 
 HEAD_BYTES = 64 << 10
@@ -67,6 +74,7 @@ class _Plan:
     xla_files: list[Path] = field(default_factory=list)
     files: list[Path] = field(default_factory=list)
     thunder_folders: list[Path] = field(default_factory=list)
+    opened: archives.Expansions = field(default_factory=archives.Expansions)
 
     @property
     def count(self) -> int:
@@ -94,8 +102,20 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
     report = IngestReport()
     report.units_before, report.stages_before = run.counts()
     plan = _Plan()
-    for path in map(Path, paths):
-        _classify(path, plan, report)
+    try:
+        for path in map(Path, paths):
+            _classify(path, plan, report)
+        _file(run, plan, report, progress, dumps, workers, analyses, keep, rank, passes)
+    finally:
+        plan.opened.close()
+        _show_sources(report, plan.opened)
+    report.units_after, report.stages_after = run.counts()
+    return report
+
+
+def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers, analyses,
+          keep, rank, passes) -> None:
+    """The ordered pass: file what the plan found, in one transaction."""
     if progress is not None:
         progress.total(plan.count + len(dumps))
 
@@ -103,16 +123,21 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
         if progress is not None:
             progress.advance(1, description=label[-40:])
 
+    shown = plan.opened.shown
     # Graphs first (the trace names them), then what repeats them joins their units; C++
     # sources from Inductor's cache join the kernels that linking files from output code.
     later = [p for p in plan.files if p.suffix == ".cpp"]
-    names = single_file.unit_names(plan.files)
+    named = archives.named_files(plan.files + plan.xla_files, plan.opened)
+    names = single_file.unit_names([named[path] for path in plan.files])
     with run.transaction() as writer:
         writer.keep_all = True
         writer.collect_orphans(keep)
+        if plan.opened.named:  # what came out of an archive is filed under the archive's name
+            writer = archives.ShownWriter(writer, plan.opened)
         for log in plan.traces:
             report.artifacts += torch_trace.ingest_trace(run, writer, log, report.warnings.append,
-                                                         _share_reporter(progress, log.name))
+                                                         _share_reporter(progress, log.name),
+                                                         shown(str(log)))
             report.sources.append((str(log), "torch_trace"))
             step(log.name)
         for log in plan.logs:
@@ -124,14 +149,16 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
             step(folder.name)
-        dump_files = [xla_dump.DumpFile.of(path) for path in plan.xla_files] + list(dumps)
+        dump_files = [_dump_file(path, named[path], shown) for path in plan.xla_files]
+        dump_files += dumps
         report.artifacts += xla_dump.ingest_dump(
             writer if rank is None else RankWriter(writer, rank), dump_files, report, passes)
         for _ in dump_files:
             step("xla dump")
         for path in plan.files:
             if path.suffix != ".cpp":
-                report.artifacts += single_file.ingest_file(writer, path, report, names[path])
+                report.artifacts += single_file.ingest_file(writer, path, report,
+                                                            names[named[path]])
                 step(path.name)
         thunder_units = thunder_traces.ThunderUnits()  # after the traces: regions link graphs
         for folder in plan.thunder_folders:
@@ -139,10 +166,22 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
             step(folder.name)
         linking.link(run, writer, report)
         for path in later:
-            report.artifacts += single_file.ingest_file(writer, path, report, names[path])
+            report.artifacts += single_file.ingest_file(writer, path, report, names[named[path]])
             step(path.name)
-    report.units_after, report.stages_after = run.counts()
-    return report
+
+
+def _dump_file(path: Path, named: Path, shown) -> xla_dump.DumpFile:
+    """A file of an XLA dump, read at ``path``, its dump folder that of the path it is named
+    by (``named``: where it lies in its archive) and its origin as the run names it."""
+    return dataclasses.replace(xla_dump.DumpFile.of(path), origin=shown(str(path)),
+                               folder=xla_dump.DumpFile.of(named).folder)
+
+
+def _show_sources(report: IngestReport, opened: archives.Expansions) -> None:
+    """Name what came out of an archive after the archive in every line of the report."""
+    report.sources = [(opened.shown(p), kind) for p, kind in report.sources]
+    report.skipped = [(opened.shown(p), opened.shown(why)) for p, why in report.skipped]
+    report.warnings = [opened.shown(w) for w in report.warnings]
 
 
 def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None):
@@ -188,6 +227,8 @@ def _classify_path(path: Path, plan: _Plan, report: IngestReport) -> None:
         return
     if not head:
         report.skipped.append((str(path), "empty file"))
+    elif compression(head) or archives.is_tar(head):
+        _classify_packed(path, plan, report)
     elif xla_dump.is_xla_file(path):
         plan.xla_files.append(path)
     elif torch_trace.is_torch_trace(head):
@@ -198,6 +239,30 @@ def _classify_path(path: Path, plan: _Plan, report: IngestReport) -> None:
         plan.files.append(path)
 
 
+def _classify_packed(path: Path, plan: _Plan, report: IngestReport) -> None:
+    """A compressed file or a tarball: a compressed TORCH_TRACE log is streamed where it is,
+    anything else is opened into the plan's temporary folder and classified there."""
+    if plan.opened.depth_of(path) >= archives.MAX_DEPTH:
+        report.skipped.append((str(path), f"an archive inside {archives.MAX_DEPTH} others, not "
+                                          f"opened"))
+        return
+    try:
+        head = read_head(path, HEAD_BYTES)
+    except InputError as exc:
+        report.skipped.append((str(path), str(exc).removeprefix(f"{path}: ")))
+        return
+    if archives.is_tar(head):
+        _classify_dir(plan.opened.tarball(path, report), plan, report)
+    elif torch_trace.is_torch_trace(head):
+        plan.traces.append(path)
+    elif not head:
+        report.skipped.append((str(path), "empty once decompressed"))
+    else:
+        opened = plan.opened.file(path, report)
+        if opened is not None:
+            _classify_path(opened, plan, report)
+
+
 def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
     found_before = plan.count + len(report.skipped)
     for root, dirs, files in os.walk(folder, onerror=lambda exc: report.skipped.append(
@@ -206,7 +271,7 @@ def _classify_dir(folder: Path, plan: _Plan, report: IngestReport) -> None:
         if INDEX in files and (BLOBS in dirs or RUN_JSON in files):  # an irscope run
             dirs[:] = []
             continue
-        for name in PICKLE_DIRS & set(dirs):
+        for name in sorted(PICKLE_DIRS & set(dirs)):
             report.skipped.append((str(here / name), "pickled cache entries, never loaded"))
         for name in dirs:
             if not contained(here / name, folder):

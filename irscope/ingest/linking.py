@@ -24,7 +24,7 @@ def link(run: Run, writer: Writer, report) -> None:
     from irscope.parsers import inductor
 
     rows = [(unit.id, unit.source_file, stage) for unit in run.units("torch")
-            for stage in run.stages(unit.id) if stage.kind == "inductor_output_code"]
+            for stage in run.stages(unit.id, kinds=("inductor_output_code",))]
     parsed: dict[str, object] = {}
     triton = _TritonUnits(run)
     for unit_id, source_file, stage in rows:

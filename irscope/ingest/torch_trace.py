@@ -6,17 +6,20 @@ A log is glog-prefixed JSON envelopes, each followed by its payload on tab-inden
     \t<payload line>
 
 Records are grouped by (compiled autograd id, frame id, frame compile id) into torch units
-``[frame/compile] fn``. Known records become stages and events; every other record is kept
-as a "raw" stage (on the run-level unit "(trace)" when it belongs to no frame). A record whose
-fields have the wrong types (a list where a name belongs) is kept raw on "(trace)" with a
-warning, and the rest of the log is filed.
+``[frame/compile] fn``, and by rank where records of several ranks share those ids (a log
+several processes wrote: ``... (rank N)`` for rank N > 0). Known records become stages and
+events; every other record is kept as a "raw" stage (on the run-level unit "(trace)" when it
+belongs to no frame). A record whose fields have the wrong types (a list where a name
+belongs), or whose JSON cannot be read (nested too deeply too), is kept raw with a warning,
+and the rest of the log is filed. Memory is bounded by the record read, not by the log: the
+log is read in blocks (``trace_lines``), a payload is streamed into its blob past SPILL_BYTES,
+and a record larger than ``max_record_bytes()`` (or an envelope line longer than
+ENVELOPE_MAX_BYTES) is skipped with a warning naming its line.
 """
 
 from __future__ import annotations
 
-import codecs
-import hashlib
-import itertools
+import gc
 import json
 import re
 from dataclasses import dataclass, field
@@ -24,16 +27,27 @@ from pathlib import Path
 from typing import Any
 
 from irscope.analysis.ranks import rank_of_path, ranked_name
-from irscope.store import BlobRef, Run, Writer
+from irscope.errors import InputError
+from irscope.files import Blocks, mib_from_env
+from irscope.store import BlobRef, Run, Writer, digest
 
 from . import graphs
+from .trace_blobs import Blobs, Payload, json_failure, json_problem, read_json, \
+    stored_output_code_key
+from .trace_lines import LineSplitter
 
 TRACE_UNIT = "(trace)"
 SPILL_BYTES = 4 << 20  # payloads larger than this are streamed into their blob
+DEFAULT_MAX_RECORD = 256 << 20  # larger records are skipped; IRSCOPE_MAX_RECORD_MB changes it
+ENVELOPE_MAX_BYTES = 16 << 20  # longer envelope lines are skipped (their JSON is read whole)
 PROGRESS_EVERY = 500  # records between progress reports
+BLANK_START = b" \t\r\x0b\x0c"  # what a blank line may start with (b"" too)
+NO_FRAME = (None, None, None)  # the compile key of records of no frame
+ID_TYPES = (int, str)  # what a compile id, rank or string-table key is made of
 
+# The start of an envelope line, up to its JSON (what follows the match is the envelope):
 # V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...
-ENVELOPE = re.compile(rb"^[VIWEFD]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]]*\] (\{.*)$")
+ENVELOPE = re.compile(rb"[VIWEFD]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ [^\]\n]*\] (?=\{)")
 
 # Record kind -> (stage kind, stage name or None for the record kind itself).
 STAGES = {
@@ -60,6 +74,7 @@ CACHE_ARTIFACTS = {"fx_graph_cache_hit": ("cache_hit", "fx_graph"),
                    "aotautograd_cache_hit": ("cache_hit", "aotautograd"),
                    "aotautograd_cache_miss": ("cache_miss", "aotautograd"),
                    "aotautograd_cache_bypass": ("cache_miss", "aotautograd")}
+TEXT_ARTIFACTS = {"recompile_reasons", "dynamo_graph_break_reason", "dynamo_error"}
 JSON_PAYLOADS = {"chromium_event", "dynamo_guards", "compilation_metrics_runtime"}
 CACHE_EVENT_KEYS = ("key", "cache_state", "cache_status_detailed", "cache_bypass_reason",
                     "time_taken_ns", "reason")
@@ -80,14 +95,16 @@ EXPLANATION = re.compile(r"^\s*Explanation:\s*(.*)$", re.M)
 class Compile:
     """Everything read for one Dynamo compile, written to the index at the end."""
 
-    key: tuple
+    key: tuple  # (compiled autograd id, frame id, frame compile id)
+    rank: int | str | None = None
     fn: str | None = None
     source_file: str | None = None
     source_line: int | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
-    stages: list[tuple[str, str, BlobRef, str]] = field(default_factory=list)
+    stages: list[tuple[str, str, BlobRef, int]] = field(default_factory=list)  # line numbers
     events: list[tuple[str, dict]] = field(default_factory=list)
     names: dict[str, int] = field(default_factory=dict)
+    code_keys: dict[str, str | None] = field(default_factory=dict)  # output code blob -> key
 
     def numbered(self, label: str) -> str:
         """``label#1``, ``label#2``...: names for records kept raw."""
@@ -119,74 +136,112 @@ def is_torch_trace(head: bytes) -> bool:
     return False
 
 
-def ingest_trace(run: Run, writer: Writer, path: Path, warn, on_progress=None) -> int:
-    """File one TORCH_TRACE log into the run; returns how many records were kept.
+def max_record_bytes() -> int:
+    """The largest record filed: IRSCOPE_MAX_RECORD_MB, else 256 MiB."""
+    return mib_from_env("IRSCOPE_MAX_RECORD_MB", DEFAULT_MAX_RECORD)
+
+
+def ingest_trace(run: Run, writer: Writer, path: Path, warn, on_progress=None,
+                 origin: str | None = None) -> int:
+    """File one TORCH_TRACE log (plain or compressed) into the run; returns how many records
+    were kept. ``origin``: how stages name the file (default: its path).
 
     ``on_progress(fraction)`` is called now and then with the share of the file read.
     """
-    reader = _TraceReader(run, str(path), warn)
-    size = max(path.stat().st_size, 1)
-    with open(path, "rb") as fh:
-        if on_progress is not None:
-            reader.on_record = lambda: on_progress(fh.tell() / size)
-        reader.read(fh)
+    reader = _TraceReader(run, origin or str(path), warn)
+    blocks = Blocks(path)
+    if on_progress is not None:
+        size = max(path.stat().st_size, 1)
+        reader.on_record = lambda: on_progress(min(blocks.consumed / size, 1.0))
+    try:
+        reader.read(blocks)
+    except InputError as exc:  # damaged or overlong compressed data: what came before is kept
+        reader.finish()
+        warn(f"{exc}; the records before it are filed")
     reader.write(writer)
     return reader.records
 
 
 class _TraceReader:
-    """Line-at-a-time state machine: an envelope opens a record, tab lines extend its payload."""
+    """A state machine over the log's lines: an envelope opens a record, payload lines extend
+    it; the record is filed when the next line that is no payload line closes it."""
 
     def __init__(self, run: Run, origin: str, warn):
         self.run, self.origin, self.warn = run, origin, warn
-        self.rank = rank_of_path(origin)  # records without "rank": the log's own, if named
-        self.compiles: dict[tuple, Compile] = {}
+        self.rank = rank_of_path(origin)  # compiles of no "rank": the log's own, if named
+        self.compiles: dict[tuple, Compile] = {}  # by (rank, *Compile.key)
+        self.by_ids: dict[tuple, list[Compile]] = {}  # by Compile.key: each rank's
         self.strings: dict[int, str] = {}
         self.records = 0
-        self.lineno = 0
         self.bad_lines = 0
         self.bad_payloads = 0
         self.bad_records = 0
+        self.record_max = max_record_bytes()
         self._open: tuple | None = None  # (meta, envelope bytes, line number) of the record
-        self._chunks: list[bytes] = []
-        self._size = 0
-        self._sink = None
+        self._skipping = False  # the open record is too large: its payload lines are dropped
+        self._chunks: list[bytes] = []  # the open record's payload held in memory
+        self._size = 0  # bytes in _chunks
+        self._sink = None  # the blob the open record's payload streams into, past _spill_at
+        self._spilled = 0  # bytes in _sink
+        self._spill_at = min(SPILL_BYTES, self.record_max)
+        self._blobs = Blobs(run)
         self.on_record = None  # called every PROGRESS_EVERY records
 
-    def read(self, lines) -> None:
-        """Consume every line; payload lines take the fast path, one append each."""
-        lineno = 0
-        for line in lines:
-            lineno += 1
-            if line[:1] == b"\t" and self._open is not None:
-                self._chunks.append(line[1:])
-                self._size += len(line)
-                if self._size > SPILL_BYTES:
-                    self._spill()
-            else:
-                self.lineno = lineno
-                self._other(line)
+    def read(self, blocks) -> None:
+        """Consume every block of the log, then close its last record.
+
+        The cyclic garbage collector is paused meanwhile: records make many objects and no
+        cycles, and its passes over them cost a twentieth of the reading."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            LineSplitter(self, min(ENVELOPE_MAX_BYTES, self.record_max)).feed_all(blocks)
+        finally:
+            if collecting:
+                gc.enable()
         self.finish()
 
-    def _other(self, line: bytes) -> None:
+    def payload(self, piece: bytes) -> None:
+        """Payload bytes of the open record (``LineSplitter`` calls this)."""
+        if self._open is None:
+            if not self._skipping:  # tab lines that follow no envelope
+                self.bad_lines += sum(1 for line in piece.split(b"\n") if line.strip())
+            return
+        self._chunks.append(piece)
+        self._size += len(piece)
+        if self._size > self._spill_at:
+            self._spill()
+
+    def head(self, line: bytes | None, lineno: int) -> None:
         """An envelope, a blank payload line, or a line that belongs to no record."""
-        if self._open is not None and not line.strip():
-            self._chunks.append(b"\n")  # a blank payload line written without its tab
+        if line is None:
+            self._close_record()
+            self._skipping = True
+            self.warn(f"{self.origin}:{lineno}: skipped a line longer than "
+                      f"{min(ENVELOPE_MAX_BYTES, self.record_max) >> 20:,} MiB (more than an "
+                      f"envelope line holds), and the payload lines after it")
             return
-        self._close_record()
-        match = ENVELOPE.match(line.rstrip(b"\r\n"))
+        if self._open is not None:
+            if line[:1] in BLANK_START and not line.strip():
+                self.payload(b"\n")  # a blank payload line written without its tab
+                return
+            self._close_record()
+        match = ENVELOPE.match(line)
         if not match:
-            if line.strip():
+            if line.strip():  # a stray line: what follows it is no skipped record's
                 self.bad_lines += 1
+                self._skipping = False
             return
+        self._skipping = False
+        envelope = line[match.end():].rstrip(b"\r")
         try:
-            meta = json.loads(match.group(1))
-            if not isinstance(meta, dict):
+            meta = read_json(envelope)
+            if type(meta) is not dict:
                 raise ValueError("envelope is not a JSON object")
-        except ValueError as exc:
-            self.warn(f"{self.origin}:{self.lineno}: unreadable record kept raw ({exc})")
+        except (ValueError, RecursionError) as exc:
+            self.warn(f"{self.origin}:{lineno}: unreadable record kept raw ({json_failure(exc)})")
             meta = {"unparsed": {}}
-        self._open = (meta, match.group(1), self.lineno)
+        self._open = (meta, envelope, lineno)
 
     def finish(self) -> None:
         self._close_record()
@@ -200,51 +255,70 @@ class _TraceReader:
                       f"records were skipped")
 
     def _spill(self) -> None:
+        """Stream the open record's payload held in memory into its blob; skip the record once
+        it is past the limit."""
+        if self._spilled + self._size > self.record_max:
+            meta, _, lineno = self._open
+            self._open, self._chunks, self._size, self._spilled = None, [], 0, 0
+            if self._sink is not None:
+                self._sink.discard()
+                self._sink = None
+            self._skipping = True
+            self.warn(f"{self.origin}:{lineno}: {_kind(meta)} record skipped: its payload is "
+                      f"larger than {self.record_max >> 20:,} MiB (IRSCOPE_MAX_RECORD_MB sets "
+                      f"the limit)")
+            return
         if self._sink is None:
             self._sink = self.run.blob_sink()
         for chunk in self._chunks:
             self._sink.write(chunk)
+        self._spilled += self._size
         self._chunks, self._size = [], 0
 
     def _close_record(self) -> None:
         if self._open is None:
             return
-        meta, envelope, lineno = self._open
-        self._open = None
         if self._sink is not None:
             self._spill()
-            text, ref, self._sink = b"", self._sink.close(), None
+            if self._sink is None:  # too large after all: skipped
+                return
+            text, ref, self._sink, self._spilled = b"", self._sink.close(), None, 0
         else:
-            text, ref = b"".join(self._chunks), None
-        self._chunks, self._size = [], 0
+            text = b"".join(self._chunks) if len(self._chunks) != 1 else self._chunks[0]
+            ref = None
+        meta, envelope, lineno = self._open
+        self._open, self._chunks, self._size = None, [], 0
         self.records += 1
         if self.on_record is not None and self.records % PROGRESS_EVERY == 0:
             self.on_record()
-        payload, origin = _Payload(self.run, text, ref), f"{self.origin}:{lineno}"
+        payload = Payload(self._blobs, text, ref)
         try:
-            self._record(meta, envelope, payload, origin)
-        except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
-            self._malformed(meta, envelope, payload, origin, exc)
+            self._record(meta, envelope, payload, lineno)
+        except (TypeError, ValueError, AttributeError, KeyError, IndexError,
+                RecursionError) as exc:  # a value nested too deeply to print or store
+            self._malformed(meta, envelope, payload, lineno, exc)
 
-    def _malformed(self, meta: dict, envelope: bytes, payload: "_Payload", origin: str,
+    def _malformed(self, meta: dict, envelope: bytes, payload: Payload, lineno: int,
                    exc: Exception) -> None:
         """Keep a record this reader could not make sense of raw, on the log's own unit."""
         self.bad_records += 1
         if self.bad_records <= MAX_WARNINGS:
-            self.warn(f"{origin}: malformed record kept raw ({type(exc).__name__}: {exc})")
-        kind = next((str(k) for k in meta if k not in ENVELOPE_KEYS), "unknown")
-        self._raw(self._compile({}), kind, None, envelope, payload, origin)
+            self.warn(f"{self.origin}:{lineno}: malformed record kept raw "
+                      f"({type(exc).__name__}: {exc})")
+        self._raw(self._compile({}), str(_kind(meta)), None, envelope, payload, lineno)
 
     # -- one record ------------------------------------------------------------------
-    def _record(self, meta: dict, envelope: bytes, payload: "_Payload", origin: str):
-        kind = next((k for k in meta if k not in ENVELOPE_KEYS), "unknown")
+    def _record(self, meta: dict, envelope: bytes, payload: Payload, lineno: int):
+        kind = _kind(meta)
         body = meta.get(kind)
         if kind == "str" and isinstance(body, list) and len(body) == 2 and _is_id(body[1]) \
                 and isinstance(body[0], str):
             self.strings[body[1]] = body[0]
             return
-        if payload.text and kind in JSON_PAYLOADS:
-            self._check_json(kind, payload.text, origin)
+        if payload.text and kind in JSON_PAYLOADS and not self._json_payload(
+                kind, payload, envelope, lineno):
+            self._raw(self._compile(meta), kind, body, envelope, payload, lineno)
+            return
         comp = self._compile(meta)
         if kind == "dynamo_start":
             self._start(comp, body)
@@ -253,50 +327,72 @@ class _TraceReader:
             self._metrics(comp, body)
         if kind in STAGES:
             stage_kind, name = STAGES[kind]
-            data = _Payload(self.run, envelope, None) if kind == "compilation_metrics" else payload
-            comp.stages.append((stage_kind, comp.stage_name(name or kind), data.ref(), origin))
+            data = (Payload(self._blobs, envelope, None) if kind == "compilation_metrics"
+                    else payload)
+            comp.stages.append((stage_kind, comp.stage_name(name or kind), data.ref(), lineno))
+            if stage_kind == graphs.OUTPUT_CODE:
+                comp.code_keys[data.ref().blob] = data.code_key()
             return
         if kind == "artifact" and isinstance(body, dict) and self._artifact(comp, body, payload,
-                                                                          origin):
+                                                                          lineno):
             return
-        self._raw(comp, kind, body, envelope, payload, origin)
+        self._raw(comp, kind, body, envelope, payload, lineno)
 
-    def _check_json(self, kind: str, text: bytes, origin: str) -> None:
-        try:
-            json.loads(text)
-        except ValueError as exc:
-            self.bad_payloads += 1
-            if self.bad_payloads <= MAX_WARNINGS:
-                self.warn(f"{origin}: {kind} record has a malformed JSON payload ({exc}); "
-                          f"kept raw")
+    def _json_payload(self, kind: str, payload: Payload, envelope: bytes,
+                      lineno: int) -> bool:
+        """Whether a payload that should be JSON is (warned about when not: kept raw).
+        Checked once per content: the blob the record is kept as tells repeats apart."""
+        key = digest(payload.text) if kind in STAGES else payload.raw_ref(envelope).blob
+        problem = self._blobs.fact(key, "json", json_problem, payload.text)
+        if problem is None:
+            return True
+        self.bad_payloads += 1
+        if self.bad_payloads <= MAX_WARNINGS:
+            self.warn(f"{self.origin}:{lineno}: {kind} record has a malformed JSON payload "
+                      f"({problem}); kept raw")
+        return False
 
-    def _raw(self, comp, kind, body, envelope: bytes, payload: "_Payload", origin) -> None:
+    def _raw(self, comp, kind, body, envelope: bytes, payload: Payload, lineno) -> None:
         """Keep an unknown record whole: its envelope line, then its payload."""
         label = (body.get("name") if kind == "artifact" and isinstance(body, dict) else kind)
         name = comp.numbered(str(label or kind))
-        if payload.spilled is None:
-            data = envelope + b"\n" + payload.text if payload.text else envelope
-            comp.stages.append(("raw", name, BlobRef(self.run.put_blob(data), len(data)), origin))
+        if payload.streamed is None:
+            comp.stages.append(("raw", name, payload.raw_ref(envelope), lineno))
             return
-        comp.stages.append(("raw", name, BlobRef(self.run.put_blob(envelope), len(envelope)),
-                            origin))
-        comp.stages.append(("raw", name + ".payload", payload.spilled, origin))
+        comp.stages.append(("raw", name, self._blobs.ref(envelope), lineno))
+        comp.stages.append(("raw", name + ".payload", payload.streamed, lineno))
 
     def _compile(self, meta: dict) -> Compile:
+        """The compile a record belongs to, by its compiled autograd id, frame id and frame
+        compile id, and by its rank where the log holds that compile of several ranks; a
+        record of no frame belongs to the log itself."""
         frame = meta.get("frame_id")
+        rank = meta.get("rank")
         key = (meta.get("compiled_autograd_id"), frame, meta.get("frame_compile_id"))
         if frame is None:
-            key = (None, None, None)
-        if not all(part is None or _is_id(part) for part in key):
-            raise TypeError(f"compile id {key!r} is not made of numbers")
-        rank = meta.get("rank")
-        if rank is not None and not _is_id(rank):
-            raise TypeError(f"rank {rank!r} is not a number")
-        comp = self.compiles.get(key)
-        if comp is None:
-            comp = self.compiles[key] = Compile(key)
-            if rank is not None:
-                comp.attrs["rank"] = rank
+            key = NO_FRAME
+        for part in (rank, *key):  # a number, or a string of one; never a bool or a list
+            if part is not None and part.__class__ not in ID_TYPES:
+                raise TypeError(f"compile id {key!r} of rank {rank!r} is not made of numbers")
+        return self.compiles.get((rank, *key)) or self._new_rank(rank, key)
+
+    def _new_rank(self, rank: int | str | None, key: tuple) -> Compile:
+        """The compile of ``key`` for a record of a rank no record of that compile had: a
+        record of no rank joins the one compile of its ids, a compile that met no rank yet
+        becomes this rank's, else the rank's own compile begins (an interleaved log)."""
+        same_ids = self.by_ids.setdefault(key, [])
+        if len(same_ids) == 1 and rank is None:
+            return same_ids[0]
+        if len(same_ids) == 1 and same_ids[0].rank is None:
+            comp = same_ids[0]
+            del self.compiles[(None, *key)]
+        else:
+            comp = Compile(key)
+            same_ids.append(comp)
+        comp.rank = rank
+        if rank is not None and "rank" not in comp.attrs:
+            comp.attrs["rank"] = rank
+        self.compiles[(rank, *key)] = comp
         return comp
 
     def _start(self, comp: Compile, body: Any) -> None:
@@ -322,10 +418,11 @@ class _TraceReader:
             comp.attrs["compile_times"] = times
             comp.events.append(("compile_time", times))
         if metrics.get("fail_type") or metrics.get("fail_reason"):
-            comp.events.append(("compile_failure", {
-                "type": metrics.get("fail_type"), "reason": metrics.get("fail_reason"),
-                "file": metrics.get("fail_user_frame_filename"),
-                "line": metrics.get("fail_user_frame_lineno")}))
+            failure = {"type": metrics.get("fail_type"), "reason": metrics.get("fail_reason"),
+                       "file": metrics.get("fail_user_frame_filename"),
+                       "line": metrics.get("fail_user_frame_lineno")}
+            json.dumps(failure, default=str)  # storable (RecursionError: malformed)
+            comp.events.append(("compile_failure", failure))
         reasons = metrics.get("restart_reasons") or ()
         for reason in reasons if isinstance(reasons, (list, tuple, dict)) else [reasons]:
             comp.events.append(("graph_break", {"reason": str(reason)}))
@@ -336,44 +433,46 @@ class _TraceReader:
             if _int_or_none(metrics.get(key)) is not None:
                 comp.attrs[key] = metrics[key]
 
-    def _artifact(self, comp, body: dict, payload: "_Payload", origin: str) -> bool:
+    def _artifact(self, comp, body: dict, payload: Payload, lineno: int) -> bool:
         """File a known artifact; False leaves it to be kept raw."""
         name = body.get("name") or ""
         if not isinstance(name, str):
             return False  # kept raw under the name it has
         ref = payload.ref
         if name in GRAPH_ARTIFACTS:
-            comp.stages.append(("fx_graph", comp.stage_name(name), ref(), origin))
+            comp.stages.append(("fx_graph", comp.stage_name(name), ref(), lineno))
             return True
         if name == "fx_graph_runnable":
-            comp.stages.append(("python_source", comp.stage_name(name), ref(), origin))
+            comp.stages.append(("python_source", comp.stage_name(name), ref(), lineno))
             return True
+        if name not in CACHE_ARTIFACTS and name not in TEXT_ARTIFACTS:
+            return False
         text = payload.text.decode("utf-8", "replace")
         if name in CACHE_ARTIFACTS:
             event, cache = CACHE_ARTIFACTS[name]
             detail = _json_or_text(text, "reason")
             comp.events.append((event, {"cache": cache, "artifact": name, **{
                 k: detail[k] for k in CACHE_EVENT_KEYS if k in detail}}))
-            comp.stages.append(("metadata", comp.stage_name(name), ref(), origin))
+            comp.stages.append(("metadata", comp.stage_name(name), ref(), lineno))
             return True
         if name == "recompile_reasons":
             reasons = _json_or_text(text, "reasons").get("reasons", text)
             for reason in reasons if isinstance(reasons, list) else [reasons]:
                 comp.events.append(("recompile", {"reason": str(reason).strip()}))
-            comp.stages.append(("text", comp.stage_name(name), ref(), origin))
+            comp.stages.append(("text", comp.stage_name(name), ref(), lineno))
             return True
         if name == "dynamo_graph_break_reason":
             comp.events.append(("graph_break", _graph_break(text)))
-            comp.stages.append(("text", comp.stage_name(name), ref(), origin))
+            comp.stages.append(("text", comp.stage_name(name), ref(), lineno))
             return True
-        if name == "dynamo_error":
-            comp.events.append(("compile_failure", {"reason": text.strip()[:2000]}))
+        comp.events.append(("compile_failure", {"reason": text.strip()[:2000]}))  # dynamo_error
         return False
 
     # -- into the index --------------------------------------------------------------
-    def _own_name(self, writer: Writer, name: str) -> str:
+    def _own_name(self, writer: Writer, name: str) -> tuple[str, bool]:
         """``name``, or the first of ``name (trace.log)``, ``name (host1/trace.log)``,
-        ``name (trace.log #3)``... that no other log's unit holds."""
+        ``name (trace.log #3)``... that no other log's unit holds; and whether no unit holds
+        it yet."""
         path = Path(self.origin)
         candidates = [name, f"{name} ({path.name})", f"{name} ({path.parent.name}/{path.name})"]
         n = 2
@@ -381,27 +480,34 @@ class _TraceReader:
             for candidate in candidates:
                 unit = writer.run.unit_named("torch", candidate)
                 if unit is None or unit.attrs.get("origin") == self.origin:
-                    return candidate
+                    return candidate, unit is None
             n += 1
             candidates = [f"{name} ({path.name} #{n})"]
 
     def write(self, writer: Writer) -> None:
+        keep_all = writer.keep_all
         for comp in self.compiles.values():
-            rank = comp.attrs.get("rank", self.rank)
-            name = ranked_name(TRACE_UNIT if comp.key == (None, None, None) else comp.unit_name,
-                               rank)
-            name = self._own_name(writer, name)  # the same ids from another log
+            rank = self.rank if comp.rank is None else comp.rank
+            name = ranked_name(TRACE_UNIT if comp.key == NO_FRAME else comp.unit_name, rank)
+            name, fresh = self._own_name(writer, name)  # the same ids from another log
             attrs = {"origin": self.origin, **comp.attrs}
             if rank is not None:
                 attrs["rank"] = rank
-            if comp.key != (None, None, None):
+            if comp.key != NO_FRAME:
                 attrs["compile_id"] = comp.compile_id
             unit = writer.add_unit(name, "torch", comp.source_file, comp.source_line, attrs)
-            for kind, stage_name, ref, origin in comp.stages:
-                writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
-                if kind == graphs.OUTPUT_CODE:  # the key by which other sources find the graph
-                    key = _output_code_key(self.run, ref)
-                    graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
+            # A unit made just now holds no stage, and a compile names each of its stages
+            # once: no stage can meet one of its name, so none is looked for.
+            writer.keep_all = keep_all and not fresh
+            try:
+                for kind, stage_name, ref, lineno in comp.stages:
+                    writer.add_stage(unit, kind, ref, name=stage_name,
+                                     origin=f"{self.origin}:{lineno}")
+                    if kind == graphs.OUTPUT_CODE:  # the key other sources find the graph by
+                        key = comp.code_keys.get(ref.blob) or stored_output_code_key(self.run, ref)
+                        graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
+            finally:
+                writer.keep_all = keep_all
             located = any(k == "graph_break" and "file" in d for k, d in comp.events)
             seen = set()
             for kind, data in comp.events:
@@ -413,34 +519,12 @@ class _TraceReader:
                     writer.add_event(kind, data, unit)
 
 
-class _Payload:
-    """A record's payload: its bytes in memory, or a blob it was already streamed into."""
-
-    __slots__ = ("run", "text", "spilled")
-
-    def __init__(self, run: Run, text: bytes, spilled: BlobRef | None):
-        self.run, self.text, self.spilled = run, text, spilled
-
-    def ref(self) -> BlobRef:
-        if self.spilled is None:
-            self.spilled = BlobRef(self.run.put_blob(self.text), len(self.text))
-        return self.spilled
-
-
-def _output_code_key(run: Run, ref: BlobRef) -> str:
-    """``graphs.output_code_key`` of a stored output code; one past SPILL_BYTES is read in
-    pieces (decoded, its trailing blank space held back until more text follows)."""
-    if ref.size <= SPILL_BYTES:
-        return graphs.output_code_key(run.read_blob(ref.blob))
-    sha = hashlib.sha256()
-    decoder = codecs.getincrementaldecoder("utf-8")("replace")
-    held = ""
-    for piece in itertools.chain(run.blob_chunks(ref.blob), [None]):
-        text = held + decoder.decode(piece or b"", final=piece is None)
-        body = text.rstrip()
-        sha.update(body.encode("utf-8"))
-        held = text[len(body):]
-    return sha.hexdigest()
+def _kind(meta: dict) -> str:
+    """A record's kind: the first key of its envelope that is not one every record has."""
+    for key in meta:
+        if key not in ENVELOPE_KEYS:
+            return key
+    return "unknown"
 
 
 def _is_id(value: Any) -> bool:
@@ -459,7 +543,7 @@ def _int_or_none(value: Any) -> int | None:
 def _json_or_text(payload: str, key: str) -> dict:
     try:
         value = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {key: payload.strip()}
     return value if isinstance(value, dict) else {key: value}
 

@@ -39,7 +39,8 @@ from irscope.store.records import (Event, Relation, Stage, Unit, attrs_from_json
 from irscope.store.schema import (BLOBS, CACHE_WAIT_MS, COMPRESSED_FROM_SCHEMA, COUNT_CHANGES,
                                   GENERATION_TRIGGERS, INDEX, INLINE_FROM_SCHEMA, INLINE_MAX,
                                   MAX_BLOB_BYTES, META_MAX_BYTES, READ_WAIT_MS, ROLLUPS_KEPT,
-                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION, WRITE_WAIT_S)
+                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION, WRITE_CACHE_KIB,
+                                  WRITE_WAIT_S)
 from irscope.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -296,6 +297,8 @@ class Run:
                            f"writing to this run") from None
         finally:
             self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
+        cache = self.db.execute("PRAGMA cache_size").fetchone()[0]
+        self.db.execute(f"PRAGMA cache_size = -{WRITE_CACHE_KIB}")
         try:
             yield Writer(self)
         except BaseException:
@@ -303,6 +306,8 @@ class Run:
             raise
         else:
             self.db.commit()
+        finally:
+            self.db.execute(f"PRAGMA cache_size = {int(cache)}")
 
     # -- reading -------------------------------------------------------------------
     def units(self, framework: str | None = None) -> list[Unit]:

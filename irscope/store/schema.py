@@ -19,6 +19,10 @@ WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to fi
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
 ROLLUPS_KEPT = 4  # roll-ups kept per run (reports of other filters, of another irscope)
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
+# SQLite's page cache while a transaction writes (KiB): past SQLite's 2 MiB default, a large
+# ingest spills and rewrites its dirty index pages again and again (a 90 MB TORCH_TRACE log:
+# 324,000 page writes instead of 7,000); the default is back once the transaction ends.
+WRITE_CACHE_KIB = 64 << 10
 META_MAX_BYTES = 16 << 20  # run.json larger than this is damage, not metadata
 MAX_BLOB_BYTES = 1 << 30  # larger blobs, stored or uncompressed, are refused as damage
 # A blob's name: the SHA-256 of its bytes, "3f5a...e1" (64 lower-case hex digits).
