@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from irscope.parsers import ptx  # noqa: E402
 
-CORPUS = ROOT.parent / "shared" / "corpus" / "ptx"
+CORPUS = Path(os.environ.get("IRSCOPE_CORPUS", ROOT.parent / "shared" / "corpus")) / "ptx"
 TARGET_MB = 50
 
 

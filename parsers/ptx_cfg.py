@@ -63,6 +63,13 @@ class PtxLoop:
         """The loop's histogram folded to categories (tensor core, global memory, ...)."""
         return sorted_histogram(by_category(self.histogram))
 
+    def to_json(self) -> dict:
+        """Every field, and the categories."""
+        return {"head": self.head, "depth": self.depth, "first_line": self.first_line,
+                "last_line": self.last_line, "blocks": list(self.blocks),
+                "instructions": self.instructions, "histogram": dict(self.histogram),
+                "categories": self.categories}
+
 
 def split_blocks(text: str, start: int, end: int,
                  first_line: int) -> tuple[list[PtxBlock], list[tuple], list[str]]:
