@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain
 from collections.abc import Iterator
 from typing import Any
 
@@ -294,6 +293,10 @@ class _LineIndex:
         self.offset = offset
         return self.number
 
+    def known(self, offset: int, number: int) -> None:
+        """Note that ``offset`` is on line ``number`` (counted elsewhere), to count on from."""
+        self.offset, self.number = offset, number
+
 
 def _function_starts(text: str) -> list[int]:
     """Offsets of `.entry`/`.func` keywords that open a definition (not in comments)."""
@@ -335,16 +338,18 @@ def _parse_function(text, start, limit, index, diagnostics):
         diagnostics.append(Diagnostic(line, f"{name}: truncated: no closing brace; "
                                             "counted what was read"))
     body_line = index.line(brace)
-    blocks, edges, decl_lines = split_blocks(text, brace + 1, end, body_line)
-    histogram = Counter(chain.from_iterable([block.ops for block in blocks]))
-    registers, kernel_decls = body_declarations(decl_lines)
+    body = split_blocks(text, brace + 1, end, body_line)
+    index.known(end, body.last_line)
+    registers, kernel_decls = body_declarations(body.decls)
+    histogram = body.histogram
     ops, categories, est = fold(histogram)
     kernel = PtxKernel(
-        name=name, is_entry=kind == "entry", first_line=line,
-        last_line=index.line(end), params=parameters(params), returns=parameters(returns),
+        name=name, is_entry=kind == "entry", first_line=line, last_line=body.last_line,
+        params=parameters(params), returns=parameters(returns),
         registers=registers, decls=kernel_decls, perf=perf,
         instructions=sum(histogram.values()), histogram=by_count(histogram),
-        ops=ops, categories=categories, blocks=tuple(blocks), loops=find_loops(blocks, edges),
+        ops=ops, categories=categories, blocks=tuple(body.blocks),
+        loops=find_loops(body.blocks, body.edges) if body.jumps_back else (),
         estimates=est, debug_lines=text.count(".loc", brace + 1, end), truncated=truncated)
     return kernel, (brace, end)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .ptx_ops import TYPE_BITS
 
@@ -97,15 +98,21 @@ def parameters(text: str | None) -> tuple[PtxParam, ...]:
         if not words:
             continue
         name_match = _NAME_RE.match(words[-1])
-        types = [w[1:] for w in words[:-1] if w[1:] in TYPE_BITS]
         array = name_match.group(3) if name_match else ""
         params.append(PtxParam(name=name_match.group(1) if name_match else words[-1],
-                               type=types[0] if types else "",
+                               type=_first_type(tuple(words[:-1])),
                                pointer=".ptr" in words,
                                array=int(array.strip("[]") or 0) if array.count("[") == 1 else 0))
     return tuple(params)
 
 
+@lru_cache(maxsize=1024)
+def _first_type(words: tuple[str, ...]) -> str:
+    """The first type among a parameter's words: (".param", ".u64", ".ptr") -> "u64"."""
+    return next((w[1:] for w in words if w[1:] in TYPE_BITS), "")
+
+
+@lru_cache(maxsize=4096)
 def register_count(text: str) -> tuple[str, int]:
     """`.b32 %r<236>` -> ('b32', 236); `.pred %p, %q` -> ('pred', 2)."""
     numbered = _REG_RANGE_RE.fullmatch(text)
