@@ -170,9 +170,11 @@ def fold(histogram: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int], 
     ops: dict[str, int] = {}
     categories: dict[str, int] = {}
     sums = [0] * len(ESTIMATE_KEYS)
-    known = _PROFILES.get
     for text, count in histogram.items():
-        op, category, contribution = known(text) or _profile(text)
+        try:
+            op, category, contribution = _PROFILES[text]
+        except KeyError:
+            op, category, contribution = _profile(text)
         ops[op] = ops.get(op, 0) + count
         categories[category] = categories.get(category, 0) + count
         if contribution:

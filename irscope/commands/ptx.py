@@ -169,12 +169,16 @@ def _no_such_kernel(name: str, names: list[str]) -> UsageError:
 
 
 def _text(path: Path, args: argparse.Namespace, note) -> Iterator[str]:
-    """The text output of one file, a piece per kernel, each kernel printed as it is read:
+    """The text output of one file (see ``render_text``)."""
+    return render_text(path, read_artifact(path, "PTX text"), args, note)
+
+
+def render_text(path: Path | str, text: str, args: argparse.Namespace, note) -> Iterator[str]:
+    """The text output of a module, a piece per kernel, each kernel rendered as it is read:
     its cost is the same for every kernel, and a module of a million kernels is never held
-    in memory. The module's totals close it."""
+    in memory. The module's totals close it; ``note`` takes the warnings."""
     from irscope.parsers import ptx
 
-    text = read_artifact(path, "PTX text")
     reader = ptx.ModuleReader(text)
     if reader.error:
         raise InputError(f"{path}: {reader.error}")
@@ -251,17 +255,14 @@ def _kernel_text(kernel, args: argparse.Namespace, text: str, lines) -> str:
 
 def table(title: str, columns: tuple[tuple[str, bool], ...], rows: list[tuple]) -> list[str]:
     """A titled table as lines, each column as wide as its widest cell, in Rich's heavy-head
-    look (``columns``: header and whether it is right-aligned); plain string work, since a
-    module may hold a million kernels, each with its table."""
-    widths = [max([len(header)] + [len(row[i]) for row in rows])
-              for i, (header, _) in enumerate(columns)]
-
-    def line(cells, rule: str) -> str:
-        return rule.join(f" {cell.rjust(width) if right else cell.ljust(width)} "
-                         for cell, width, (_, right) in zip(cells, widths, columns)).rstrip()
-
-    return [title, line([header for header, _ in columns], "┃"),
-            "╇".join("━" * (width + 2) for width in widths), *(line(row, "│") for row in rows)]
+    look (``columns``: header and whether it is right-aligned); one format string per
+    table, since a module may hold a million kernels, each with its table."""
+    headers = [header for header, _ in columns]
+    widths = [max(map(len, cells)) for cells in zip(headers, *rows)]
+    cells = [f"{{:{'>' if right else '<'}{width}}}" for (_, right), width in zip(columns, widths)]
+    head, row = " " + " ┃ ".join(cells), " " + " │ ".join(cells)
+    return [title, head.format(*headers).rstrip(), "╇".join("━" * (w + 2) for w in widths),
+            *(row.format(*cells).rstrip() for cells in rows)]
 
 
 def _card(kernel) -> str:
