@@ -41,6 +41,8 @@ DIRECTIVE_FUNC_RE = re.compile(r"(?<![\w.])\.(?:entry|func)\s")
 # The call stack Triton 3.6 writes after a `.loc` only as a comment, innermost frame first:
 # "// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]"
 LOC_STACK_RE = re.compile(r"//\s*[^\s@]+:\d+(?::\d+)?\s+@\[")
+# A control character no text file holds (tab, line feed, form feed, CR are text)
+BINARY_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f]")
 # One frame of such a comment: "standard.py:170:27" -> ("standard.py", "170")
 STACK_FRAME_RE = re.compile(r"([^\s@\[\]]+?):(\d+)(?::\d+)?(?=[\s\]]|$)")
 
@@ -205,8 +207,10 @@ class ModuleReader:
         self.diagnostics: list[Diagnostic] = []
         if self.error:
             return
-        for m in HEADER_RE.finditer(self.text[:200000]):
+        for m in HEADER_RE.finditer(self.text, 0, 200000):
             self.header.setdefault(m.group(1), m.group(2).strip())
+            if len(self.header) == 3:  # the first of each: the rest of the head is not read
+                break
         if "version" not in self.header:
             self.diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX "
                                                   "module"))
@@ -275,7 +279,7 @@ def _unreadable(text: str) -> str | None:
     if not text or text.isspace():
         return "empty input: no PTX to read"
     head = text[:4096]
-    if "\x00" in head or sum(ch < " " and ch not in "\t\r\n\f" for ch in head) > 8:
+    if "\x00" in head or len(BINARY_RE.findall(head)) > 8:
         return "binary input: this is not PTX text (a cubin? try `irscope sass`)"
     return None
 

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from typing import NamedTuple
 
-from .base import sorted_histogram
 from .ptx_ops import brace_statements, by_category, by_count
 
 # One line of a kernel body, read at its start, after any guard, as one string: the opcode of
@@ -72,7 +71,7 @@ class PtxLoop:
     @property
     def categories(self) -> dict[str, int]:
         """The loop's histogram folded to categories (tensor core, global memory, ...)."""
-        return sorted_histogram(by_category(self.histogram))
+        return by_count(by_category(self.histogram))
 
     def to_json(self) -> dict:
         """Every field, and the categories."""
@@ -203,13 +202,9 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
         edges = [tuple(index[s] for s in b.successors) for b in blocks]
         if not any([head <= latch for latch, heads in enumerate(edges) for head in heads]):
             return ()
-    candidates, reached = _retreating_edges(edges)
+    candidates, preds = _walk(edges)
     if not candidates:
         return ()
-    preds: list[list[int]] = [[] for _ in blocks]
-    for i in compress(range(len(edges)), reached):
-        for head in edges[i]:
-            preds[head].append(i)
     bodies: dict[int, set[int]] = {}
     for latch, head in candidates:
         body = _body(head, latch, preds)
@@ -229,20 +224,22 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
     return tuple(loops)
 
 
-def _retreating_edges(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[int]]:
-    """Edges (latch, head) into a block on the path of a depth-first walk from the entry, and
-    per block whether the walk reached it (0: unreachable).
+def _walk(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """A depth-first walk from the entry: the edges (latch, head) into a block on the walk's
+    path, and each block's predecessors among the blocks it reaches.
 
     A block's dominators all lie on that path, so every back edge is among these; an edge
     among them is a back edge unless its loop can also be entered elsewhere (irreducible).
     """
     state = [0] * len(edges)  # 0: not reached, 1: on the walk's path, 2: done
     state[0] = 1
+    preds: list[list[int]] = [[] for _ in edges]
     retreating = []
     stack = [(0, iter(edges[0]))]
     while stack:
         node, successors = stack[-1]
         for child in successors:
+            preds[child].append(node)
             seen = state[child]
             if not seen:
                 state[child] = 1
@@ -253,7 +250,7 @@ def _retreating_edges(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[i
         else:
             stack.pop()
             state[node] = 2
-    return retreating, state
+    return retreating, preds
 
 
 def _body(head: int, latch: int, preds: list[list[int]]) -> set[int] | None:

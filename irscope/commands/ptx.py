@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import json.encoder
 import os
 import sys
 from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
 
 from irscope.console import error, warn, write_text
@@ -83,6 +86,8 @@ def _analysed(paths: list[Path], args: argparse.Namespace) -> Iterator[tuple]:
         return
     import multiprocessing
     from functools import partial
+
+    from irscope.parsers import ptx  # noqa: F401  imported once, here, for every worker
 
     # fork: the workers start with irscope already imported, in milliseconds
     pool = multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_interrupts)
@@ -293,9 +298,9 @@ def _loops(kernel) -> list[str]:
 
 def json_text(value, level: int = 0) -> str:
     """``json.dumps(value, indent=2, default=str)`` as it reads ``level`` levels deep, at
-    the speed of the C encoder (which cannot indent): containers that hold containers are
-    walked here, and each run of plain values goes to the C encoder whole, with its depth's
-    line break and indent as the item separator."""
+    the speed of the C encoder (which cannot indent): containers of containers are walked
+    here, and every value that holds no container goes to the C encoder whole, with its
+    depth's line break and indent as the item separator."""
     pieces: list[str] = []
     _json_pieces(value, level, pieces)
     return "".join(pieces)
@@ -306,55 +311,57 @@ _encoders: dict[int, object] = {}
 
 
 def _flat(level: int):
-    """The C encoder of a container of plain values whose items sit ``level`` deep."""
+    """The C encoder of a value that holds no container, its items ``level`` deep: built
+    once (``JSONEncoder.encode`` builds one per call, most of the cost of a small value)."""
     encode = _encoders.get(level)
     if encode is None:
-        import json
-
         separator = ",\n" + "  " * level
-        encode = _encoders[level] = json.JSONEncoder(separators=(separator, ": "),
-                                                     default=str).encode
+        if json.encoder.c_make_encoder is None:  # no C accelerator: the standard encoder
+            encode = json.JSONEncoder(separators=(separator, ": "), default=str).encode
+        else:
+            chunks = json.encoder.c_make_encoder(
+                None, str, json.encoder.encode_basestring_ascii, None, ": ", separator,
+                False, False, True)
+
+            def encode(value, chunks=chunks) -> str:
+                return "".join(chunks(value, 0))
+        _encoders[level] = encode
     return encode
 
 
 def _json_pieces(value, level: int, pieces: list[str]) -> None:
-    from itertools import repeat
-
+    """``value`` written ``level`` deep, as pieces."""
     if not isinstance(value, _CONTAINERS) or not value:
         pieces.append(_flat(level)(value))
         return
     is_dict = isinstance(value, dict)
     items = value.values() if is_dict else value
     pad = "\n" + "  " * (level + 1)
-    if is_dict and not all(map(isinstance, value, repeat(str))):
-        import json  # keys that are no strings: rare, and the standard encoder's to write
-
-        pieces.append(json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level))
-        return
-    encode = _flat(level + 1)
     opening, closing = ("{", "}") if is_dict else ("[", "]")
-    if not any(map(isinstance, items, repeat(_CONTAINERS))):  # plain values only
+    encode = _flat(level + 1)
+    if not any(map(isinstance, items, repeat(_CONTAINERS))):
         pieces += (opening, pad, encode(value)[1:-1], pad[:-2], closing)
         return
+    if is_dict and not all(map(isinstance, value, repeat(str))):
+        # keys that are no strings: rare, and the standard encoder's to write
+        pieces.append(json.dumps(value, indent=2, default=str).replace("\n", "\n" + "  " * level))
+        return
+    quote = json.encoder.encode_basestring_ascii
     pieces.append(opening)
     separator = pad
-    run: dict | list = {} if is_dict else []
-    for key, item in (value.items() if is_dict else enumerate(value)):
-        if not isinstance(item, _CONTAINERS):
-            if is_dict:
-                run[key] = item
-            else:
-                run.append(item)
-            continue
-        if run:
-            pieces += (separator, encode(run)[1:-1])
-            separator = "," + pad
-            run = {} if is_dict else []
+    for key, item in (value.items() if is_dict else zip(repeat(None), value)):
         pieces.append(separator)
         separator = "," + pad
         if is_dict:
-            pieces += (encode(key), ": ")
-        _json_pieces(item, level + 1, pieces)
-    if run:
-        pieces += (separator, encode(run)[1:-1])
+            pieces += (quote(key), ": ")
+        if not isinstance(item, _CONTAINERS) or not item:
+            pieces.append(encode(item))
+            continue
+        inner = item.values() if isinstance(item, dict) else item
+        if any(map(isinstance, inner, repeat(_CONTAINERS))):
+            _json_pieces(item, level + 1, pieces)
+        else:  # a container of plain values: as above, without the call
+            inner_pad = pad + "  "
+            pieces += ("{" if isinstance(item, dict) else "[", inner_pad,
+                       _flat(level + 2)(item)[1:-1], pad, "}" if isinstance(item, dict) else "]")
     pieces += (pad[:-2], closing)
