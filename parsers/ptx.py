@@ -8,10 +8,6 @@ from dataclasses import dataclass, field
 from collections.abc import Iterator
 from typing import Any
 
-from pygments.lexer import bygroups, inherit
-from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
-from pygments.token import Comment, Keyword, Name, Operator, Punctuation, Text
-
 from .base import Diagnostic, ParseResult, gc_paused, to_jsonable, user_frame
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_decls import (PtxDecl, PtxParam, body_declarations, module_variables, parameters)
@@ -398,32 +394,11 @@ def _totals(kernels, module_decls, histogram, est) -> dict[str, int]:
     }
 
 
-class PtxLexer(_PygmentsPtxLexer):
-    """Pygments' PTX lexer plus predicate guards, `::` state spaces and block comments."""
+def __getattr__(name: str):
+    """``PtxLexer`` from its own module, so that Pygments loads only with a listing to colour
+    (the command line's start-up, and each parse in a worker, go without it)."""
+    if name == "PtxLexer":
+        from .ptx_lexer import PtxLexer
 
-    name = "PTX (irscope)"
-    aliases = ["irscope-ptx"]
-    filenames = []
-
-    tokens = {
-        "root": [
-            (r"/\*(?:.|\n)*?\*/", Comment.Multiline),
-            (r"//[^\n]*", Comment.Single),
-            # an instruction after its guard: "\t@%p1 ld.global.v4.b32 ..." -> opcode, modifiers
-            (r"((?:^|\n)[ \t]*)(@!?)(%[\w$]+)([ \t]+)"
-             r"([a-z][a-z0-9_]*)((?:\.[a-z0-9_:]+)*)(?=[ \t;])",
-             bygroups(Text, Operator, Name.Variable, Text, Keyword, Keyword.Type)),
-            # an instruction: "\tsetp.lt.s32 \t%p1, ..." -> "setp" and ".lt.s32" as its modifiers
-            (r"((?:^|\n)[ \t]*)([a-z][a-z0-9_]*)((?:\.[a-z0-9_:]+)*)(?=[ \t;])",
-             bygroups(Text, Keyword, Keyword.Type)),
-            # a label: "$L__BB0_1:"
-            (r"((?:^|\n)[ \t]*)([$\w.]+)(:)", bygroups(Text, Name.Label, Punctuation)),
-            (r"@!?", Operator),
-            (r"::", Punctuation),
-            # an operand naming a symbol: "[add_kernel_param_0]" is no `add` instruction
-            (r"[A-Za-z_$][\w$]*", Name),
-            inherit,
-            (r"[&|^~?:%'\\#-]", Operator),
-            (r".", Text),
-        ],
-    }
+        return PtxLexer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
