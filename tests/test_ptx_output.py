@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 
 import pytest
 from conftest import SAMPLES
@@ -111,16 +113,20 @@ def test_kernel_choice_while_kernels_stream_past():
         list(command.render_text("k.ptx", text, options(kernel="1"), print))  # k1, k10, k11
 
 
-def test_files_in_worker_processes_come_back_in_order(monkeypatch, tmp_path):
+def test_files_in_worker_processes_come_back_in_order(tmp_path):
+    """Several files parsed in worker processes (forced for small files) print what one
+    process prints, in order, a failing file's error in its place. A fresh interpreter:
+    the workers are forked, and a test process may hold threads (JAX's) a fork must not copy."""
     broken = tmp_path / "empty.ptx"
     broken.write_text("")
-    paths = PTX_SAMPLES[:2] + [broken] + PTX_SAMPLES[2:]
-    for json_output in (False, True):
-        args = options(json=json_output, loops=True)
-        serial = list(command._analysed(paths, args))
-        monkeypatch.setattr(command, "POOL_MIN_BYTES", 0)
-        monkeypatch.setattr(command, "_cores", lambda: 2)
-        pooled = list(command._analysed(paths, args))
-        monkeypatch.undo()
-        assert pooled == serial
-        assert serial[2][1] == [("error", f"{broken}: file is empty")] and serial[2][2] == 1
+    paths = [str(p) for p in PTX_SAMPLES[:2]] + [str(broken)] + [str(p) for p in PTX_SAMPLES[2:]]
+    script = ("import sys; from irscope.commands import ptx; ptx.POOL_MIN_BYTES = int(sys.argv[1]);"
+              "ptx._cores = lambda: 2; from irscope.cli import main; raise SystemExit(main(sys.argv[2:]))")
+    for args in (["--json", "--loops"], ["--loops", "--collapsed"]):
+        pooled, serial = (subprocess.run([sys.executable, "-c", script, floor, "ptx", *paths, *args],
+                                         capture_output=True, text=True, timeout=120)
+                          for floor in ("0", str(1 << 40)))
+        assert (pooled.returncode, pooled.stdout, pooled.stderr) == (
+            serial.returncode, serial.stdout, serial.stderr)
+        assert pooled.returncode == 1 and f"{broken}: file is empty" in pooled.stderr
+        assert pooled.stdout.index("hand_loop") < pooled.stdout.index("rotated_loop")
