@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import json.encoder
-import os
 import sys
 from collections.abc import Iterator
 from itertools import repeat
@@ -47,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from irscope.commands.stats import artifact_paths
 
     paths = artifact_paths(args.files)
-    if len(paths) == 1:  # streamed: the output of a huge module never sits in memory
+    if len(paths) == 1:  # its text streams: the output of a huge module is never held
         path = paths[0]
         if args.json:
             _write_json(json_text(_document(path, args, warn)) + "\n")
