@@ -103,7 +103,11 @@ def read_bytes(path: Path, limit: int | None = None) -> bytes:
     limit = max_bytes() if limit is None else limit
     with open_regular(path, limit) as fh:
         try:
-            data = fh.read(limit + 1)
+            # as much as the file holds, not a buffer of the limit's size for every file
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(size + 1)
+            if len(data) > size:  # it grows while read: on to the limit
+                data += fh.read(limit + 1 - len(data))
         except OSError as exc:
             raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if len(data) > limit:

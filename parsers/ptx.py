@@ -5,23 +5,20 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import chain
+from collections.abc import Iterator
 from typing import Any
-
-from pygments.lexer import bygroups, inherit
-from pygments.lexers.ptx import PtxLexer as _PygmentsPtxLexer
-from pygments.token import Comment, Keyword, Name, Operator, Punctuation, Text
 
 from .base import Diagnostic, ParseResult, gc_paused, to_jsonable, user_frame
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
-from .ptx_listing import CollapsedLine, collapse, expand
-from .ptx_ops import (TYPE_BITS, by_count, fold, has_block_comment,
-                      opcode_histogram, split_opcode, strip_block_comments)
+from .ptx_decls import (PtxDecl, PtxParam, body_declarations, module_variables, parameters)
+from .ptx_listing import CollapsedLine, LineCursor, collapse, expand
+from .ptx_ops import (by_count, fold, has_block_comment, opcode_histogram, split_opcode,
+                      strip_block_comments)
 
 VERSION = 3
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
-           "CollapsedLine", "parse", "sniff", "summarize_ptx", "collapse", "expand", "cfg",
-           "split_opcode", "kernel_text", "locations", "PtxLexer"]
+           "CollapsedLine", "LineCursor", "ModuleReader", "parse", "sniff", "summarize_ptx",
+           "collapse", "expand", "cfg", "split_opcode", "kernel_text", "locations", "PtxLexer"]
 
 # ".version 8.4" / ".target sm_90a, debug" / ".address_size 64"
 HEADER_RE = re.compile(r"^[ \t]*\.(version|target|address_size)[ \t]+([^\n/]*)", re.M)
@@ -30,14 +27,8 @@ FUNCTION_RE = re.compile(r"\.(entry|func)\s*(?:\(([^)]*)\)\s*)?([\w$.]+)\s*(?:\(
 # ".maxntid 128, 1, 1" / ".reqntid 128" / ".minnctapersm 1" / ".maxnreg 255"
 PERF_RE = re.compile(r"\.(maxntid|reqntid|minnctapersm|maxnreg|maxnctapersm|maxclusterrank|"
                      r"reqnctapercluster)\s+(\d+(?:\s*,\s*\d+)*)")
-# A declaration from its state space on: ".reg .b32 \t%r<236>;" / ".shared .align 16 .b8 smem[];"
-DECL_RE = re.compile(r"\.(reg|shared|local|global|const)(?=[ \t.])[ \t]*+([^;]*);")
-_DECL_PREFIXES = frozenset({".extern", ".visible", ".weak", "{"})
-# A declaration as a kernel body holds it, prefixes first: "\t{ .reg .b16 lo; mov.b32 ..."
-DECL_LINE_RE = re.compile(r"[{ \t]*+(?:\.(?:extern|visible|weak)[ \t]++)*+" + DECL_RE.pattern)
 # ".file 1 \"/path/kernel.py\"" (optionally with timestamp and size)
 FILE_RE = re.compile(r'\.file[ \t]+(\d+)[ \t]+"([^"]*)"')
-# One variable of a declaration: "%r<236>" / "smem[1024]" / "x[2][3]"
 # ".loc 1 24 13" / ".loc 2 7 0, function_name $L__info_string0, inlined_at 1 26 51"
 LOC_RE = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+\d+(?:.*?inlined_at\s+(\d+)\s+(\d+)\s+\d+)?")
 # A kernel or function directive, not an MLIR op that ends the same: ".visible .entry k(" /
@@ -46,34 +37,10 @@ DIRECTIVE_FUNC_RE = re.compile(r"(?<![\w.])\.(?:entry|func)\s")
 # The call stack Triton 3.6 writes after a `.loc` only as a comment, innermost frame first:
 # "// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]"
 LOC_STACK_RE = re.compile(r"//\s*[^\s@]+:\d+(?::\d+)?\s+@\[")
+# A control character no text file holds (tab, line feed, form feed, CR are text)
+BINARY_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f]")
 # One frame of such a comment: "standard.py:170:27" -> ("standard.py", "170")
 STACK_FRAME_RE = re.compile(r"([^\s@\[\]]+?):(\d+)(?::\d+)?(?=[\s\]]|$)")
-_NAME_RE = re.compile(r"([%\w$]+)(?:<(\d+)>)?((?:\[\d*\])*)")
-_ALIGN_RE = re.compile(r"\.align\s+(\d+)")
-# The common register declaration, a numbered range: ".b32 \t%r<236>"
-_REG_RANGE_RE = re.compile(r"\.(\w+)[ \t]+[%\w$]+<(\d+)>[ \t]*")
-
-
-@dataclass(frozen=True)
-class PtxParam:
-    """A kernel or function parameter: `.param .u64 .ptr .global .align 1 x_ptr`."""
-
-    name: str
-    type: str
-    pointer: bool = False
-    array: int = 0
-
-
-@dataclass(frozen=True)
-class PtxDecl:
-    """A `.shared`/`.local`/`.global`/`.const` variable; `dynamic` when declared `[]`."""
-
-    space: str
-    name: str
-    type: str
-    size_bytes: int
-    align: int = 0
-    dynamic: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,13 +86,23 @@ class PtxKernel:
         return total
 
     def summary(self) -> dict[str, Any]:
-        """Compact JSON: everything but the blocks, which are summarised by their count."""
-        data = {k: v for k, v in to_jsonable(self).items() if k != "blocks"}
-        for loop, entry in zip(self.loops, data["loops"]):
-            entry["categories"] = loop.categories
-        data.update(blocks=len(self.blocks), shared_bytes=self.shared_bytes,
-                    local_bytes=self.local_bytes, threads_per_block=self.threads_per_block)
-        return data
+        """Compact JSON: everything but the blocks, which are summarised by their count.
+
+        Written out field by field (not through ``to_jsonable``): a run's JSON holds
+        thousands of kernels, and this is most of the time it takes to write it.
+        """
+        return {
+            "name": self.name, "is_entry": self.is_entry, "first_line": self.first_line,
+            "last_line": self.last_line, "params": [p.to_json() for p in self.params],
+            "returns": [p.to_json() for p in self.returns], "registers": dict(self.registers),
+            "decls": [d.to_json() for d in self.decls],
+            "perf": {k: list(v) for k, v in self.perf.items()},
+            "instructions": self.instructions, "histogram": dict(self.histogram),
+            "ops": dict(self.ops), "categories": dict(self.categories),
+            "loops": [loop.to_json() for loop in self.loops], "estimates": dict(self.estimates),
+            "debug_lines": self.debug_lines, "truncated": self.truncated,
+            "blocks": len(self.blocks), "shared_bytes": self.shared_bytes,
+            "local_bytes": self.local_bytes, "threads_per_block": self.threads_per_block}
 
 
 @dataclass(frozen=True)
@@ -149,12 +126,16 @@ class PtxModule(ParseResult):
             raise KeyError(name)
         return found[0]
 
-    def to_json(self) -> dict[str, Any]:
-        data = {k: to_jsonable(getattr(self, k)) for k in
-                ("kind", "version", "target", "address_size", "totals", "histogram", "ops",
-                 "categories", "decls", "files", "diagnostics")}
-        data["kernels"] = [k.summary() for k in self.kernels]
-        return data
+    def to_json(self, kernels: tuple[PtxKernel, ...] | None = None) -> dict[str, Any]:
+        """Every field, the kernels summarised (all, or the ``kernels`` given)."""
+        return {
+            "kind": self.kind, "version": self.version, "target": self.target,
+            "address_size": self.address_size, "totals": dict(self.totals),
+            "histogram": dict(self.histogram), "ops": dict(self.ops),
+            "categories": dict(self.categories), "decls": [d.to_json() for d in self.decls],
+            "files": {str(k): v for k, v in self.files.items()},
+            "diagnostics": to_jsonable(self.diagnostics),
+            "kernels": [k.summary() for k in (self.kernels if kernels is None else kernels)]}
 
 
 def sniff(text: str) -> float:
@@ -178,49 +159,80 @@ def summarize_ptx(text: str) -> list[tuple[str, int]]:
 @gc_paused
 def parse(text: str) -> PtxModule:
     """Parse a PTX module; never raises: damaged input yields diagnostics and what was readable."""
-    problem = _unreadable(text)
-    if problem:
-        return PtxModule(kind="ptx", diagnostics=(Diagnostic(0, problem, "error"),))
-    if has_block_comment(text):
-        text = strip_block_comments(text)
-    diagnostics: list[Diagnostic] = []
-    header = {}
-    for m in HEADER_RE.finditer(text[:200000]):
-        header.setdefault(m.group(1), m.group(2).strip())
-    if "version" not in header:
-        diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX module"))
-    line_starts = _LineIndex(text)
+    reader = ModuleReader(text)
+    if reader.error:
+        return PtxModule(kind="ptx", diagnostics=(Diagnostic(0, reader.error, "error"),))
+    text = reader.text
     kernels = []
     gaps = []  # the text outside function bodies, where module variables live
     gap_start = 0
-    starts = _function_starts(text)
-    for start, limit in zip(starts, starts[1:] + [len(text)]):
-        kernel, span = _parse_function(text, start, limit, line_starts, diagnostics)
-        if kernel:
-            kernels.append(kernel)
-            gaps.append((gap_start, span[0] + 1))
-            gap_start = span[1]
+    for kernel, (brace, end) in reader.functions():
+        kernels.append(kernel)
+        gaps.append((gap_start, brace + 1))
+        gap_start = end
     gaps.append((gap_start, len(text)))
-    module_decls = [decl for gap in gaps for decl in _module_decls(text, *gap)]
+    module_decls = [decl for gap in gaps for decl in module_variables(text, *gap)]
     files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
     histogram: Counter = Counter()
     for kernel in kernels:
         histogram.update(kernel.histogram)
     ops, categories, est = fold(histogram)
     totals = _totals(kernels, module_decls, histogram, est)
-    address = header.get("address_size", "")
+    address = reader.header.get("address_size", "")
     return PtxModule(kind="ptx", histogram=by_count(histogram), totals=totals,
-                     diagnostics=tuple(diagnostics), version=header.get("version"),
-                     target=header.get("target"),
+                     diagnostics=tuple(reader.diagnostics), version=reader.header.get("version"),
+                     target=reader.header.get("target"),
                      address_size=int(address) if address.isdigit() else None,
                      kernels=tuple(kernels), decls=tuple(module_decls), files=files,
                      ops=ops, categories=categories)
 
 
-def kernel_text(text: str, kernel: PtxKernel) -> str:
-    """The source lines of one kernel, from its `.entry` line to its closing brace."""
-    lines = text.splitlines()
-    return "\n".join(lines[kernel.first_line - 1:kernel.last_line])
+class ModuleReader:
+    """A PTX module read one kernel at a time: what ``parse`` finds, without holding every
+    kernel, for output that streams (a module of a million kernels prints in bounded memory).
+
+    ``error`` (input that is no PTX text) and ``header`` (`.version`, `.target`,
+    `.address_size` as written) are known at once; ``diagnostics`` grows as the kernels are
+    read.
+    """
+
+    def __init__(self, text: str):
+        self.error = _unreadable(text)
+        self.text = strip_block_comments(text) if has_block_comment(text) else text
+        self.header: dict[str, str] = {}
+        self.diagnostics: list[Diagnostic] = []
+        if self.error:
+            return
+        for m in HEADER_RE.finditer(self.text, 0, 200000):
+            self.header.setdefault(m.group(1), m.group(2).strip())
+            if len(self.header) == 3:  # the first of each: the rest of the head is not read
+                break
+        if "version" not in self.header:
+            self.diagnostics.append(Diagnostic(1, "no .version directive: not a complete PTX "
+                                                  "module"))
+
+    def kernels(self) -> Iterator[PtxKernel]:
+        """The kernels and functions in the order the module defines them."""
+        for kernel, _ in self.functions():
+            yield kernel
+
+    def functions(self) -> Iterator[tuple[PtxKernel, tuple[int, int]]]:
+        """Each kernel or function with the offsets of its body's braces."""
+        if self.error:
+            return
+        text = self.text
+        index = _LineIndex(text)
+        starts = _function_starts(text)
+        for start, limit in zip(starts, starts[1:] + [len(text)]):
+            kernel, span = _parse_function(text, start, limit, index, self.diagnostics)
+            if kernel:
+                yield kernel, span
+
+
+def kernel_text(text: str, kernel: PtxKernel, lines: LineCursor | None = None) -> str:
+    """The source lines of one kernel, from its `.entry` line to its closing brace; with
+    ``lines`` (a cursor over ``text``), the kernels of a module cost one pass in all."""
+    return (lines or LineCursor(text)).lines(kernel.first_line, kernel.last_line)
 
 
 def locations(text: str) -> dict[int, str]:
@@ -263,7 +275,7 @@ def _unreadable(text: str) -> str | None:
     if not text or text.isspace():
         return "empty input: no PTX to read"
     head = text[:4096]
-    if "\x00" in head or sum(ch < " " and ch not in "\t\r\n\f" for ch in head) > 8:
+    if "\x00" in head or len(BINARY_RE.findall(head)) > 8:
         return "binary input: this is not PTX text (a cubin? try `irscope sass`)"
     return None
 
@@ -280,6 +292,10 @@ class _LineIndex:
         self.number += self.text.count("\n", self.offset, offset)
         self.offset = offset
         return self.number
+
+    def known(self, offset: int, number: int) -> None:
+        """Note that ``offset`` is on line ``number`` (counted elsewhere), to count on from."""
+        self.offset, self.number = offset, number
 
 
 def _function_starts(text: str) -> list[int]:
@@ -322,28 +338,18 @@ def _parse_function(text, start, limit, index, diagnostics):
         diagnostics.append(Diagnostic(line, f"{name}: truncated: no closing brace; "
                                             "counted what was read"))
     body_line = index.line(brace)
-    blocks, edges, decl_lines = split_blocks(text, brace + 1, end, body_line)
-    histogram = Counter(chain.from_iterable([block.ops for block in blocks]))
-    registers: dict[str, int] = {}
-    kernel_decls = []
-    for decl in decl_lines:
-        match = DECL_LINE_RE.match(decl)
-        if not match:
-            continue
-        groups = match.groups()
-        if groups[0] == "reg":
-            reg_type, count = _register_count(groups[1])
-            if count:
-                registers[reg_type] = registers.get(reg_type, 0) + count
-        else:
-            kernel_decls.extend(_decls(groups))
+    body = split_blocks(text, brace + 1, end, body_line)
+    index.known(end, body.last_line)
+    registers, kernel_decls = body_declarations(body.decls)
+    histogram = body.histogram
     ops, categories, est = fold(histogram)
     kernel = PtxKernel(
-        name=name, is_entry=kind == "entry", first_line=line,
-        last_line=index.line(end), params=_params(params), returns=_params(returns),
-        registers=registers, decls=tuple(kernel_decls), perf=perf,
+        name=name, is_entry=kind == "entry", first_line=line, last_line=body.last_line,
+        params=parameters(params), returns=parameters(returns),
+        registers=registers, decls=kernel_decls, perf=perf,
         instructions=sum(histogram.values()), histogram=by_count(histogram),
-        ops=ops, categories=categories, blocks=tuple(blocks), loops=find_loops(blocks, edges),
+        ops=ops, categories=categories, blocks=tuple(body.blocks),
+        loops=find_loops(body.blocks, body.edges) if body.jumps_back else (),
         estimates=est, debug_lines=text.count(".loc", brace + 1, end), truncated=truncated)
     return kernel, (brace, end)
 
@@ -370,93 +376,6 @@ def _closing_brace(text: str, brace: int, limit: int) -> int:
     return -1
 
 
-def _module_decls(text: str, start: int, stop: int) -> list[PtxDecl]:
-    """Module-level variables declared in ``text[start:stop]`` (text outside kernel bodies).
-
-    Found with str.find per state-space keyword (C speed); a hit counts only when nothing
-    but `.extern`/`.visible`/`.weak`/`{` precedes it on its line, so `ld.global` is no hit.
-    """
-    found = []
-    for keyword in (".shared", ".local", ".global", ".const"):
-        pos = text.find(keyword, start, stop)
-        while pos >= 0:
-            if pos == 0 or text[pos - 1] in " \t\n{":
-                line_start = text.rfind("\n", 0, pos) + 1
-                if all(w in _DECL_PREFIXES for w in text[line_start:pos].split()):
-                    match = DECL_RE.match(text, pos)
-                    if match:
-                        found.append((pos, match.groups()))
-            pos = text.find(keyword, pos + len(keyword), stop)
-    found.sort()
-    return [d for _, groups in found for d in _decls(groups)]
-
-
-def _params(text: str | None) -> tuple[PtxParam, ...]:
-    if not text:
-        return ()
-    params = []
-    for item in text.split(","):
-        words = item.split()
-        if not words:
-            continue
-        name_match = _NAME_RE.match(words[-1])
-        types = [w[1:] for w in words[:-1] if w[1:] in TYPE_BITS]
-        array = name_match.group(3) if name_match else ""
-        params.append(PtxParam(name=name_match.group(1) if name_match else words[-1],
-                               type=types[0] if types else "",
-                               pointer=".ptr" in words,
-                               array=int(array.strip("[]") or 0) if array.count("[") == 1 else 0))
-    return tuple(params)
-
-
-def _register_count(text: str) -> tuple[str, int]:
-    """`.b32 %r<236>` -> ('b32', 236); `.pred %p, %q` -> ('pred', 2)."""
-    numbered = _REG_RANGE_RE.fullmatch(text)
-    if numbered:
-        return numbered.group(1), int(numbered.group(2))
-    words = text.split(None, 1)
-    if len(words) < 2:
-        return "", 0
-    kind = words[0].lstrip(".")
-    if kind.startswith("v") and kind[1:].isdigit():
-        sub = words[1].split(None, 1)
-        kind, words = sub[0].lstrip("."), [kind] + sub[1:]
-    total = 0
-    for item in words[1].split(","):
-        m = _NAME_RE.match(item.strip())
-        if m:
-            total += int(m.group(2)) if m.group(2) else 1
-    return kind, total
-
-
-def _decls(groups: tuple[str, str]) -> list[PtxDecl]:
-    """`.shared .align 16 .b8 smem[1024]` -> PtxDecl(shared, smem, b8, 1024, 16)."""
-    space, rest = groups
-    rest = rest.split("=", 1)[0]
-    words = rest.split()
-    if not words:
-        return []
-    types = [w[1:] for w in words if w.startswith(".") and w[1:] in TYPE_BITS]
-    dtype = types[0] if types else ""
-    vector = next((int(w[2:]) for w in words if w[:2] == ".v" and w[2:].isdigit()), 1)
-    align = _ALIGN_RE.search(rest)
-    out = []
-    names = " ".join(w for w in words if not w.startswith(".") and not w.isdigit())
-    for item in names.split(","):
-        m = _NAME_RE.match(item.strip())
-        if not m:
-            continue
-        dims = re.findall(r"\[(\d*)\]", m.group(3))
-        count = 1
-        for d in dims:
-            count *= int(d) if d else 0
-        dynamic = "" in dims
-        size = 0 if dynamic else count * vector * max(TYPE_BITS.get(dtype, 8), 8) // 8
-        out.append(PtxDecl(space, m.group(1), dtype, size, int(align.group(1)) if align else 0,
-                           dynamic))
-    return out
-
-
 def _totals(kernels, module_decls, histogram, est) -> dict[str, int]:
     entries = [k for k in kernels if k.is_entry]
     module_shared = sum(d.size_bytes for d in module_decls if d.space == "shared")
@@ -475,32 +394,11 @@ def _totals(kernels, module_decls, histogram, est) -> dict[str, int]:
     }
 
 
-class PtxLexer(_PygmentsPtxLexer):
-    """Pygments' PTX lexer plus predicate guards, `::` state spaces and block comments."""
+def __getattr__(name: str):
+    """``PtxLexer`` from its own module, so that Pygments loads only with a listing to colour
+    (the command line's start-up, and each parse in a worker, go without it)."""
+    if name == "PtxLexer":
+        from .ptx_lexer import PtxLexer
 
-    name = "PTX (irscope)"
-    aliases = ["irscope-ptx"]
-    filenames = []
-
-    tokens = {
-        "root": [
-            (r"/\*(?:.|\n)*?\*/", Comment.Multiline),
-            (r"//[^\n]*", Comment.Single),
-            # an instruction after its guard: "\t@%p1 ld.global.v4.b32 ..." -> opcode, modifiers
-            (r"((?:^|\n)[ \t]*)(@!?)(%[\w$]+)([ \t]+)"
-             r"([a-z][a-z0-9_]*)((?:\.[a-z0-9_:]+)*)(?=[ \t;])",
-             bygroups(Text, Operator, Name.Variable, Text, Keyword, Keyword.Type)),
-            # an instruction: "\tsetp.lt.s32 \t%p1, ..." -> "setp" and ".lt.s32" as its modifiers
-            (r"((?:^|\n)[ \t]*)([a-z][a-z0-9_]*)((?:\.[a-z0-9_:]+)*)(?=[ \t;])",
-             bygroups(Text, Keyword, Keyword.Type)),
-            # a label: "$L__BB0_1:"
-            (r"((?:^|\n)[ \t]*)([$\w.]+)(:)", bygroups(Text, Name.Label, Punctuation)),
-            (r"@!?", Operator),
-            (r"::", Punctuation),
-            # an operand naming a symbol: "[add_kernel_param_0]" is no `add` instruction
-            (r"[A-Za-z_$][\w$]*", Name),
-            inherit,
-            (r"[&|^~?:%'\\#-]", Operator),
-            (r".", Text),
-        ],
-    }
+        return PtxLexer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from itertools import chain, compress, repeat
 from typing import NamedTuple
 
-from .base import sorted_histogram
 from .ptx_ops import brace_statements, by_category, by_count
 
 # One line of a kernel body, read at its start, after any guard, as one string: the opcode of
@@ -27,6 +26,17 @@ ITEM_RE = re.compile(
     r"(?:(?<=[:;])|[^;]*+;)")
 # A block-ending statement: "bra.uni \t$L__BB0_4;" -> "bra.uni", "$L__BB0_4"
 ENDER_RE = re.compile(r"([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
+
+
+class Body(NamedTuple):
+    """A kernel body cut into blocks: what ``split_blocks`` finds."""
+
+    blocks: list[PtxBlock]
+    edges: list[tuple]  # successor indices per block
+    decls: list[str]  # the declaration lines
+    last_line: int  # the line of the body's end
+    histogram: Counter  # opcode counts over all blocks
+    jumps_back: bool  # whether a branch goes up the text or to itself: a loop is possible
 
 
 class PtxBlock(NamedTuple):
@@ -61,13 +71,18 @@ class PtxLoop:
     @property
     def categories(self) -> dict[str, int]:
         """The loop's histogram folded to categories (tensor core, global memory, ...)."""
-        return sorted_histogram(by_category(self.histogram))
+        return by_count(by_category(self.histogram))
+
+    def to_json(self) -> dict:
+        """Every field, and the categories."""
+        return {"head": self.head, "depth": self.depth, "first_line": self.first_line,
+                "last_line": self.last_line, "blocks": list(self.blocks),
+                "instructions": self.instructions, "histogram": dict(self.histogram),
+                "categories": self.categories}
 
 
-def split_blocks(text: str, start: int, end: int,
-                 first_line: int) -> tuple[list[PtxBlock], list[tuple], list[str]]:
-    """Cut the kernel body ``text[start:end]`` into basic blocks: (blocks, successor indices
-    per block, the body's declaration lines).
+def split_blocks(text: str, start: int, end: int, first_line: int) -> Body:
+    """Cut the kernel body ``text[start:end]`` into basic blocks.
 
     ``first_line`` is the line of ``start``. A block starts at a label or after a branch or
     return and ends before the next one; labels that follow each other name the same block.
@@ -76,20 +91,18 @@ def split_blocks(text: str, start: int, end: int,
     for its text on from the previous mark.
     """
     items = ITEM_RE.findall(text, start, end)
-    # Each block while building: [name, first_line, last_line, ops, end, labelled]
-    current = ["entry", first_line, first_line, [], None, True]
-    blocks = [current]
+    find, count = text.find, text.count
+    built: list[tuple] = []  # closed blocks: (name, first_line, last_line, ops, end, labelled)
     aliases: dict[str, str] = {}
     decls: list[str] = []
+    # The open block; an unnamed one (after a block end) is named when it closes
+    name, first, last, ops, labelled = "entry", first_line, first_line, [], True
     last_label, unnamed, line, pos, previous = "entry", 0, first_line, start, -1
-    find, count = text.find, text.count
-    is_mark = map(str.endswith, items, repeat((":", ";")))
-    for i in compress(range(len(items)), is_mark):
+    for i in compress(range(len(items)), map(str.endswith, items, repeat((":", ";")))):
         mark = items[i]
-        kind = mark[-1] if mark[-1] == ":" else mark[0]
-        if kind == ".":
+        if mark[0] == ".":
             decls.append(mark)
-            current[3].extend(items[previous + 1:i])
+            ops += items[previous + 1:i]
             previous = i
             continue
         found = find(mark, pos, end)
@@ -97,69 +110,80 @@ def split_blocks(text: str, start: int, end: int,
             found = find(mark, found + 1, end)
         newlines = count("\n", pos, found)  # the piece before the mark, and the mark's own
         if newlines > 1:
-            current[3].extend(items[previous + 1:i])
+            ops += items[previous + 1:i]
             line += newlines - 1
-            current[2] = line
+            last = line
         line += 1
         pos, previous = found + len(mark), i
-        if kind == ":":
-            label = mark[:-1]
-            if current[3] or current[4]:
-                current = [label, line, line, [], None, True]
-                blocks.append(current)
-            elif current[5] and current[0] != "entry":
-                aliases[label] = current[0]
+        if mark[-1] == ":":
+            if ops:
+                built.append((name or f"{last_label}+{unnamed}", first, last, ops, None,
+                              labelled))
+                name, first, last, ops, labelled = mark[:-1], line, line, [], True
+            elif labelled and name != "entry":
+                aliases[mark[:-1]] = name
             else:
-                current[0], current[1], current[2], current[5] = label, line, line, True
-            last_label, unnamed = current[0], 0
+                name, first, last, labelled = mark[:-1], line, line, True
+            last_label, unnamed = name, 0
         else:
-            target = ENDER_RE.match(mark).groups()
+            opcode, target = ENDER_RE.match(mark).groups()
             guarded = find("@", text.rfind("\n", 0, found), found) >= 0
-            end_info = (guarded, *target)
-            current[3].append(end_info[1])
-            current[4] = end_info
             if "\n" in mark:  # operands over several lines
                 line += mark.count("\n")
-            current[2] = line
+            ops.append(opcode)
+            built.append((name or f"{last_label}+{unnamed}", first, line, ops,
+                          (guarded, opcode, target), labelled))
             unnamed += 1
-            current = [f"{last_label}+{unnamed}", line + 1, line + 1, [], None, False]
-            blocks.append(current)
+            name, first, last, ops, labelled = None, line + 1, line + 1, [], False
     newlines = count("\n", pos, end)
     if newlines:
-        current[3].extend(items[previous + 1:])
-        current[2] = line + newlines
-    kept = [b for b in blocks if b[3] or b[5]]
+        ops += items[previous + 1:]
+        last = line + newlines
+    if ops or labelled:
+        built.append((name or f"{last_label}+{unnamed}", first, last, ops, None, labelled))
     if items and max(items) >= "{":  # an inline-asm line: "{" sorts after every opcode
         decls.extend(op for op in items if op[0] == "{")
-        for block in kept:
-            block[3] = list(chain.from_iterable(
-                brace_statements(op) if op[0] == "{" else (op,) for op in block[3]))
-    blocks, edges = _finish(kept, aliases)
-    return blocks, edges, decls
+        built = [(*block[:3], list(chain.from_iterable(
+            brace_statements(op) if op[0] == "{" else (op,) for op in block[3])), *block[4:])
+            for block in built]
+    blocks, edges, jumps_back = _finish(built, aliases)
+    histogram = Counter(chain.from_iterable([block[3] for block in built]))
+    return Body(blocks, edges, decls, line + newlines, histogram, jumps_back)
 
 
-def _finish(kept: list[list], aliases: dict[str, str]) -> tuple[list[PtxBlock], list[tuple]]:
+def _finish(kept: list[tuple],
+            aliases: dict[str, str]) -> tuple[list[PtxBlock], list[tuple], bool]:
     """Blocks with successors resolved (branch targets through aliases, and fall-through),
-    and the control-flow graph as successor index tuples."""
-    names = [b[0] for b in kept]
-    index = {name: i for i, name in enumerate(names)}
+    the control-flow graph as successor index tuples, and whether a branch goes back."""
+    names, firsts, lasts, ops, ends, _ = zip(*kept)
+    index = dict(zip(names, range(len(names))))
     last = len(kept) - 1
-    new_block = tuple.__new__  # PtxBlock's own __new__ is Python code: thousands of blocks
-    out, edges = [], []
-    for i, (name, first, last_line, ops, end, _) in enumerate(kept):
+    edges, successors, jumps_back = [], [], False
+    for i, end in enumerate(ends):
         if end is None:
-            succ = () if i == last else (i + 1,)
+            if i == last:
+                edges.append(())
+                successors.append(())
+            else:
+                edges.append((i + 1,))
+                successors.append((names[i + 1],))
+            continue
+        guarded, opcode, target = end
+        head = index.get(aliases.get(target, target))
+        if head is None:
+            succ, succ_names = (), ()
         else:
-            guarded, opcode, target = end
-            head = index.get(aliases.get(target, target))
-            succ = () if head is None else (head,)
-            if (guarded or opcode[:3] == "brx") and i != last and head != i + 1:
-                succ += (i + 1,)
+            succ, succ_names = (head,), (names[head],)
+            jumps_back = jumps_back or head <= i
+        if (guarded or opcode[:3] == "brx") and i != last and head != i + 1:
+            succ += (i + 1,)
+            succ_names += (names[i + 1],)
         edges.append(succ)
-        succ_names = () if not succ else (names[succ[0]],) if len(succ) == 1 else (
-            names[succ[0]], names[succ[1]])
-        out.append(new_block(PtxBlock, (name, first, last_line, tuple(ops), succ_names)))
-    return out, edges
+        successors.append(succ_names)
+    # PtxBlock's own __new__ is Python code: tuple's, mapped in C, for thousands of blocks
+    blocks = list(map(tuple.__new__, repeat(PtxBlock),
+                      zip(names, firsts, lasts, map(tuple, ops), successors)))
+    return blocks, edges, jumps_back
 
 
 def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tuple[PtxLoop, ...]:
@@ -170,21 +194,17 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
     The back edge may jump either way in the text: a rotated loop whose test sits above its
     body returns to the body by a forward jump. Only blocks reachable from the entry count.
     ``edges`` (successor indices per block) is computed from the blocks when not given.
+    A cycle needs an edge that does not go down the text: without one there is no loop
+    (``split_blocks`` tells, as ``jumps_back``).
     """
     if edges is None:
         index = {b.name: i for i, b in enumerate(blocks)}
         edges = [tuple(index[s] for s in b.successors) for b in blocks]
-    # A cycle needs an edge that does not go down the text: without one there is no loop.
-    if not any([head <= latch for latch, heads in enumerate(edges) for head in heads]):
-        return ()
-    candidates, reached = _retreating_edges(edges)
+        if not any([head <= latch for latch, heads in enumerate(edges) for head in heads]):
+            return ()
+    candidates, preds = _walk(edges)
     if not candidates:
         return ()
-    preds: list[list[int]] = [[] for _ in blocks]
-    for i, heads in enumerate(edges):
-        if reached[i]:
-            for head in heads:
-                preds[head].append(i)
     bodies: dict[int, set[int]] = {}
     for latch, head in candidates:
         body = _body(head, latch, preds)
@@ -204,20 +224,22 @@ def find_loops(blocks: list[PtxBlock], edges: list[tuple] | None = None) -> tupl
     return tuple(loops)
 
 
-def _retreating_edges(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[int]]:
-    """Edges (latch, head) into a block on the path of a depth-first walk from the entry, and
-    per block whether the walk reached it (0: unreachable).
+def _walk(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[list[int]]]:
+    """A depth-first walk from the entry: the edges (latch, head) into a block on the walk's
+    path, and each block's predecessors among the blocks it reaches.
 
     A block's dominators all lie on that path, so every back edge is among these; an edge
     among them is a back edge unless its loop can also be entered elsewhere (irreducible).
     """
     state = [0] * len(edges)  # 0: not reached, 1: on the walk's path, 2: done
     state[0] = 1
+    preds: list[list[int]] = [[] for _ in edges]
     retreating = []
     stack = [(0, iter(edges[0]))]
     while stack:
         node, successors = stack[-1]
         for child in successors:
+            preds[child].append(node)
             seen = state[child]
             if not seen:
                 state[child] = 1
@@ -228,7 +250,7 @@ def _retreating_edges(edges: list[tuple]) -> tuple[list[tuple[int, int]], list[i
         else:
             stack.pop()
             state[node] = 2
-    return retreating, state
+    return retreating, preds
 
 
 def _body(head: int, latch: int, preds: list[list[int]]) -> set[int] | None:

@@ -66,6 +66,34 @@ def collapse(text: str, first_line: int = 1, min_run: int = 2) -> list[Collapsed
     return lines
 
 
+class LineCursor:
+    """Lines of a text by number, found by counting on from the last ones asked for: the
+    listings of a module's kernels, asked for in order, cost one pass over the text in all
+    (not one pass each)."""
+
+    def __init__(self, text: str):
+        self.text, self.offset, self.number = text, 0, 1
+
+    def lines(self, first: int, last: int) -> str:
+        """Lines ``first`` to ``last`` (1-based, inclusive), without the final newline."""
+        start = self._offset(first)
+        stop = self._offset(last + 1)
+        return self.text[start:stop - 1 if stop > start and self.text[stop - 1] == "\n"
+                         else stop]
+
+    def _offset(self, number: int) -> int:
+        if number < self.number:
+            self.offset, self.number = 0, 1
+        find, offset = self.text.find, self.offset
+        for _ in range(number - self.number):
+            offset = find("\n", offset) + 1
+            if offset == 0:
+                offset = len(self.text)
+                break
+        self.offset, self.number = offset, number
+        return offset
+
+
 def expand(text: str, item: CollapsedLine, first_line: int = 1) -> list[str]:
     """The original source lines a collapsed line stands for."""
     lines = text.splitlines()

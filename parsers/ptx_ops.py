@@ -124,11 +124,15 @@ def access_bytes(text: str) -> int:
     return opcode.vector * bits // 8
 
 
-def by_category(histogram: Mapping[str, int]) -> Counter:
+def by_category(histogram: Mapping[str, int]) -> dict[str, int]:
     """Fold a full-opcode histogram to categories (global memory, tensor core, fp32, ...)."""
-    folded: Counter = Counter()
+    folded: dict[str, int] = {}
     for text, count in histogram.items():
-        folded[split_opcode(text).category] += count
+        try:
+            category = _PROFILES[text][1]
+        except KeyError:
+            category = _profile(text)[1]
+        folded[category] = folded.get(category, 0) + count
     return folded
 
 
@@ -170,9 +174,11 @@ def fold(histogram: Mapping[str, int]) -> tuple[dict[str, int], dict[str, int], 
     ops: dict[str, int] = {}
     categories: dict[str, int] = {}
     sums = [0] * len(ESTIMATE_KEYS)
-    known = _PROFILES.get
     for text, count in histogram.items():
-        op, category, contribution = known(text) or _profile(text)
+        try:
+            op, category, contribution = _PROFILES[text]
+        except KeyError:
+            op, category, contribution = _profile(text)
         ops[op] = ops.get(op, 0) + count
         categories[category] = categories.get(category, 0) + count
         if contribution:

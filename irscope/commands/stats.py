@@ -9,10 +9,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
 from irscope.errors import InputError, IrscopeError, UsageError
 from irscope.files import read_artifact
 from irscope.console import error, note, print_json, rich_console
+from irscope.console import markup_escape as escape
 
 TOP_OPS = 15
 
