@@ -69,6 +69,8 @@ FORMATS: tuple[Format, ...] = (
     # measured time: a profiler's trace of the run's GPU work (Kineto or jax.profiler)
     # (profile_trace.read also reads jax.profiler's binary .xplane.pb: parsers/xplane.py)
     Format("profile_trace", "Profiler trace", 860, (), "profile_trace", None),
+    # a trace's GPU activities as a run keeps them (irscope.analysis.launches: JSON columns)
+    Format("launches", "Measured launches", 865, (), None, "json", sniffed=False),
     # one pass of a unit's pipeline: the IR after it (irscope.ingest.passes files them)
     Format("pass_list", "Passes", 880, (), None, "json", sniffed=False),
     Format("pass_ir", "IR after a pass", 890, (), None, None, sniffed=False),

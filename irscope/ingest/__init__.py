@@ -32,8 +32,8 @@ from irscope.errors import InputError
 from irscope.files import compression, contained, read_head
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
-from . import (archives, linking, single_file, thunder_traces, torch_compile_debug, torch_logs,
-               torch_trace, triton_cache, xla_dump)
+from . import (archives, linking, profile, single_file, thunder_traces, torch_compile_debug,
+               torch_logs, torch_trace, triton_cache, xla_dump)
 from .ranked import RankWriter
 
 HEAD_BYTES = 64 << 10
@@ -75,12 +75,13 @@ class _Plan:
     files: list[Path] = field(default_factory=list)
     thunder_folders: list[Path] = field(default_factory=list)
     opened: archives.Expansions = field(default_factory=archives.Expansions)
+    profiles: dict[str, list[Path]] = field(default_factory=dict)  # profile.kind_of -> files
 
     @property
     def count(self) -> int:
         return (len(self.traces) + len(self.logs) + len(self.triton_entries)
-                + len(self.debug_folders)
-                + len(self.xla_files) + len(self.files) + len(self.thunder_folders))
+                + len(self.debug_folders) + len(self.xla_files) + len(self.files)
+                + len(self.thunder_folders) + sum(map(len, self.profiles.values())))
 
 
 def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
@@ -165,6 +166,7 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
             report.artifacts += thunder_traces.ingest_folder(writer, folder, report, thunder_units)
             step(folder.name)
         linking.link(run, writer, report)
+        report.artifacts += _file_profiles(writer, plan.profiles, report, rank, step)
         for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report, names[named[path]])
             step(path.name)
@@ -190,6 +192,26 @@ def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None
     made = triton_cache.analysed_entries([e for e in entries if e.name not in analyses], workers)
     for entry in entries:
         yield (entry, analyses[entry.name]) if entry.name in analyses else next(made)
+
+
+def _file_profiles(writer, found: dict[str, list[Path]], report: IngestReport,
+                   rank: int | None, step) -> int:
+    """Profiler traces (each with the window file of its folder), then the autotuners'
+    benchmark times, once the Triton units they name are filed."""
+    windows = {path.parent: path for path in found.get("window", ())}
+    filed = 0
+    for path in profile.one_format_each(found.get("trace", ())):
+        window = next((windows[p] for p in (path.parent, *path.parents) if p in windows), None)
+        filed += profile.ingest_trace(writer, path, report, rank,
+                                      {"window": window} if window else None)
+        report.sources.append((str(path), "profile_trace"))
+        step(path.name)
+    for path in found.get("autotune", ()):
+        filed += profile.ingest_autotune(writer, path, report)
+        step(path.name)
+    for path in found.get("window", ()):
+        step(path.name)
+    return filed
 
 
 def _share_reporter(progress, name: str):
@@ -227,6 +249,8 @@ def _classify_path(path: Path, plan: _Plan, report: IngestReport) -> None:
         return
     if not head:
         report.skipped.append((str(path), "empty file"))
+    elif (found := profile.kind_of(path, head)) is not None:  # gzipped: read as a stream
+        plan.profiles.setdefault(found, []).append(path)
     elif compression(head) or archives.is_tar(head):
         _classify_packed(path, plan, report)
     elif xla_dump.is_xla_file(path):

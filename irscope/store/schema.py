@@ -33,18 +33,19 @@ NUMBER = (int, float)
 # recorded it. tests/test_hostile_attrs.py fails on a writer's attribute missing here.
 ATTR_TYPES: dict[str, type | tuple[type, ...]] = {
     **dict.fromkeys(("output_codes", "compile_times", "metadata", "config", "resources", "ptxas",
-                     "target", "signature", "constexprs", "figures", "executors"), dict),
+                     "target", "signature", "constexprs", "figures", "executors", "window"), dict),
     **dict.fromkeys(("rank", "num_warps", "num_stages", "num_ctas", "guard_count",
                      "graph_op_count", "graph_node_count", "xla_module", "shared", "order",
-                     "error_line", "compile"), int),
+                     "error_line", "compile", "kernel_time_ns"), int),
     **dict.fromkeys(("hash", "origin", "compile_id", "called_from", "called_by", "group",
                      "kernel", "status", "xla_dump", "ttir_error", "error", "error_file",
                      "error_source", "pass_dump", "role", "output_code", "via", "region",
-                     "executor", "thunder"), str),
+                     "executor", "thunder", "profiler"), str),
     **dict.fromkeys(("eager_op", "autotune_best", "cache_hit", "valid", "interpret"), bool),
-    **dict.fromkeys(("compile_seconds", "lowering_seconds", "compile_time_us"), NUMBER),
-    **dict.fromkeys(("problems", "warnings", "autotune_candidates", "ranks", "regions", "grid"),
-                    list),
+    **dict.fromkeys(("compile_seconds", "lowering_seconds", "compile_time_us", "autotune_ms"),
+                    NUMBER),
+    **dict.fromkeys(("problems", "warnings", "autotune_candidates", "ranks", "regions", "grid",
+                     "devices"), list),
     "arch": (int, str),
 }
 # Mappings whose values readers compute with: every value must be of this type.
