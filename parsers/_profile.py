@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import re
 from array import array
 from collections.abc import Callable, Mapping
@@ -170,6 +171,7 @@ class Timeline:
         self._labels: dict[tuple[str, int], int] = {}
         self._label_rows: list[tuple[str, int, Any]] = []  # (name, role, identity)
         self._threads: dict[Any, _Columns] = {}
+        self._steps: list[tuple[int, int, int]] = []  # (start, end, step) on any thread
         self.calls = 0
 
     def _label(self, name: str, category: int) -> int:
@@ -189,10 +191,13 @@ class Timeline:
                   category: int = OP, sequence: int = -1) -> None:
         """A CPU range [start, end] ns on ``thread`` (any hashable key; ``tid`` is shown)."""
         columns = self._columns(thread, tid)
+        label = self._label(name, category)
         columns.starts.append(start)
         columns.ends.append(end)
-        columns.labels.append(self._label(name, category))
+        columns.labels.append(label)
         columns.sequences.append(sequence)
+        if self._label_rows[label][1] == STEP:
+            self._steps.append((start, end, self._label_rows[label][2]))
 
     def add_call(self, correlation: int, thread: Any, tid: Any, start: int, launcher: str) -> None:
         """The CPU call that launched the GPU work of ``correlation``, made at ``start`` ns."""
@@ -203,18 +208,25 @@ class Timeline:
         self.calls += 1
 
     def contexts(self) -> dict[int, CpuContext]:
-        """Correlation id -> the context of its launch call, equal contexts shared."""
+        """Correlation id -> the context of its launch call, equal contexts shared.
+
+        A launch made on a thread that marks no step (autograd's backward thread, XLA's
+        launch threads) takes the step open on any thread when it was made."""
         forward_regions: dict[int, str | None] = {}
         found = [(columns, self._sweep(columns, forward_regions))
                  for columns in self._threads.values()]
         contexts: dict[int, CpuContext] = {}
         interned: dict[tuple, CpuContext] = {}
         rows = self._label_rows
+        steps = sorted(self._steps)
+        step_starts = [start for start, _, _ in steps]
         for columns, nodes in found:
             for index, node, launch_index in nodes:
                 launcher = rows[columns.call_launchers[index]][0]
                 key = (columns.tid, launcher) + self._identity(node, launch_index,
                                                                 forward_regions)
+                if steps and (len(key) < 3 or key[-1] is None):
+                    key = _with_step(key, steps, step_starts, columns.call_starts[index])
                 context = interned.get(key)
                 if context is None:
                     context = interned[key] = CpuContext(*key)
@@ -277,6 +289,16 @@ class Timeline:
 
 
 _NO_IDENTITY = (None, None, None, -1, None, None)
+
+
+def _with_step(key: tuple, steps: list, starts: list[int], time: int) -> tuple:
+    """``key`` (a context's fields) with the step whose range holds ``time``, if one does."""
+    at = bisect.bisect_right(starts, time) - 1
+    if at < 0 or steps[at][1] < time:
+        return key
+    if len(key) < 3:  # a call inside no range: no identity fields yet
+        key = key + ((), (), None, None, None, None, None, None)
+    return key[:-1] + (steps[at][2],)
 
 
 class _Open:

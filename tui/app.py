@@ -19,6 +19,7 @@ from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
 from irscope.parsers.base import Diagnostic, ParseResult
 from irscope.read.figures import read_run_figures, unit_figures_of
+from irscope.read.timing import read_time, time_share
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
@@ -33,7 +34,7 @@ from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
 from irscope.browse.autotune import autotune_candidates
-from irscope.browse.kernel_card import figure_deltas, kernel_card
+from irscope.browse.kernel_card import figure_deltas, kernel_card, time_rows
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
@@ -95,6 +96,7 @@ class IrscopeApp(App[None]):
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
+        self.time: Any = None  # the run's measured GPU time, once badges are read
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
         self.rank_rows: list = []  # (Problem, Place) per divergence between ranks
@@ -142,6 +144,7 @@ class IrscopeApp(App[None]):
     def load_badges(self) -> None:
         run, by_blob, out = self.store(), {}, {}
         figures = {u.unit_id: u for u in read_run_figures(run).units}
+        time = read_time(run)
         for unit_id, stages in self.stages_by_unit.items():
             per_kind = {}
             for stage in stages:
@@ -150,8 +153,8 @@ class IrscopeApp(App[None]):
                     if key not in by_blob:
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
-            out[unit_id] = badges(per_kind, figures.get(unit_id))
-        self.post_message(msg.BadgesReady(out, figures))
+            out[unit_id] = badges(per_kind, figures.get(unit_id), time_share(time, unit_id))
+        self.post_message(msg.BadgesReady(out, figures, time))
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
@@ -319,7 +322,7 @@ class IrscopeApp(App[None]):
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
-        self.figures = message.figures
+        self.figures, self.time = message.figures, message.time
         self.navigator.stage_tree.set_badges(message.badges)
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
@@ -366,7 +369,7 @@ class IrscopeApp(App[None]):
 
     def _card(self, unit) -> tuple[tuple[str, str], ...]:
         """The kernel card of ``unit`` with the graphs that launch it."""
-        rows = kernel_card(unit, self.figures.get(unit.id))
+        rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.time)
         graphs = sorted({self.units[r.src].name for r in self.launches
                          if r.dst == unit.id and r.src in self.units})
         if graphs:
@@ -381,7 +384,9 @@ class IrscopeApp(App[None]):
                 registers = getattr(figures, "registers", None)
                 rows.append((("★ " if candidate.best else "  ")
                              + ("▸" if candidate.unit_id == unit.id else " "),
-                             candidate.config + (f" · {registers} reg" if registers else "")))
+                             candidate.config + (f" · {registers} reg" if registers else "")
+                             + (f" · {candidate.ms:.4g} ms" if candidate.ms is not None
+                                else "")))
         return tuple(rows)
 
     def open_stage(self, stage: Stage, cursor: int | None = None,

@@ -68,8 +68,10 @@ def lint_places(findings: Iterable[Finding], units: Iterable[Unit]
 
 def lint_problems(places: Sequence[tuple[Finding, Place]]) -> list[tuple[Problem, Place]]:
     """The findings as rows of the problems view."""
-    return [(Problem(f"lint {f.severity}", place.unit_id, f.unit, f"{f.rule}: {f.message}"),
-             place) for f, place in places]
+    return [(Problem(f"lint {f.severity}", place.unit_id, f.unit, f"{f.rule}: {f.message}"
+                     + (f" ({f.figures['gpu_time_share']:.1%} of GPU time)"
+                        if "gpu_time_share" in f.figures else "")), place)
+            for f, place in places]
 
 
 def severity_rank(severity: str) -> int:

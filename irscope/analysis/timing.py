@@ -99,6 +99,7 @@ class KernelTime:
     shared: int | None = None
     work: Work | None = None
     candidates: int = 1
+    nodes: tuple[str, ...] = ()  # the FX nodes its call() line was generated from
 
     @property
     def mean_ns(self) -> float:

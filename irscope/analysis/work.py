@@ -19,6 +19,8 @@ ALLOC_RE = re.compile(r"^\s*(\w+) = empty_strided\w*\(\(([\d, ]*)\),\s*\([\d, ]*
                       r"(?:device=[^,]+,\s*)?(?:dtype=)?torch\.(\w+)")
 # assert_size_stride(primals_1, (4, 64), (64, 1))
 ASSERT_RE = re.compile(r"^\s*assert_size_stride\((\w+), \(([\d, ]*)\)")
+# buf26 = buf25; del buf25  # reuse      buf7 = reinterpret_tensor(buf3, (64, 128), (128, 1), 0); del buf3  # reuse
+REUSE_RE = re.compile(r"^\s*(\w+) = (\w+|reinterpret_tensor\(.*?\)); del \w+\s+# reuse")
 # extern_kernels.addmm(primals_6, reinterpret_tensor(buf9, (256, 128), (128, 1), 0), primals_7, alpha=1, beta=1, out=buf10)
 EXTERN_RE = re.compile(r"^\s*extern_kernels\.(mm|addmm|bmm|baddbmm)\((.*)\)\s*$")
 # reinterpret_tensor(buf9, (256, 128), (128, 1), 0)
@@ -52,6 +54,13 @@ def extern_work(code: str) -> dict[int, Work]:
             match = ALLOC_RE.match(line)
             if match:
                 shapes[match.group(1)] = (_dims(match.group(2)), match.group(3))
+            continue
+        if "# reuse" in line:
+            match = REUSE_RE.match(line)
+            if match:
+                shape, dtype = _operand(match.group(2), shapes)
+                if shape is not None:
+                    shapes[match.group(1)] = (shape, dtype)
             continue
         if "assert_size_stride" in line:
             match = ASSERT_RE.match(line)

@@ -3,7 +3,8 @@
 Triton compiles a kernel once per configuration tried; irscope files each compile as a unit
 of its own, all from one module: the first under the kernel's name, the others as
 ``name-<hash8>`` (``irscope.ingest.triton_cache``). Inductor's ``.best_config`` marks the
-winner with ``attrs["autotune_best"]``. Timings are not in a capture: the configurations are.
+winner with ``attrs["autotune_best"]``; under ``inspect --profile`` each compile also carries
+the benchmark time the autotuner measured for it (``attrs["autotune_ms"]``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Candidate:
     name: str
     config: str  # "XBLOCK=128 warps=4 stages=1"
     best: bool
+    ms: float | None = None  # the autotuner's benchmark time, where it was recorded
 
 
 def config_text(attrs: Mapping) -> str:
@@ -50,8 +52,8 @@ def autotune_candidates(unit: Unit, units: Iterable[Unit]) -> list[Candidate]:
             and (base_name(u.name), u.source_file) == key]
     if len(same) < 2 and not unit.autotune_best:
         return []
-    found = [Candidate(u.id, u.name, config_text(u.attrs), u.autotune_best)
-             for u in same]
+    found = [Candidate(u.id, u.name, config_text(u.attrs), u.autotune_best,
+                       u.attrs.get("autotune_ms")) for u in same]
     return sorted(found, key=lambda c: (natural_key(c.config), c.name))
 
 

@@ -52,6 +52,39 @@ def kernel_card(unit: Unit, figures: Any = None) -> list[tuple[str, str]]:
     return rows
 
 
+def time_rows(unit_id: int, time: Any) -> list[tuple[str, str]]:
+    """A unit's measured GPU time as card rows: total, launches and mean, share of the run's
+    time, and for a kernel its place under the GPU's peaks. ``time``: the run's
+    irscope.analysis.timing RunTime, or None when it measured none."""
+    if time is None or unit_id not in time.units:
+        return []
+    own = time.units[unit_id]
+    rows = [("GPU time", f"{own.total_ns / 1000:,.1f} µs in {own.launches:,} launches"),
+            ("share", f"{own.total_ns / time.kernel_time_ns:.1%} of the profiled GPU time"
+             if time.kernel_time_ns else "-")]
+    rows += [(f"  {phase}", f"{ns / 1000:,.1f} µs") for phase, ns in sorted(own.phases.items())
+             if len(own.phases) > 1]
+    kernels = [k for k in time.kernels if k.unit_id == unit_id and k.kind == "kernel"
+               and k.graph_id != unit_id]
+    if len(kernels) == 1:
+        kernel = kernels[0]
+        rows.append(("mean", f"{kernel.mean_ns / 1000:,.2f} µs (min {kernel.min_ns / 1000:,.2f}"
+                             f", max {kernel.max_ns / 1000:,.2f})"))
+        roof = kernel.roofline()
+        rows.append(("roofline", "unknown: its bytes and FLOPs are not known" if roof is None
+                     else roofline_text(roof)))
+    return rows
+
+
+def roofline_text(roof: Any) -> str:
+    """"62% of peak, memory-bound (2.1 TB/s, 3.8 TFLOP/s on H100 SXM)"."""
+    rates = [f"{roof.bytes_per_s / 1e12:.2f} TB/s" if roof.bytes_per_s is not None else "",
+             f"{roof.flops_per_s / 1e12:.2f} TFLOP/s" if roof.flops_per_s is not None else ""]
+    share = f"{roof.fraction:.0%} of peak" if roof.fraction is not None else "peak unknown"
+    bound = f", {roof.bound}-bound" if roof.bound else ""
+    return f"{share}{bound} ({', '.join(r for r in rates if r)} on {roof.gpu})"
+
+
 def figure_deltas(left: Mapping[str, str], right: Mapping[str, str]) -> tuple[str, ...]:
     """The kernel-card rows (see ``kernel_card``) that differ: "registers 29 → 26 (-3)"."""
     out = []

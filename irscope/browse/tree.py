@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
+from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
@@ -39,9 +40,10 @@ class Badges:
     instructions: int | None = None
     registers: int | None = None
     spills: int | None = None
+    time_share: float | None = None  # of the run's measured GPU time
 
     def text(self) -> str:
-        parts = []
+        parts = [f"{self.time_share:.1%}"] if self.time_share is not None else []
         if self.kernels and self.kernels > 1:
             parts.append(f"{self.kernels} krn")
         if self.instructions:
@@ -65,7 +67,9 @@ def compact(n: int) -> str:
 
 
 def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
-    """The run's units grouped by framework, each with its stages in pipeline order."""
+    """The run's units grouped by framework, each with its stages in pipeline order; where
+    the run measured GPU time, the units of a framework by their time, most first."""
+    run = RunView.of(run)
     by_unit: dict[int, list[Stage]] = defaultdict(list)
     for stage in run.stages():
         by_unit[stage.unit_id].append(stage)
@@ -73,6 +77,11 @@ def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
     for unit in run.units():
         stages = sorted(by_unit.get(unit.id, ()), key=pipeline_key)
         grouped[unit.framework].append(UnitRow(unit, tuple(stages)))
+    time = read_time(run)
+    if time is not None:
+        for rows in grouped.values():
+            rows.sort(key=lambda row: -time.units[row.unit.id].total_ns
+                      if row.unit.id in time.units else 0)
     rank = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
     order = sorted(grouped, key=lambda fw: (rank.get(fw, len(rank)), fw))
     return [FrameworkGroup(fw, tuple(grouped[fw])) for fw in order]
@@ -89,10 +98,11 @@ def stage_title(stage: Stage) -> str:
     return title if stage.name == stage.kind else f"{title} ({stage.name})"
 
 
-def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None) -> Badges:
-    """Badges of a unit: its roll-up figures (irscope.analysis.figures.UnitFigures) where it
-    has them (kernels over every output code, registers and ptxas's spills), else what the
-    lowest-level parsed stage knows."""
+def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,
+           time_share: float | None = None) -> Badges:
+    """Badges of a unit: its share of the measured GPU time, its roll-up figures
+    (irscope.analysis.figures.UnitFigures) where it has them (kernels over every output
+    code, registers and ptxas's spills), else what the lowest-level parsed stage knows."""
     def pick(key: str) -> int | None:
         for kind in ("sass", "ptx", "llir", "ttgir", "ttir", "inductor_output_code",
                      "hlo_after_opt", "stablehlo", "jaxpr", "fx_graph"):
@@ -106,7 +116,7 @@ def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None) -> Badges:
     registers = figures.registers if figures is not None else None
     spills = figures.spill_bytes if figures is not None else None
     return Badges(kernels or pick("kernels") or pick("kernels_launched"), pick("instructions"),
-                  registers or pick("registers"), spills or None)
+                  registers or pick("registers"), spills or None, time_share)
 
 
 def readable_text(kind: str, text: str) -> str:

@@ -41,7 +41,7 @@ class Collectors:
     """
 
     def __init__(self, staging: Staging, only, xla_dumps: bool = True,
-                 dump_cache: Path | None = None):
+                 dump_cache: Path | None = None, profile: dict | None = None):
         self.staging = staging
         self.xla_dumps, self.dump_cache = xla_dumps, dump_cache
         self.restores: list = []
@@ -49,6 +49,12 @@ class Collectors:
         if "torch" in only:  # Thunder compiles PyTorch programs
             hooks["thunder"] = self._hook("thunder")
         self.finder = imports.when_imported(hooks)
+        self.end_profile = None
+        if profile:  # inspect --profile: a window of the script's steps under its profiler
+            from irscope.collectors import profile as profiling
+
+            self.end_profile = profiling.install(staging, profile.get("skip"),
+                                                 int(profile.get("steps") or 1))
 
     def _hook(self, framework: str):
         def install(_module) -> None:
@@ -71,7 +77,14 @@ class Collectors:
                     os.environ["XLA_FLAGS"] = xla_dump_flags(self.staging, dict(os.environ))
         return install
 
+    def finish_profile(self) -> None:
+        """End the profile window if one is still open (the script has ended)."""
+        if self.end_profile is not None:
+            self.end_profile()
+            self.end_profile = None
+
     def remove(self) -> None:
+        self.finish_profile()
         imports.remove(self.finder)
         while self.restores:
             self.restores.pop()()
@@ -162,7 +175,7 @@ def install_in_rank() -> None:
     only = tuple(config.get("only", ()))
     cache = config.get("dump_cache")
     collectors = Collectors(staging, only, config.get("xla_dumps", True),
-                            Path(cache) if cache else None)
+                            Path(cache) if cache else None, config.get("profile"))
     # The launcher reports how the program ended; each rank records that it got to the end.
     atexit.register(lambda: (write_status(staging, {"ended": "exit"}, only),
                              collectors.remove()))
@@ -191,12 +204,16 @@ def main(argv: list[str]) -> int:
     if config.get("interruptible", True):
         signal.signal(signal.SIGINT, signal.default_int_handler)
     cache = config.get("dump_cache")
-    Collectors(staging, only, config.get("xla_dumps", True), Path(cache) if cache else None)
+    collectors = Collectors(staging, only, config.get("xla_dumps", True),
+                            Path(cache) if cache else None, config.get("profile"))
     started = time.time()
     timed = {"booted": booted, "script_started": started}
     _SETTINGS_AT_START.update((name, os.environ.get(name)) for name in SCRIPT_SETTINGS)
     try:
-        run_target(target)
+        try:
+            run_target(target)
+        finally:
+            collectors.finish_profile()
     except SystemExit as exc:
         code = exit_code(exc.code)
         write_status(staging, {"exit_status": code, "ended": "exit", **timed}, only)

@@ -46,6 +46,16 @@ def add_parser(subparsers) -> None:
                    help="also keep the IR after every compiler pass that changed it: Triton's "
                         "MLIR passes (kernels compile again, bypassing Triton's cache) and "
                         "XLA's HLO passes (see `irscope passes RUN UNIT`)")
+    p.add_argument("--profile", action="store_true",
+                   help="measure every kernel's GPU time over a window of the script's steps "
+                        "(torch.profiler for PyTorch, jax.profiler for JAX), joined to its "
+                        "unit: a step begins at each call of a compiled function from outside "
+                        "any other, or at each `with irscope.profile():` block the script marks")
+    p.add_argument("--profile-steps", type=int, default=3, metavar="N",
+                   help="how many steps --profile measures (default 3)")
+    p.add_argument("--profile-skip", type=int, default=None, metavar="N",
+                   help="steps to run before measuring, to keep compiles out (default 1, "
+                        "or 0 when the script marks its steps with irscope.profile())")
     p.add_argument("--keep-staging", action="store_true",
                    help="keep the raw collection folder <run>/staging after filing it")
     p.add_argument("--nproc", type=int, default=1, metavar="N",
@@ -88,6 +98,7 @@ def run(args) -> int:
                          "launcher command starts its own processes)")
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
     python = args.python or sys.executable
+    profile = _profile_window(args)
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python},
         replace=bool(args.replace and args.output))
@@ -97,7 +108,7 @@ def run(args) -> int:
         "xla_dumps": owns_xla_dumps(dict(os.environ)), "dump_cache": cache and str(cache),
         # The child inherits this process's ignored SIGINT; it restores what the user had.
         "interruptible": signal.getsignal(signal.SIGINT) is not signal.SIG_IGN,
-        "per_rank": launcher or args.nproc > 1})
+        "per_rank": launcher or args.nproc > 1, "profile": profile})
     env = {**session.user_env, **session.env()}  # an enclosing collection's variables left out
     pass_dump = _pass_env(env) if args.passes else None
     if launcher:
@@ -128,6 +139,22 @@ def run(args) -> int:
     finally:
         session.close()
     return int(status["exit_status"])
+
+
+def _profile_window(args) -> dict | None:
+    """The window ``--profile`` asks the child to measure, or None; where no GPU is visible
+    it says in one line that there is nothing to time, and the run is made without it."""
+    from irscope.collectors.staging import gpu_visible
+
+    if args.profile_steps < 1 or (args.profile_skip is not None and args.profile_skip < 0):
+        raise UsageError("inspect: --profile-steps takes 1 or more, --profile-skip 0 or more")
+    if not args.profile:
+        return None
+    if not gpu_visible(dict(os.environ)):
+        warn("--profile: no GPU is visible here, so there is nothing to time; the run is "
+             "captured without measured time")
+        return None
+    return {"steps": args.profile_steps, "skip": args.profile_skip}
 
 
 def _pass_env(env: dict[str, str]) -> Path:

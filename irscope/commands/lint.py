@@ -82,6 +82,8 @@ def render(findings, run_name: str) -> None:
         head.append(f"{f.severity:<7}", style=SEVERITY_STYLE.get(f.severity, ""))
         head.append(f" {f.rule}", style="bold")
         head.append(f"  {f.unit}")
+        if "gpu_time_share" in f.figures:  # the run measured time: how much is this unit's
+            head.append(f"  {f.figures['gpu_time_share']:.1%} of GPU time", style="bold")
         console.print(head, soft_wrap=True)
         console.print(Text(f"    {f.message}"), soft_wrap=True)
         where = []

@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from irscope.collectors import xla_dump_cache
+from irscope.collectors.profile import FOLDER as PROFILE_FOLDER
 from irscope.filing.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 from irscope.filing.watch import Prepared, StagingWatch
-from irscope.ingest import thunder_traces, triton_cache
+from irscope.ingest import profile, thunder_traces, triton_cache
 from irscope.ingest.collected import ingest_collected
 from irscope.store import Run
 
@@ -35,7 +36,7 @@ from irscope.store import Run
 def dump_paths(staging: Staging, extra: list[Path]) -> list[Path]:
     """Staging folders that received something, plus files from the user's own dump folders."""
     paths = [p for p in (staging.torch_trace, staging.triton, staging.xla,
-                         staging.root / thunder_traces.FOLDER)
+                         staging.root / thunder_traces.FOLDER, staging.root / PROFILE_FOLDER)
              if p.is_dir() and any(p.iterdir())]
     return paths + [p for p in extra if p.exists() and p not in paths]
 
@@ -83,6 +84,7 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
             cached = stage_cached_kernels(run, staging, environ)
             if cached:
                 ingest(run, cached, progress=progress)
+        notes += _window_notes(staging.root / PROFILE_FOLDER / profile.WINDOW_FILE)
         if report.pass_logs_left_out:
             notes.append(f"{report.pass_logs_left_out} XLA emitter MLIR pass logs not filed "
                          "(inspect --passes files them pass by pass)")
@@ -96,6 +98,19 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
     notes += ingest_collected(run, prepared.functions, _sidecars(staging),
                               staging.read_events(), rank)
     return notes, complete
+
+
+def _window_notes(path: Path) -> list[str]:
+    """What ``--profile`` could not measure: no window at all, or fewer steps than asked."""
+    window = profile.read_window(path) if path.is_file() else None
+    if not window:
+        return []
+    if window.get("reason"):
+        return [f"--profile: nothing timed: {window['reason']}"]
+    done, asked = window.get("steps_profiled", 0), window.get("steps", 0)
+    if isinstance(done, int) and isinstance(asked, int) and done < asked:
+        return [f"--profile: {done} of {asked} steps measured (the script ended first)"]
+    return []
 
 
 class Passes:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
+from dataclasses import replace
 
 from irscope.analysis.figures import RunFigures, UnitFigures
 from irscope.analysis.lint import (Finding, LintInput, Rule, RULES, StageInput, lint_unit)
 from irscope.read.figures import read_run_figures
+from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -46,7 +48,21 @@ def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
     if events.get(None):
         orphan = LintInput(UnitFigures(0, RUN_WIDE, ""), {}, (), tuple(events[None]))
         findings += lint_unit(orphan, rules)
-    return findings
+    return _by_time_share(run, chosen, findings)
+
+
+def _by_time_share(run: RunView, units: list[Unit], findings: list[Finding]) -> list[Finding]:
+    """Where the run measured GPU time: each finding with its unit's share of it
+    (``gpu_time_share``), the findings ordered by that share, largest first."""
+    time = read_time(run)
+    if time is None or not time.kernel_time_ns:
+        return findings
+    ids = {u.name: u.id for u in units}
+    shares = {name: time.units[i].total_ns / time.kernel_time_ns
+              for name, i in ids.items() if i in time.units}
+    timed = [replace(f, figures={**f.figures, "gpu_time_share": round(shares[f.unit], 4)})
+             if f.unit in shares else f for f in findings]
+    return sorted(timed, key=lambda f: -f.figures.get("gpu_time_share", -1.0))
 
 
 class _Recent:

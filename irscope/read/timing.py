@@ -58,10 +58,11 @@ def read_time(run: RunView | Run) -> RunTime | None:
     return view.derived("time", lambda: _join(view))
 
 
-def unit_time_figures(run: RunView | Run) -> dict[int, dict[str, float]]:
-    """Unit id -> its time figures (``gpu_time_us``, ``gpu_launches``...); {} without a trace."""
-    time = read_time(run)
-    return {} if time is None else {unit: t.figures() for unit, t in time.units.items()}
+def time_share(time: RunTime | None, unit_id: int) -> float | None:
+    """A unit's share of the run's measured GPU time; None where it has none."""
+    if time is None or unit_id not in time.units or not time.kernel_time_ns:
+        return None
+    return time.units[unit_id].total_ns / time.kernel_time_ns
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,26 @@ class _Target:
     op: str | None = None
     work: Work | None = None
     candidates: int = 1
+    nodes: tuple[str, ...] = ()
+
+
+def source_lines(run: RunView | Run, kernel: KernelTime) -> tuple[str, ...] | None:
+    """The user source lines (``file:line``) a kernel was made from, through the provenance
+    graph: ``irscope.read.provenance.source_lines(view, unit_id, output_code=, line=)``, the
+    graph's output code and ``call()`` line where the kernel has them, else its own unit.
+    None while the read layer has no provenance graph."""
+    try:
+        from irscope.read import provenance
+    except ImportError:
+        return None
+    lines_of = getattr(provenance, "source_lines", None)
+    owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
+    if lines_of is None:
+        return None
+    if owner is None:
+        return ()
+    return tuple(lines_of(RunView.of(run), owner, output_code=kernel.output_code,
+                          line=kernel.line))
 
 
 def _join(view: RunView) -> RunTime | None:
@@ -161,7 +182,8 @@ def _row(target: _Target, sig: Signature, rank, device, launches: int, total: in
         target.unit.framework if target.unit else None,
         target.graph.id if target.graph else None, target.graph.name if target.graph else None,
         target.phase, target.output_code, target.line, target.op, rank, device, common.grid,
-        common.block, common.registers, common.shared, target.work, target.candidates)
+        common.block, common.registers, common.shared, target.work, target.candidates,
+        target.nodes)
 
 
 class _Joiner:
@@ -206,6 +228,7 @@ class _Joiner:
         if context.launch_index is not None and 0 <= context.launch_index < len(
                 code.launch_sequence):
             launch = code.launch_sequence[context.launch_index]
+        line_nodes = getattr(code, "line_nodes", {})
         base = dict(graph=graph.unit, phase=graph.role or context.phase,
                     output_code=graph.stage.name)
         defined = {k.name: k for k in code.kernels}
@@ -224,14 +247,15 @@ class _Joiner:
             if candidates > 1:
                 how += f" ({candidates} configurations alike: {_picked(unit)})"
             return _Target("triton", how, unit, line=line, work=work, candidates=candidates,
-                           **base)
+                           nodes=line_nodes.get(line, ()), **base)
         if launch is None:
             return _Target("extern", "graph call (its place in call() not known)", graph.unit,
                            op=held_by(context), **base)
         work = graph.extern_work(self.view).get(launch.line) if launch.kind == "extern" else None
         return _Target("extern", "graph call -> call() line", graph.unit, line=launch.line,
                        op=launch.name if launch.kind != "kernel" else held_by(context),
-                       work=work if sig.kind == "kernel" else None, **base)
+                       work=work if sig.kind == "kernel" else None,
+                       nodes=line_nodes.get(launch.line, ()), **base)
 
     # -- outside any graph ---------------------------------------------------------------
     @cached_property

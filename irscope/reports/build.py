@@ -17,7 +17,9 @@ from irscope.reports.passes import with_passes
 from irscope.reports.records import (CODE_KINDS, Report, StageRecord, UnitRecord, plain_meta,
                                      stage_record, stage_selected, unit_headline,
                                      unit_selected)
+from irscope.read.timing import read_time
 from irscope.reports.rollup import kept_or_built
+from irscope.reports.timing import time_section
 from irscope.store import Run, Stage
 
 
@@ -36,7 +38,7 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
         return with_passes(run, replace(report, units=units)).units, totals
 
     units, totals = kept_or_built(run, (wanted, unit_pattern, show_all), build)
-    return replace(report, units=units, totals=totals)
+    return replace(report, units=units, totals=totals, time=time_section(run, units))
 
 
 def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | None,
@@ -54,11 +56,14 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
     lint = _lint_by_unit(run, chosen, rollup)
     made: dict[tuple, StageRecord] = {}
     units = []
+    timed = read_time(run)
     for unit, figures in zip(chosen, rollup.units):
         records = tuple(_stage_record(run, s, made) for s in by_unit.get(unit.id, ()))
+        headline = unit_headline(records, figures)
+        if timed is not None and unit.id in timed.units:  # measured GPU time, where joined
+            headline.update(timed.units[unit.id].figures())
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
-                                records, unit_headline(records, figures),
-                                lint.get(unit.name, {})))
+                                records, headline, lint.get(unit.name, {})))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
     if hidden:
@@ -67,6 +72,8 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
         totals.update(graphs=len(rollup.graphs), kernels_generated=rollup.kernels_generated,
                       kernels_launched=rollup.kernels_launched)
     totals.update(rank_totals(run))  # a multi-process run: its ranks and where they diverge
+    if timed is not None:
+        totals.update(timed.figures())
     return tuple(units), totals
 
 

@@ -70,8 +70,10 @@ class Details:
         problems = [
             Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
             for e in run.events() if e.kind in PROBLEM_EVENTS]
-        problems += [  # the events above are listed once, as events
-            Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources)))
+        problems += [  # the events above are listed once, as events; by GPU time, if measured
+            Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources, *(
+                [f"{f.figures['gpu_time_share']:.1%} of GPU time"]
+                if "gpu_time_share" in f.figures else []))))
             for f in read_findings(run, figures=figures) if f.rule not in EVENT_RULES]
         problems += [Problem(*found) for found in rank_problems(run)]
         return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},

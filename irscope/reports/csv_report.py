@@ -18,7 +18,16 @@ DIFF_HEADER = ("status", "unit_a", "unit_b", "framework", "matched_by", "figure"
 
 
 def report_rows(report: Report):
-    """Rows: unit-level figures (section ``figure``), then per stage its totals, ops, categories."""
+    """Rows: where the time goes (unit ``(run)``, section ``time``: run totals, then each
+    top kernel's figures as ``kernel:<rank>.<figure>``), unit-level figures (section
+    ``figure``), then per stage its totals, ops, categories."""
+    if report.time is not None:
+        head = ("(run)", "", "", "", "", "")
+        for key, value in report.time.totals.items():
+            yield (*head, "time", key, value)
+        for rank, kernel in enumerate(report.time.kernels, 1):
+            for key, value in kernel.items():
+                yield (*head, "time", f"kernel:{rank}.{key}", value)
     for unit in report.units:
         head = (unit.name, unit.framework, unit.source_file or "", unit.source_line or "")
         for key, value in unit.headline.items():

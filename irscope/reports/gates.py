@@ -2,14 +2,18 @@
 
 Grammar (one condition per expression)::
 
-    gate   := FIGURE OP VALUE | FIGURE TREND
+    gate   := FIGURE OP VALUE | FIGURE TREND [by AMOUNT]
     OP     := > | >= | < | <= | == | !=
     VALUE  := NUMBER            compared with B's value, e.g.  ptx.spills > 0
             | [+|-]NUMBER%      compared with the change from A to B, e.g.  sass.instructions > +10%
     TREND  := increased | decreased | changed
+    AMOUNT := NUMBER | NUMBER%  at least this much, e.g.  time.total increased by 5%
 
 Absolute conditions apply to matched and added units and to the run totals; relative
 conditions and trends need both sides, so they apply to matched units and the run totals.
+Measured time has short names: ``time.total`` (``gpu_time_us``: a kernel's, a graph's with
+everything it launched, or the run's), ``time.launches``, ``time.unjoined``,
+``time.forward`` and ``time.backward`` (a graph's, by phase).
 """
 
 from __future__ import annotations
@@ -26,6 +30,10 @@ from irscope.reports.diff import Diff, FigureDelta, Figures
 RUN_TOTAL = "(run total)"
 LINT_PREFIX = "lint."  # lint.<rule>: findings of one rule of irscope lint
 TRENDS = ("increased", "decreased", "changed")
+# Short names of the measured-time figures (reports name them gpu_*)
+ALIASES = {"time.total": "gpu_time_us", "time.launches": "gpu_launches",
+           "time.unjoined": "gpu_time_unjoined_us", "time.forward": "forward.gpu_time_us",
+           "time.backward": "backward.gpu_time_us"}
 OPERATORS: dict[str, Callable[[float, float], bool]] = {
     ">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
     "==": operator.eq, "!=": operator.ne,
@@ -85,14 +93,25 @@ class Gate:
     def needs_both_sides(self) -> bool:
         return self.trend is not None or self.relative
 
+    @property
+    def source_figure(self) -> str:
+        """The figure's name as reports write it (``time.total`` is ``gpu_time_us``)."""
+        return ALIASES.get(self.figure, self.figure)
+
     def holds(self, delta: FigureDelta) -> bool:
         """Whether the condition is true for this figure's values in A and B."""
         a, b = delta.a, delta.b
-        if self.trend == "changed":
+        if self.trend == "changed" and self.value is None:
             return a != b
         if self.trend:
             if a is None or b is None:
                 return False
+            if self.value is not None:  # by at least an amount, in % of A or absolute
+                change = delta.percent if self.relative else b - a
+                if self.trend == "changed":
+                    return change is not None and abs(change) >= self.value
+                sign = 1 if self.trend == "increased" else -1
+                return change is not None and sign * change >= self.value
             return b > a if self.trend == "increased" else b < a
         observed = delta.percent if self.relative else b
         return observed is not None and OPERATORS[self.op](observed, self.value)
@@ -114,6 +133,13 @@ def parse_gate(expression: str) -> Gate:
     if second.kind == "name" and second.text in TRENDS:
         gate = Gate(expression, figure.text, trend=second.text)
         rest = tokens[2]
+        if rest.kind == "name" and rest.text == "by":
+            amount = tokens[3]
+            if amount.kind != "number" or amount.text.startswith(("+", "-")):
+                raise fail(amount, "an amount such as 5% or 100")
+            gate = Gate(expression, figure.text, value=float(amount.text.rstrip("%")),
+                        relative=amount.text.endswith("%"), trend=second.text)
+            rest = tokens[4]
     elif second.kind == "op":
         value = tokens[2]
         if value.kind != "number":
@@ -125,7 +151,8 @@ def parse_gate(expression: str) -> Gate:
     else:
         raise fail(second, "an operator (> >= < <= == !=) or increased/decreased/changed")
     if rest.kind != "end":
-        raise fail(rest, "the end of the expression")
+        raise fail(rest, "the end of the expression" + (" or `by AMOUNT`" if gate.trend
+                                                         and gate.value is None else ""))
     return gate
 
 
@@ -159,12 +186,13 @@ def evaluate(gate: Gate, diff: Diff) -> list[Violation]:
     for unit in diff.units:
         if unit.status == "removed" or (unit.status == "added" and gate.needs_both_sides):
             continue
-        a = _value(unit.a.figures(), gate.figure) if unit.a else None
-        delta = FigureDelta(gate.figure, a, _value(unit.b.figures(), gate.figure))
+        name = gate.source_figure
+        a = _value(unit.a.figures(), name) if unit.a else None
+        delta = FigureDelta(name, a, _value(unit.b.figures(), name))
         if gate.holds(delta):
             rows.append(Violation(gate.text, unit.name, delta))
-    total = FigureDelta(gate.figure, _value(diff.a.figures(), gate.figure),
-                        _value(diff.b.figures(), gate.figure))
+    name = gate.source_figure
+    total = FigureDelta(name, _value(diff.a.figures(), name), _value(diff.b.figures(), name))
     if gate.holds(total):
         rows.append(Violation(gate.text, RUN_TOTAL, total))
     return rows
@@ -186,5 +214,5 @@ def _is_lint_rule(name: str) -> bool:
 def known_figure(gate: Gate, diff: Diff) -> bool:
     """Whether either side reports the gate's figure anywhere, or it is a lint rule's count
     (to warn about typos)."""
-    return (gate.figure in diff.a.figures() or gate.figure in diff.b.figures()
-            or _is_lint_rule(gate.figure))
+    name = gate.source_figure
+    return (name in diff.a.figures() or name in diff.b.figures() or _is_lint_rule(name))

@@ -18,6 +18,7 @@ from irscope.reports.common import (Details, Rendering, kernel_rows, number, per
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
+from irscope.reports.timing import headline, section_tables
 
 BAR_LIMIT = 25  # ops per bar chart; the rest are summed into one "other" bar
 LIMIT = ' class="limit"'
@@ -187,7 +188,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     drawn: dict[int, tuple] = {}
     columns, totals = unit_columns(report), stage_columns(report)
     body = [f"<h1>irscope report: {text(report.run)}</h1>",
-            f"<p>{text(summary_line(report))}</p>",
+            f"<p>{text(summary_line(report))}</p>", time_section(report),
             _table(["Unit", "Framework", *(t for _, t in columns)],
                    ("<tr>" + _td(u.name) + _td(u.framework)
                     + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
@@ -244,6 +245,21 @@ def sparkline(values, width: int = 80, height: int = 16) -> str:
                       for i, v in enumerate(values) if v is not None)
     return (f'<svg width="{width}" height="{height}" role="img" aria-label="trend">'
             f'<polyline fill="none" stroke="currentColor" points="{points}"/></svg>')
+
+
+def time_section(report: Report) -> str:
+    """Where the GPU time goes: totals, top kernels with their static facts, roll-ups."""
+    if report.time is None:
+        return ""
+    parts = ["<h2>Where the time goes</h2>", f"<p>{text(headline(report.time))}</p>"]
+    if report.time.notes:
+        parts.append("<ul>" + "".join(f"<li>{text(n)}</li>" for n in report.time.notes)
+                     + "</ul>")
+    for title, header, rows in section_tables(report.time):
+        parts.append(f"<h3>{text(title)}</h3>" + _table(header, (
+            "<tr>" + "".join(_td(c, i > 0 and c[:1].isdigit()) for i, c in enumerate(row))
+            + "</tr>" for row in rows)))
+    return "".join(parts)
 
 
 def passes_section(report: Report) -> str:

@@ -10,6 +10,7 @@ from irscope.reports.common import (kernel_rows, number, percent, run_total_chan
 from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
+from irscope.reports.timing import headline, numeric_from, section_tables
 
 
 def cell(text: object) -> str:
@@ -29,6 +30,7 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]],
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     columns, totals = unit_columns(report), stage_columns(report)
     lines = [f"## irscope report: {cell(report.run)}", "", cell(summary_line(report)), ""]
+    lines += time_section(report)
     lines += table(["Unit", "Framework", *(t for _, t in columns)],
                    ([u.name, u.framework, *(number(u.headline.get(k)) for k, _ in columns)]
                     for u in report.units), numeric_from=2)
@@ -55,6 +57,18 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                   ""]
         lines += table(["Unit", "Figure", "Values"], changed, numeric_from=3)
     return "\n".join(lines) + "\n"
+
+
+def time_section(report: Report) -> list[str]:
+    """Where the GPU time goes, first: totals, top kernels, lines, graphs, what is unjoined."""
+    if report.time is None:
+        return []
+    lines = ["### Where the time goes", "", cell(headline(report.time)), ""]
+    lines += [f"- {cell(note)}" for note in report.time.notes]
+    for title, header, rows in section_tables(report.time):
+        lines += ["", f"**{cell(title)}**", ""]
+        lines += table(header, rows, numeric_from=numeric_from(header))
+    return lines + [""]
 
 
 def passes_section(report: Report) -> list[str]:

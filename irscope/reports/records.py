@@ -6,7 +6,7 @@ import fnmatch
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from irscope.analysis.figures import UnitFigures
@@ -92,6 +92,23 @@ class UnitRecord:
 
 
 @dataclass(frozen=True)
+class TimeSection:
+    """Where the GPU time goes (a run with a profiler trace): run totals, the top kernels with
+    their static facts, and roll-ups, each row plain values (see reports/timing.py)."""
+
+    totals: Mapping[str, float] = field(default_factory=dict)
+    kernels: tuple[Mapping[str, Any], ...] = ()
+    lines: tuple[Mapping[str, Any], ...] = ()
+    nodes: tuple[Mapping[str, Any], ...] = ()
+    graphs: tuple[Mapping[str, Any], ...] = ()
+    unjoined: tuple[Mapping[str, Any], ...] = ()
+    ranks: Mapping[str, float] = field(default_factory=dict)
+    steps: Mapping[str, float] = field(default_factory=dict)
+    devices: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything `irscope report` shows: the run, its units, and run-wide totals."""
 
@@ -101,6 +118,7 @@ class Report:
     totals: Mapping[str, float]
     stages: tuple[str, ...] | None = None  # the stage filter applied, if any
     meta: Mapping[str, Any] = field(default_factory=dict)
+    time: TimeSection | None = None  # where the GPU time goes, when the run measured it
 
     def figures(self) -> dict[str, float]:
         """Run-level figures: the totals plus every unit figure combined over units."""
@@ -216,12 +234,19 @@ def report_to_json(report: Report) -> dict[str, Any]:
                              "diagnostics": s.diagnostics, "digest": s.digest, "size": s.size}
         return stages[id(s)]
 
-    return {
+    doc = {
         "schema": SCHEMA,
         "run": {"name": report.run, "path": report.path, "meta": dict(report.meta)},
         "stages": list(report.stages) if report.stages else None,
         "totals": dict(report.totals),
         "figures": _run_headline(report),
+    }
+    if report.time is not None:  # where the GPU time goes, before the units
+        doc["time"] = {name: (dict(value) if isinstance(value, Mapping) else
+                              [dict(v) if isinstance(v, Mapping) else v for v in value])
+                       for name, value in vars(report.time).items()}
+    return {
+        **doc,
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
             "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
@@ -235,6 +260,8 @@ def _run_headline(report: Report) -> dict[str, float]:
     for unit in report.units:
         for name, value in unit.headline.items():
             out[name] = _combine(name, out.get(name), value)
+    # a graph's time holds its kernels' (which are units too): the run's is its own total
+    out.update((k, v) for k, v in report.totals.items() if k.startswith("gpu_"))
     return out
 
 
@@ -260,7 +287,24 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
     return Report(run=run.get("name", source), path=run.get("path"), units=units,
                   totals=dict(doc.get("totals") or {}),
                   stages=tuple(doc["stages"]) if doc.get("stages") else None,
-                  meta=dict(run.get("meta") or {}))
+                  meta=dict(run.get("meta") or {}), time=_time_from_json(doc.get("time")))
+
+
+def _time_from_json(doc: Any) -> TimeSection | None:
+    """The time section of a report document, fields of the wrong shape left empty."""
+    if not isinstance(doc, Mapping):
+        return None
+    values: dict[str, Any] = {}
+    for item in fields(TimeSection):
+        value = doc.get(item.name)
+        if item.name in ("totals", "ranks", "steps"):
+            values[item.name] = {str(k): v for k, v in value.items() if _is_number(v)} \
+                if isinstance(value, Mapping) else {}
+        elif isinstance(value, list):
+            wanted = str if item.name in ("devices", "notes") else Mapping
+            values[item.name] = tuple(dict(v) if wanted is Mapping else v
+                                      for v in value if isinstance(v, wanted))
+    return TimeSection(**values)
 
 
 def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | None) -> Report:
@@ -274,4 +318,4 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
                    u.lint, u.passes, u.pass_figures)
         for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
-                  wanted or report.stages, report.meta)
+                  wanted or report.stages, report.meta, report.time)

@@ -14,6 +14,7 @@ from irscope.reports.common import (middle, number, percent, printable, run_tota
 from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
+from irscope.reports.timing import headline, numeric_from, section_tables
 
 # Past this many unit × stage rows the terminal shows the unit table only (Rich would take
 # seconds, and nobody scrolls 5,000 rows): the other formats hold the full detail.
@@ -68,7 +69,7 @@ def report_renderable(report: Report, width: int = 120,
     if stage_rows > MAX_STAGE_ROWS:
         note = Text(f"{stage_rows:,} stage rows: narrow with --unit/--stage, or write "
                     "--format md/html/csv for every op count", style="italic")
-        return Group(units, note)
+        return Group(*_time_tables(report, width), units, note)
     records = [s for u in report.units for s in u.stages]
     stage_longest = max([len("Stage"), *(len(stage_title(s)) for s in records)])
     stage_width = min(STAGE_MAX, stage_longest)
@@ -92,7 +93,8 @@ def report_renderable(report: Report, width: int = 120,
                            Text(middle(stage_title(stage), stage_width)),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            Text(stage_summary(stage)))
-    return Group(units, stages, *_passes_table(report), *_history_table(rendering))
+    return Group(*_time_tables(report, width), units, stages, *_passes_table(report),
+                 *_history_table(rendering))
 
 
 def _history_table(rendering: Rendering) -> list[Table]:
@@ -107,6 +109,40 @@ def _history_table(rendering: Rendering) -> list[Table]:
     for unit, figure, values in changed:
         table.add_row(Text(printable(unit)), Text(figure), Text(values))
     return [table]
+
+
+def _time_tables(report: Report, width: int) -> list:
+    """Where the GPU time goes, before everything else (none when the run measured none):
+    names cut in the middle, the figure columns that fit at ``width``."""
+    if report.time is None:
+        return []
+    found: list = [Text("Where the time goes: " + headline(report.time), style="bold")]
+    found += [Text(f"  {note}", style="italic") for note in report.time.notes]
+    for title, header, rows in section_tables(report.time):
+        first = numeric_from(header)
+        needs = [max([len(name), *(len(row[i]) for row in rows)])
+                 for i, name in enumerate(header)]
+        names = [min(need, NAME_MAX) for need in needs[:first]]
+        kept, used = list(range(first)), sum(min(n, NAME_MIN) for n in names) + 1 + \
+            CELL_PADDING * first
+        for index in range(first, len(header)):
+            if used + needs[index] + CELL_PADDING > width:
+                break
+            kept.append(index)
+            used += needs[index] + CELL_PADDING
+        spare = max(0, width - used)
+        table = Table(title=title, title_justify="left")
+        for index in kept:
+            if index < first:
+                size = min(names[index], NAME_MIN + spare // first)
+                _fixed(table, header[index], size)
+            else:
+                _fixed(table, header[index], needs[index], "right")
+        for row in rows:
+            table.add_row(*(Text(middle(printable(row[i]), names[i] if i < first else
+                                        needs[i])) for i in kept))
+        found.append(table)
+    return found
 
 
 def _passes_table(report: Report) -> list[Table]:

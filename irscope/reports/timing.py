@@ -1,0 +1,256 @@
+"""Where the GPU time goes: the report's opening section, the same rows in every format.
+
+Built from the run's joined time (``irscope.read.timing``) and the report's own unit records,
+so each kernel row carries the static facts the report shows of its unit (registers, spills,
+occupancy) and the lint findings on it. Figures are microseconds; shares are of the profiled
+GPU kernel time. Per-line times come from the provenance graph (``irscope.read.provenance``)
+where the run's read layer offers it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from irscope.analysis.timing import KernelTime, RunTime
+from irscope.read.timing import read_time, source_lines
+from irscope.read.view import RunView
+from irscope.reports.records import TimeSection, UnitRecord
+
+TOP = 10  # kernels, lines, nodes and graphs listed
+STATIC = (("registers", "registers"), ("spills", "spills"), ("occupancy", "occupancy"),
+          ("shared_bytes", "shared_bytes"))
+
+
+def time_section(run: RunView, units: Iterable[UnitRecord], top: int = TOP
+                 ) -> TimeSection | None:
+    """The section of ``run``'s report, or None when it measured no time."""
+    time = read_time(run)
+    if time is None:
+        return None
+    records = {u.name: u for u in units}
+    kernels = tuple(_kernel_row(k, time, records) for k in time.top(top))
+    return TimeSection(
+        totals={**time.figures(), "traces": time.traces,
+                "trace_kernel_time_us": _us(time.trace_kernel_time_ns)},
+        kernels=kernels, lines=_lines(run, time, top), nodes=_nodes(time, top),
+        graphs=_graphs(time, top), unjoined=_unjoined(time),
+        ranks={str(rank): _us(ns) for rank, ns in sorted(time.ranks.items())}
+        if len(time.ranks) > 1 else {},
+        steps={str(step): _us(ns) for step, ns in time.steps.items()},
+        devices=time.devices, notes=_notes(run, time))
+
+
+def _us(ns: float) -> float:
+    return round(ns / 1000, 3)
+
+
+def _share(ns: float, time: RunTime) -> float:
+    return round(ns / time.kernel_time_ns, 4) if time.kernel_time_ns else 0.0
+
+
+def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecord]
+                ) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "name": kernel.name, "origin": kernel.origin, "unit": kernel.unit,
+        "graph": kernel.graph, "phase": kernel.phase, "line": kernel.line, "op": kernel.op,
+        "launches": kernel.launches, "total_us": _us(kernel.total_ns),
+        "mean_us": _us(kernel.mean_ns), "min_us": _us(kernel.min_ns),
+        "max_us": _us(kernel.max_ns), "share": _share(kernel.total_ns, time),
+        "grid": "x".join(map(str, kernel.grid)) if kernel.grid else None,
+        "block": "x".join(map(str, kernel.block)) if kernel.block else None,
+        "how": kernel.how}
+    if kernel.rank is not None:
+        row["rank"] = kernel.rank
+    if kernel.candidates > 1:
+        row["configurations_alike"] = kernel.candidates
+    record = units.get(kernel.unit or "") if kernel.origin != "extern" else None
+    if record is not None:
+        row.update((name, record.headline[key]) for key, name in STATIC
+                   if key in record.headline)
+        if record.lint:
+            row["lint"] = sum(record.lint.values())
+            row["lint_rules"] = ", ".join(sorted(k.removeprefix("lint.") for k in record.lint))
+    roof = kernel.roofline()
+    if roof is not None:
+        row.update(gpu=roof.gpu, bound=roof.bound, roofline=_fraction(roof.fraction))
+        if roof.bytes_per_s is not None:
+            row["bytes_per_s"] = round(roof.bytes_per_s)
+        if roof.flops_per_s is not None:
+            row["flops_per_s"] = round(roof.flops_per_s)
+    if kernel.work is not None:
+        row["work"] = kernel.work.source
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def _fraction(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _lines(run: RunView, time: RunTime, top: int) -> tuple[dict[str, Any], ...]:
+    """User source lines by the time of the kernels made from them (a kernel made from
+    several lines counts for each)."""
+    totals: dict[str, list] = defaultdict(lambda: [0, 0, set()])
+    for kernel in time.kernels:
+        if kernel.kind != "kernel" or not kernel.joined:
+            continue
+        for where in source_lines(run, kernel) or ():
+            held = totals[where]
+            held[0] += kernel.total_ns
+            held[1] += kernel.launches
+            held[2].add(kernel.name)
+    rows = sorted(totals.items(), key=lambda item: -item[1][0])[:top]
+    return tuple({"source": where, "total_us": _us(ns), "share": _share(ns, time),
+                  "launches": launches, "kernels": len(names)}
+                 for where, (ns, launches, names) in rows)
+
+
+def _nodes(time: RunTime, top: int) -> tuple[dict[str, Any], ...]:
+    """FX nodes of Inductor's graphs by the time of the kernels computing them (a kernel
+    fusing several nodes counts for each, so the rows add up to more than the total)."""
+    totals: dict[tuple, int] = defaultdict(int)
+    for kernel in time.kernels:
+        for node in kernel.nodes:
+            totals[(kernel.graph, kernel.phase, node)] += kernel.total_ns
+    rows = sorted(totals.items(), key=lambda item: -item[1])[:top]
+    return tuple({"graph": graph, "phase": phase, "node": node, "total_us": _us(ns),
+                  "share": _share(ns, time)} for (graph, phase, node), ns in rows)
+
+
+def _graphs(time: RunTime, top: int) -> tuple[dict[str, Any], ...]:
+    """Each graph (by phase) or other unit with its kernel time: what launched the time."""
+    totals: dict[tuple, list] = defaultdict(lambda: [0, 0])
+    for kernel in time.kernels:
+        if kernel.kind != "kernel":
+            continue
+        owner = kernel.graph or kernel.unit or "(unjoined)"
+        held = totals[(owner, kernel.phase if kernel.graph else None, kernel.origin
+                       if not kernel.graph else "graph")]
+        held[0] += kernel.total_ns
+        held[1] += kernel.launches
+    rows = sorted(totals.items(), key=lambda item: -item[1][0])[:top]
+    return tuple({k: v for k, v in {"unit": owner, "phase": phase, "kind": kind,
+                                    "total_us": _us(ns), "share": _share(ns, time),
+                                    "launches": launches}.items() if v is not None}
+                 for (owner, phase, kind), (ns, launches) in rows)
+
+
+def _unjoined(time: RunTime) -> tuple[dict[str, Any], ...]:
+    """What nothing in the run accounts for, by what launched it."""
+    totals: dict[str, list] = defaultdict(lambda: [0, 0, set()])
+    for kernel in time.kernels:
+        if kernel.kind == "kernel" and not kernel.joined:
+            held = totals[kernel.how]
+            held[0] += kernel.total_ns
+            held[1] += kernel.launches
+            held[2].add(kernel.name)
+    rows = sorted(totals.items(), key=lambda item: -item[1][0])
+    return tuple({"launched_by": how, "total_us": _us(ns), "share": _share(ns, time),
+                  "launches": launches, "kernels": len(names)}
+                 for how, (ns, launches, names) in rows)
+
+
+def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
+    notes = list(time.problems)
+    if time.kernels and source_lines(run, time.kernels[0]) is None:
+        notes.append("times per source line wait for the provenance graph "
+                     "(irscope.read.provenance); per FX node they are below")
+    for window in time.windows:
+        if window.get("reason"):
+            notes.append(f"nothing timed: {window['reason']}")
+        elif window.get("steps_profiled") is not None:
+            skipped = f", after {window['skip']} skipped" if window.get("skip") else ""
+            notes.append(f"{window['steps_profiled']} step(s) profiled{skipped}")
+    return tuple(notes)
+
+
+# -- the section as titled tables of text, which every text format lays out its own way -------
+KERNEL_COLUMNS = (("name", "Kernel"), ("unit", "Unit"), ("phase", "Phase"),
+                  ("share", "Share"), ("total_us", "Total µs"), ("launches", "Launches"),
+                  ("mean_us", "Mean µs"), ("registers", "Regs"), ("spills", "Spills"),
+                  ("occupancy", "Occupancy"), ("roofline", "Roofline"), ("lint", "Lint"),
+                  ("grid", "Grid"), ("block", "Block"))
+
+
+def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of each part of the section with rows, figures as text."""
+    columns = [(key, title) for key, title in KERNEL_COLUMNS
+               if any(_cell(key, row) for row in section.kernels)]
+    tables = [("Top kernels by GPU time", [t for _, t in columns],
+               [[_cell(key, row) for key, _ in columns] for row in section.kernels])]
+    if section.lines:
+        tables.append(("Top source lines by GPU time", ["Source", "Total µs", "Share",
+                                                        "Kernels"],
+                       [[r["source"], _cell("total_us", r), _cell("share", r),
+                         _cell("kernels", r)] for r in section.lines]))
+    if section.graphs:
+        tables.append(("By graph", ["Unit", "Phase", "Launches", "Total µs", "Share"],
+                       [[r.get("unit", ""), r.get("phase", ""), _cell("launches", r),
+                         _cell("total_us", r), _cell("share", r)] for r in section.graphs]))
+    if section.nodes:
+        tables.append(("Top FX nodes (a kernel's time counts for each node it computes)",
+                       ["Graph", "Phase", "Node", "Total µs", "Share"],
+                       [[r.get("graph") or "", r.get("phase") or "", r["node"],
+                         _cell("total_us", r), _cell("share", r)] for r in section.nodes]))
+    if section.unjoined:
+        tables.append(("Launched outside any unit of the run", ["Launched by", "Launches",
+                                                                "Total µs", "Share"],
+                       [[r["launched_by"], _cell("launches", r), _cell("total_us", r),
+                         _cell("share", r)] for r in section.unjoined]))
+    for title, values in (("By rank", section.ranks), ("By step", section.steps)):
+        if values:
+            tables.append((title, ["", "Total µs"], [[k, f"{v:,.1f}"] for k, v in
+                                                      values.items()]))
+    return tables
+
+
+def headline(section: TimeSection) -> str:
+    """One line: the profiled GPU time, how much of it is joined, on which GPU."""
+    totals = section.totals
+    total, unjoined = totals.get("gpu_time_us", 0), totals.get("gpu_time_unjoined_us", 0)
+    joined = 1 - unjoined / total if total else 0
+    gpus = f" on {', '.join(section.devices)}" if section.devices else ""
+    return (f"{total:,.1f} µs of GPU kernel time in {int(totals.get('gpu_launches', 0)):,} "
+            f"launches{gpus}; {joined:.1%} joined to the run's units")
+
+
+def short_name(name: str) -> str:
+    """A kernel's name without what C++ adds around it: ``void at::f<T>(Params)`` ->
+    ``at::f<T>`` (reports keep the whole name in JSON and CSV)."""
+    name = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    depth = 0
+    for index, char in enumerate(name):
+        if char in "<[":
+            depth += 1
+        elif char in ">]":
+            depth -= 1
+        elif char == "(" and depth == 0 and index:
+            return name[:index]
+    return name
+
+
+def numeric_from(header: list[str]) -> int:
+    """The first column of figures in one of ``section_tables``' headers."""
+    return next((i for i, title in enumerate(header)
+                 if title in ("Share", "Launches", "Total µs")), len(header))
+
+
+def _cell(key: str, row: Mapping[str, Any]) -> str:
+    value = row.get(key)
+    if key == "unit" and row.get("origin") == "unjoined":
+        return "(unjoined)"
+    if key == "name" and isinstance(value, str):
+        return short_name(value)
+    if value is None:
+        return "unknown" if key == "roofline" and row.get("origin") != "unjoined" else ""
+    if key in ("share", "occupancy"):
+        return f"{value:.1%}"
+    if key == "roofline":
+        bound = f", {row['bound']}-bound" if row.get("bound") else ""
+        return f"{value:.0%} of peak{bound}"
+    if isinstance(value, float):
+        return f"{value:,.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
