@@ -5,20 +5,25 @@
 #   ROUNDS=2 [ARMS="plain irscope"] bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
 # Arms, in an order that turns each round: `plain` (python as the user runs it), `trace`
 # (python with TORCH_TRACE set: what PyTorch's own structured trace costs, the floor),
-# `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1) and `irscope`, whose line also
+# `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1), `irscope`, whose line also
 # prints where its own time went (run.json's phases_s: start, child_start, script,
-# child_exit, filing). Each arm keeps its
-# own caches, emptied before its cold run, so every arm sees the same cache state.
+# child_exit, filing), and `profile` (`irscope inspect --profile`, a window of 3 steps after
+# the first). Each arm keeps its own caches, emptied before its cold run, so every arm sees
+# the same cache state.
+# The time check (ROUNDS=3 STEPS=6 ARMS="plain profile" ... gpt2 jax): the warm runs' median
+# wall time of each arm and `profile` over `plain`, then benchmarks/check_time.py on the
+# profiled runs (the per-kernel sum against the profiler's total, Triton/XLA launches left
+# unjoined, forward and backward kernels of one name, GEMMs and attention under their graph).
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 workloads=${*:-gpt2 jax}
 rounds=${ROUNDS:-1}
-command_for() {
+command_for() {  # workload [steps]
   case $1 in
-    gpt2) echo "$here/workloads/gpt2_train.py --layers 12 --steps 2" ;;
-    jax) echo "$here/../samples/scripts/jax_train.py --flax --steps 3" ;;
+    gpt2) echo "$here/workloads/gpt2_train.py --layers 12 --steps ${2:-2}" ;;
+    jax) echo "$here/../samples/scripts/jax_train.py --flax-only --steps ${2:-3}" ;;
   esac
 }
 timed() {  # label command...
@@ -28,7 +33,7 @@ timed() {  # label command...
 }
 run_arm() {  # workload arm round
   local w=$1 arm=$2 r=$3 cmd state
-  cmd=$(command_for "$w")
+  cmd=$(command_for "$w" "${STEPS:-}")
   export TORCHINDUCTOR_CACHE_DIR=/tmp/bench-$w-$arm/inductor TRITON_CACHE_DIR=/tmp/bench-$w-$arm/triton
   export JAX_COMPILATION_CACHE_DIR=/tmp/bench-$w-$arm/jax IRSCOPE_CACHE_DIR=/tmp/bench-$w-$arm/irscope
   rm -rf /tmp/bench-$w-$arm
@@ -41,6 +46,8 @@ run_arm() {  # workload arm round
       irscope)
         timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$out/$w-$state" --name "$w-$state" $cmd
         python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'))" "$out/$w-$state/run.json" 2>/dev/null ;;
+      profile)
+        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace --profile -o "$out/$w-profile-$state" --name "$w-profile-$state" $cmd ;;
     esac
   done
 }
@@ -52,7 +59,20 @@ for w in $workloads; do
     arms="$(echo $arms | cut -d' ' -f2-) $(echo $arms | cut -d' ' -f1)"  # the next round starts with the next arm
   done
 done
+python3 - "$out/times.txt" <<'PY'
+import re, statistics, sys
+warm = {}
+for line in open(sys.argv[1]):  # "gpt2-profile-warm-r2 36123 ms (exit 0)"
+    m = re.match(r"(\w+)-(\S+)-warm-r\d+ (\d+) ms", line)
+    if m:
+        warm.setdefault((m[1], m[2]), []).append(int(m[3]))
+for (w, arm), ms in sorted(warm.items()):
+    base = warm.get((w, "plain"))
+    ratio = f", {statistics.median(ms) / statistics.median(base) - 1:+.1%} over plain" if base and arm != "plain" else ""
+    print(f"{w} {arm} warm: median {statistics.median(ms)} ms of {len(ms)} rounds{ratio}")
+PY
 for w in $workloads; do
+  [ -d "$out/$w-profile-warm" ] && python3 "$here/check_time.py" "$out/$w-profile-warm"
   [ -d "$out/$w-cold" ] && python3 -m irscope ls "$out/$w-cold" > "$out/$w-ls.txt" 2>&1
   [ "$w" = gpt2 ] && python3 "$here/check_truth.py" "$out/gpt2-cold" | tail -25
   [ -d "$out/$w-warm" ] && python3 - "$out/$w-cold" "$out/$w-warm" <<'PY'

@@ -123,6 +123,9 @@ class ProfileTrace(ParseResult):
 def role_of(name: str, category: int = OP) -> tuple[int, str | int | None]:
     """What a range named ``name`` is (``category``: OP, ANNOTATION or PYTHON) and the identity
     it carries: a graph key, a compile id, a step number."""
+    if category == ANNOTATION and name.startswith("ProfilerStep#"):  # record_function's
+        match = STEP_RE.match(name)
+        return (STEP, int(match.group(1))) if match else (ANNOTATION, None)
     if category != OP:
         return category, None
     if name.startswith("## Call CompiledFxGraph"):

@@ -15,7 +15,7 @@ from ._profile import (ANNOTATION, OP, PYTHON, DeviceInfo, ProfileTrace, Timelin
                        as_int, dims, gpu_events, xprof_fields)
 from .base import Diagnostic, gc_paused
 
-VERSION = 2  # of the rows of both formats read here (Chrome trace JSON and XSpace)
+VERSION = 3  # of the rows of both formats read here (Chrome trace JSON and XSpace)
 KIND = "profile_trace"
 CHUNK = 1 << 20  # characters read at a time
 CUT_SLACK = 8  # a value cut inside a literal or an escape fails up to this far before the end

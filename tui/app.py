@@ -19,6 +19,7 @@ from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
 from irscope.parsers.base import Diagnostic, ParseResult
 from irscope.read.figures import read_run_figures, unit_figures_of
+from irscope.read.autotune import autotune_times
 from irscope.read.timing import read_time, time_share
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
@@ -97,6 +98,7 @@ class IrscopeApp(App[None]):
         self._badges_requested = False
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
         self.time: Any = None  # the run's measured GPU time, once badges are read
+        self.tuned: dict[int, Any] = {}  # the autotuners' benchmark times, likewise
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
         self.rank_rows: list = []  # (Problem, Place) per divergence between ranks
@@ -144,7 +146,7 @@ class IrscopeApp(App[None]):
     def load_badges(self) -> None:
         run, by_blob, out = self.store(), {}, {}
         figures = {u.unit_id: u for u in read_run_figures(run).units}
-        time = read_time(run)
+        time, tuned = read_time(run), autotune_times(run)
         for unit_id, stages in self.stages_by_unit.items():
             per_kind = {}
             for stage in stages:
@@ -154,7 +156,7 @@ class IrscopeApp(App[None]):
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id), time_share(time, unit_id))
-        self.post_message(msg.BadgesReady(out, figures, time))
+        self.post_message(msg.BadgesReady(out, figures, time, tuned))
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
@@ -322,7 +324,7 @@ class IrscopeApp(App[None]):
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
-        self.figures, self.time = message.figures, message.time
+        self.figures, self.time, self.tuned = message.figures, message.time, message.tuned
         self.navigator.stage_tree.set_badges(message.badges)
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
@@ -374,7 +376,7 @@ class IrscopeApp(App[None]):
                          if r.dst == unit.id and r.src in self.units})
         if graphs:
             rows.append(("launched by", ", ".join(graphs)))
-        candidates = autotune_candidates(unit, self.units.values())
+        candidates = autotune_candidates(unit, self.units.values(), self.tuned)
         if candidates:
             best = next((c for c in candidates if c.best), None)
             rows.append(("configs", f"{len(candidates)} compiled, " + (

@@ -19,9 +19,11 @@ ALLOC_RE = re.compile(r"^\s*(\w+) = empty_strided\w*\(\(([\d, ]*)\),\s*\([\d, ]*
                       r"(?:device=[^,]+,\s*)?(?:dtype=)?torch\.(\w+)")
 # assert_size_stride(primals_1, (4, 64), (64, 1))
 ASSERT_RE = re.compile(r"^\s*assert_size_stride\((\w+), \(([\d, ]*)\)")
-# buf26 = buf25; del buf25  # reuse      buf7 = reinterpret_tensor(buf3, (64, 128), (128, 1), 0); del buf3  # reuse
+# buf26 = buf25; del buf25  # reuse
+# buf7 = reinterpret_tensor(buf3, (64, 128), (128, 1), 0); del buf3  # reuse
 REUSE_RE = re.compile(r"^\s*(\w+) = (\w+|reinterpret_tensor\(.*?\)); del \w+\s+# reuse")
-# extern_kernels.addmm(primals_6, reinterpret_tensor(buf9, (256, 128), (128, 1), 0), primals_7, alpha=1, beta=1, out=buf10)
+# extern_kernels.addmm(primals_6, reinterpret_tensor(buf9, (256, 128), (128, 1), 0),
+#                      primals_7, alpha=1, beta=1, out=buf10)     (one line in the code)
 EXTERN_RE = re.compile(r"^\s*extern_kernels\.(mm|addmm|bmm|baddbmm)\((.*)\)\s*$")
 # reinterpret_tensor(buf9, (256, 128), (128, 1), 0)
 REINTERPRET_RE = re.compile(r"^reinterpret_tensor\((\w+), \(([\d, ]*)\)")

@@ -3,14 +3,15 @@
 Triton compiles a kernel once per configuration tried; irscope files each compile as a unit
 of its own, all from one module: the first under the kernel's name, the others as
 ``name-<hash8>`` (``irscope.ingest.triton_cache``). Inductor's ``.best_config`` marks the
-winner with ``attrs["autotune_best"]``; under ``inspect --profile`` each compile also carries
-the benchmark time the autotuner measured for it (``attrs["autotune_ms"]``).
+winner with ``attrs["autotune_best"]``; under ``inspect --profile`` the autotuners' records
+give each compile the benchmark time it measured and mark the one it chose.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 from dataclasses import dataclass
 
 from irscope.browse.launches import base_name
@@ -42,9 +43,11 @@ def config_text(attrs: Mapping) -> str:
     return " ".join(parts)
 
 
-def autotune_candidates(unit: Unit, units: Iterable[Unit]) -> list[Candidate]:
+def autotune_candidates(unit: Unit, units: Iterable[Unit],
+                        tuned: Mapping[int, Any] = {}) -> list[Candidate]:
     """Every compile of ``unit``'s kernel from its module, in configuration order; none for
-    a kernel compiled once that autotuning did not mark."""
+    a kernel compiled once that autotuning did not mark. ``tuned``: the autotuners' records
+    by unit id (``irscope.read.autotune.autotune_times``)."""
     if unit.framework != "triton":
         return []
     key = (base_name(unit.name), unit.source_file)
@@ -52,8 +55,9 @@ def autotune_candidates(unit: Unit, units: Iterable[Unit]) -> list[Candidate]:
             and (base_name(u.name), u.source_file) == key]
     if len(same) < 2 and not unit.autotune_best:
         return []
-    found = [Candidate(u.id, u.name, config_text(u.attrs), u.autotune_best,
-                       u.attrs.get("autotune_ms")) for u in same]
+    found = [Candidate(u.id, u.name, config_text(u.attrs),
+                       u.autotune_best or (u.id in tuned and tuned[u.id].best),
+                       tuned[u.id].ms if u.id in tuned else None) for u in same]
     return sorted(found, key=lambda c: (natural_key(c.config), c.name))
 
 

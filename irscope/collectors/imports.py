@@ -18,8 +18,8 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname not in self.callbacks:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
+        for finder in sys.meta_path:  # the real finders: another watcher would ask back
+            if isinstance(finder, PostImportFinder) or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(fullname, path, target)
             if spec is not None:
@@ -34,10 +34,14 @@ class PostImportFinder(importlib.abc.MetaPathFinder):
         def exec_then_call_back(module):
             exec_module(module)
             # popped only on a real import: importlib.util.find_spec() probes (torch does
-            # one for triton) ask for a spec and never execute it
-            callback = self.callbacks.pop(fullname, None)
-            if callback is not None:
-                callback(module)
+            # one for triton) ask for a spec and never execute it; every watcher of the
+            # package is called, this one first
+            watchers = [self, *(f for f in sys.meta_path
+                                if isinstance(f, PostImportFinder) and f is not self)]
+            for watcher in watchers:
+                callback = watcher.callbacks.pop(fullname, None)
+                if callback is not None:
+                    callback(module)
 
         loader.exec_module = exec_then_call_back  # loaders are made per spec: this one only
         return spec

@@ -366,15 +366,18 @@ def _hook_triton_autotuner(autotuner_module, path: Path) -> None:
                 fn = getattr(self, "base_fn", None) or getattr(self.fn, "fn", None)
                 code = getattr(fn, "__code__", None)
                 _record(path, getattr(fn, "__name__", None), code and code.co_filename,
-                        [(config, ms, None) for config, ms in timings.items()])
+                        [(config, ms, None) for config, ms in timings.items()],
+                        getattr(self, "best_config", None))
             except Exception:  # noqa: BLE001
                 pass
         return result
     autotuner.run = run
 
 
-def _record(path: Path, kernel: str | None, module: str | None, timed: list) -> None:
-    """One kernel's configurations with their benchmark time (ms), the fastest marked best."""
+def _record(path: Path, kernel: str | None, module: str | None, timed: list,
+            chosen=None) -> None:
+    """One kernel's configurations with their benchmark time (ms), the one the autotuner
+    chose marked best (``chosen``, else the first fastest, as Inductor picks)."""
     if not kernel or not timed:
         return
     configs = []
@@ -391,8 +394,11 @@ def _record(path: Path, kernel: str | None, module: str | None, timed: list) -> 
                 row[key] = value
         configs.append(row)
     timed_ms = [c["ms"] for c in configs if c["ms"] is not None]
-    for row in configs:
-        row["best"] = bool(timed_ms) and row["ms"] == min(timed_ms)
+    best = next((i for i, (config, _, _) in enumerate(timed) if config is chosen), None)
+    if best is None and timed_ms:
+        best = next(i for i, c in enumerate(configs) if c["ms"] == min(timed_ms))
+    for index, row in enumerate(configs):
+        row["best"] = index == best
     os.makedirs(path.parent, exist_ok=True)
     append_record(path, {AUTOTUNE_MARK: {"kernel": kernel, "module": module,
                                          "configs": configs}})

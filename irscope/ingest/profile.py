@@ -2,15 +2,15 @@
 
 A trace becomes one unit of framework ``profile`` (``(profile) trace.json.gz``, one per rank)
 holding its GPU activities as a ``launches`` stage (``irscope.analysis.launches``: compact
-columns with each launch's CPU context) and the trace's own facts in its attributes: the
-profiler, the devices, the profiled window and its kernel time. Nothing is joined here: which
+columns with each launch's CPU context), the trace file itself as a ``raw`` stage (kept, as
+everything collected is), and the trace's own facts in its attributes: the profiler, the
+devices, the profiled window and its kernel time. Nothing is joined here: which
 unit each launch belongs to is read from the run when it is read (``irscope.read.timing``), so
 a trace filed before or after the compiles it measured joins the same.
 
 Two small files ``irscope inspect --profile`` writes beside a trace are filed with it: the
 window it profiled (``window.json``) and the benchmark time the autotuners measured for each
-configuration of a kernel (``autotune.jsonl``), which is set on the Triton units of those
-configurations (``autotune_ms``, and ``autotune_best`` on the one chosen).
+configuration of a kernel (``autotune.jsonl``), kept as ``autotune`` events.
 """
 
 from __future__ import annotations
@@ -104,7 +104,18 @@ def ingest_trace(writer: Writer, path: Path, report, rank: int | None = None,
     name = ranked_name(f"(profile) {_short_name(path)}", rank)
     unit = writer.add_unit(_free_name(writer, name, str(path)), FRAMEWORK, attrs=attrs)
     writer.add_stage(unit, STAGE, encode_trace(trace), name=STAGE, origin=str(path))
+    writer.add_stage(unit, "raw", _streamed(writer, path), name=path.name, origin=str(path))
     return 1
+
+
+def _streamed(writer: Writer, path: Path):
+    """The trace file as it was written, streamed into the store (kept whole, so a later
+    irscope reads it again; the launches stage is what readers use)."""
+    sink = writer.run.blob_sink()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            sink.write(chunk)
+    return sink.close()
 
 
 def _short_name(path: Path) -> str:
@@ -145,44 +156,22 @@ def read_window(path: Path) -> dict[str, Any] | None:
 
 
 def ingest_autotune(writer: Writer, path: Path, report) -> int:
-    """Set each configuration's benchmark time on the Triton unit compiled for it; returns how
-    many units got one. A record whose kernel the run does not hold is kept as an event."""
+    """Keep each kernel's autotuning record as an ``autotune`` event (on a unit of that kernel
+    where the run holds one); which compile each configuration is, is read when the run is
+    read (``irscope.read.autotune``): the Triton units may be filed after it. Returns how many
+    records were kept."""
     from irscope.collectors.staging import read_records
 
-    count = 0
+    kept = 0
     triton = writer.run.units("triton")
     for record in read_records(path):
         body = record.get(AUTOTUNE_MARK) if isinstance(record, dict) else None
         if not isinstance(body, dict) or not isinstance(body.get("kernel"), str):
             continue
         configs = [c for c in body.get("configs") or () if isinstance(c, dict)]
-        module = Path(str(body.get("module") or "")).name
-        same = [u for u in triton if u.name.split("-")[0] == body["kernel"]
-                and (not module or not u.source_file or Path(u.source_file).name == module)]
-        matched = 0
-        for config in configs:
-            ms = config.get("ms")
-            if not isinstance(ms, (int, float)) or isinstance(ms, bool):
-                continue
-            for unit in same:
-                if _same_config(unit.attrs, config):
-                    attrs = {"autotune_ms": float(ms)}
-                    if config.get("best"):
-                        attrs["autotune_best"] = True
-                    writer.update_attrs(unit.id, attrs)
-                    matched += 1
-        count += matched
-        event = {"kernel": body["kernel"], "module": module or None, "configs": configs,
-                 "matched_units": matched}
-        writer.add_event("autotune", event, same[0].id if same else None)
-    return count
-
-
-def _same_config(attrs: Mapping[str, Any], config: Mapping[str, Any]) -> bool:
-    """Whether a Triton unit was compiled for ``config`` (its constexprs, warps and stages)."""
-    constexprs = attrs.get("constexprs") if isinstance(attrs.get("constexprs"), Mapping) else {}
-    kwargs = config.get("kwargs") if isinstance(config.get("kwargs"), Mapping) else {}
-    if any(constexprs.get(k) != v for k, v in kwargs.items()):
-        return False
-    return all(config.get(key) is None or attrs.get(key) == config.get(key)
-               for key in ("num_warps", "num_stages"))
+        module = Path(str(body.get("module") or "")).name or None
+        unit = next((u.id for u in triton if u.name.split("-")[0] == body["kernel"]), None)
+        writer.add_event("autotune", {"kernel": body["kernel"], "module": module,
+                                      "configs": configs}, unit)
+        kept += 1
+    return kept

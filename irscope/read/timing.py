@@ -34,6 +34,7 @@ from irscope.analysis.launches import Signature, decode_table, held_by, signatur
 from irscope.parsers._profile import CpuContext
 from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
+from irscope.read.autotune import autotune_times
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
@@ -223,6 +224,10 @@ class _Joiner:
     def graphs(self) -> _Graphs:
         return _Graphs(self.view)
 
+    @cached_property
+    def tuned(self) -> dict:
+        return autotune_times(self.view)
+
     def _inductor(self, sig: Signature, context: CpuContext, graph: _Graph, rank) -> _Target:
         code, launch = graph.code, None
         if context.launch_index is not None and 0 <= context.launch_index < len(
@@ -242,11 +247,9 @@ class _Joiner:
                 return _Target("triton", "graph call -> output code kernel (its Triton compile "
                                          "is not in the run)", graph.unit, line=line,
                                work=work, **base)
-            unit, candidates = _pick(units, sig)
-            how = "graph call -> output code kernel -> Triton unit"
-            if candidates > 1:
-                how += f" ({candidates} configurations alike: {_picked(unit)})"
-            return _Target("triton", how, unit, line=line, work=work, candidates=candidates,
+            unit, candidates, how = _pick(units, sig, self.tuned)
+            return _Target("triton", "graph call -> output code kernel -> Triton unit" + how,
+                           unit, line=line, work=work, candidates=candidates,
                            nodes=line_nodes.get(line, ()), **base)
         if launch is None:
             return _Target("extern", "graph call (its place in call() not known)", graph.unit,
@@ -280,10 +283,9 @@ class _Joiner:
             return _Target("nvfuser", "kernel name" + (
                 f" ({len(units)} regions compile it alike)" if len(units) > 1 else ""),
                 units[0], candidates=len(units))
-        unit, candidates = _pick(units, sig)
-        return _Target("triton", "kernel name -> Triton unit, by its resources"
-                       + (f" ({candidates} alike: {_picked(unit)})" if candidates > 1 else ""),
-                       unit, candidates=candidates)
+        unit, candidates, how = _pick(units, sig, self.tuned)
+        return _Target("triton", "kernel name -> Triton unit, by its resources" + how, unit,
+                       candidates=candidates)
 
     # -- XLA -----------------------------------------------------------------------------
     @cached_property
@@ -423,15 +425,19 @@ def _kernel_symbol(name: str) -> str:
     return match.group(1) if match else name
 
 
-def _pick(units: list[Unit], sig: Signature) -> tuple[Unit, int]:
-    """The compiled configuration among ``units`` (one kernel's) that the launch ran, told
-    apart by its block (num_warps x 32 threads), registers and shared memory; where several
-    remain, the one the autotuner chose, else the first. Returns it and how many remained."""
-    if len(units) == 1:
-        return units[0], 1
+def _pick(units: list[Unit], sig: Signature, tuned: Mapping) -> tuple[Unit, int, str]:
+    """The compiled configuration among ``units`` (one kernel's) that the launch ran: the one
+    whose block (num_warps x 32 threads), registers and shared memory are the launch's, else
+    among those the one the autotuner chose (once it has chosen, the kernel launches that
+    configuration alone), else the first. Returns it, how many remain alike, and how."""
     fitting = [u for u in units if _fits(u, sig)] or units
-    best = [u for u in fitting if u.attrs.get("autotune_best")]
-    return (best[0] if len(best) == 1 else fitting[0]), len(fitting)
+    if len(fitting) == 1:
+        return fitting[0], 1, ""
+    best = [u for u in fitting
+            if u.attrs.get("autotune_best") or (u.id in tuned and tuned[u.id].best)]
+    if len(best) == 1:
+        return best[0], 1, f" (of {len(fitting)} alike, the autotuner's choice)"
+    return fitting[0], len(fitting), f" ({len(fitting)} configurations alike: the first taken)"
 
 
 def _fits(unit: Unit, sig: Signature) -> bool:
@@ -450,10 +456,6 @@ def _fits(unit: Unit, sig: Signature) -> bool:
             record.registers, max(16, -(-record.registers // 8) * 8)):
         return False
     return sig.shared is None or sig.shared in (record.shared_dynamic_bytes, record.shared_bytes)
-
-
-def _picked(unit: Unit) -> str:
-    return "the autotuner's pick" if unit.attrs.get("autotune_best") else "the first taken"
 
 
 def _launched_by(context: CpuContext | None) -> str:

@@ -65,7 +65,8 @@ def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecor
         row["rank"] = kernel.rank
     if kernel.candidates > 1:
         row["configurations_alike"] = kernel.candidates
-    record = units.get(kernel.unit or "") if kernel.origin != "extern" else None
+    # a kernel's own unit only: an extern's or a fusion's unit is its graph or module
+    record = units.get(kernel.unit or "") if kernel.origin in ("triton", "nvfuser") else None
     if record is not None:
         row.update((name, record.headline[key]) for key, name in STATIC
                    if key in record.headline)
@@ -154,8 +155,10 @@ def _unjoined(time: RunTime) -> tuple[dict[str, Any], ...]:
 def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
     notes = list(time.problems)
     if time.kernels and source_lines(run, time.kernels[0]) is None:
+        nodes = any(k.nodes for k in time.kernels)
         notes.append("times per source line wait for the provenance graph "
-                     "(irscope.read.provenance); per FX node they are below")
+                     "(irscope.read.provenance)" + ("; per FX node they are below"
+                                                    if nodes else ""))
     for window in time.windows:
         if window.get("reason"):
             notes.append(f"nothing timed: {window['reason']}")
@@ -241,7 +244,10 @@ def _cell(key: str, row: Mapping[str, Any]) -> str:
     if key == "unit" and row.get("origin") == "unjoined":
         return "(unjoined)"
     if key == "name" and isinstance(value, str):
-        return short_name(value)
+        op = row.get("op")  # an XLA kernel another fusion reuses: which fusion it ran for
+        fusion = f" · {op}" if row.get("origin") == "xla" and op and \
+            op.replace(".", "_") != value else ""
+        return short_name(value) + fusion
     if value is None:
         return "unknown" if key == "roofline" and row.get("origin") != "unjoined" else ""
     if key in ("share", "occupancy"):

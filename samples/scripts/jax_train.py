@@ -1,6 +1,6 @@
 """A JAX training step of the size people compile: an MLP with SGD, a lax.scan RNN and a vmap.
 
-Run: python samples/scripts/jax_train.py [--steps 3] [--flax]   (--flax: flax.linen + optax)
+Run: python samples/scripts/jax_train.py [--steps 3] [--flax | --flax-only]   (flax.linen + optax)
      [--profile DIR]   (jax.profiler over the flax steps after the first, written under DIR)
 """
 
@@ -84,8 +84,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--flax", action="store_true")
+    ap.add_argument("--flax-only", action="store_true", help="the flax/optax steps alone")
     ap.add_argument("--profile", help="a jax.profiler trace of the flax steps, written here")
     args = ap.parse_args()
+    if args.flax_only:
+        print(f"jax_train: flax {float(flax_step(args.steps, args.profile)):.4f}")
+        return
     key = jax.random.PRNGKey(0)
     params = init_mlp(key, [128, 512, 512, 512, 1])
     x, y = jax.random.normal(key, (256, 128)), jnp.zeros((256, 1))

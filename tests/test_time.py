@@ -1,0 +1,238 @@
+"""Measured GPU time joined to the run: the H100 runs captured with `inspect --profile`, and the
+profiler traces of samples/profile filed by `irscope ingest`, checked against the traces' own
+events and the output code's own launches."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+import tarfile
+from collections import Counter
+
+import pytest
+from conftest import GPU_SAMPLES, SAMPLES, run_cli
+
+from irscope.analysis.launches import decode_table, encode_trace
+from irscope.ingest import ingest
+from irscope.parsers import profile_trace
+from irscope.read.autotune import autotune_times
+from irscope.read.timing import read_time
+from irscope.reports.build import build_report
+from irscope.reports.diff import diff_reports
+from irscope.reports.gates import evaluate, parse_gate
+from irscope.reports.records import report_from_json, report_to_json
+from irscope.store import Run
+
+PROFILE = SAMPLES / "profile"
+
+
+def trace_of(run: Run):
+    """The profiler trace the run keeps (its raw stage), read again by the parser."""
+    (unit,) = run.units("profile")
+    raw = next(s for s in run.stages(unit.id) if s.kind == "raw")
+    return profile_trace.read(io.BytesIO(run.read_blob(raw.blob)))
+
+
+@pytest.fixture(scope="module")
+def torch_run(tmp_path_factory):
+    target = tmp_path_factory.mktemp("time") / "torch_profile"
+    shutil.copytree(GPU_SAMPLES / "torch_profile", target)
+    return Run.open(target)
+
+
+def test_every_launch_of_the_gpt2_steps_is_joined_or_listed(torch_run):
+    time, trace = read_time(torch_run), trace_of(torch_run)
+    kernels = [k for k in time.kernels if k.kind == "kernel"]
+    assert sum(k.launches for k in kernels) == len(trace.kernels) == 384
+    assert sum(k.total_ns for k in kernels) == time.kernel_time_ns == trace.kernel_time_ns
+    assert sum(k.launches for k in time.kernels if k.kind != "kernel") == len(trace.memory_ops)
+    by_origin = Counter()
+    for k in kernels:
+        by_origin[k.origin] += k.launches
+    assert by_origin == {"triton": 180, "extern": 162, "unjoined": 42}
+    assert time.unjoined_ns == sum(k.total_ns for k in kernels if k.origin == "unjoined")
+    # the three launches of each step no graph made: AdamW, the zero-filled gradients, the seed
+    assert {k.how for k in kernels if not k.joined} == {
+        "outside any compiled graph: Optimizer.step#AdamW.step",
+        "outside any compiled graph: backward autograd::engine::evaluate_function: "
+        "CompiledFunctionBackward", "outside any compiled graph: aten::ones_like"}
+    assert sum(time.steps.values()) == time.kernel_time_ns and set(time.steps) == {1, 2, 3}
+
+
+def test_triton_launches_join_the_unit_their_output_code_names(torch_run):
+    time = read_time(torch_run)
+    units = {u.id: u for u in torch_run.units()}
+    triton = [k for k in time.kernels if k.origin == "triton"]
+    for kernel in triton:
+        unit = units[kernel.unit_id]
+        assert unit.framework == "triton" and unit.name.split("-")[0] == kernel.name
+        launched = {r.dst for r in torch_run.relations("launches") if r.src == kernel.graph_id}
+        assert kernel.unit_id in launched  # the graph whose call launched it
+        code = torch_run.parsed(torch_run.stage(units[kernel.graph_id], kernel.output_code))
+        line = next(l for l in code.launch_sequence if l.line == kernel.line)
+        assert (line.kind, line.name) == ("kernel", kernel.name)
+        if kernel.candidates == 1:  # its block is num_warps x 32
+            assert kernel.block[0] == unit.attrs["num_warps"] * 32
+
+
+def test_kernels_of_one_name_in_forward_and_backward_are_timed_apart(torch_run):
+    time = read_time(torch_run)
+    rows: dict[str, list] = {}
+    for kernel in time.kernels:
+        if kernel.graph and kernel.kind == "kernel":
+            rows.setdefault(kernel.name, []).append(kernel)
+    both = {name: found for name, found in rows.items()
+            if {k.phase for k in found} == {"forward", "backward"}}
+    assert len(both) == 3  # cuBLAS GEMMs both output codes call
+    for found in both.values():  # each row its own output code's line, with its own time
+        codes = {k.phase: {k.output_code for k in found if k.phase == phase}
+                 for k in found for phase in [k.phase]}
+        assert not codes["forward"] & codes["backward"]
+        assert len({(k.output_code, k.line) for k in found}) == len(found)
+
+
+def test_gemms_and_attention_are_externs_under_the_graph_and_line_that_call_them(torch_run):
+    time = read_time(torch_run)
+    units = {u.id: u for u in torch_run.units()}
+    externs = [k for k in time.kernels if k.origin == "extern" and k.kind == "kernel"]
+    ops = Counter()
+    for kernel in externs:
+        code = torch_run.parsed(torch_run.stage(units[kernel.graph_id], kernel.output_code))
+        line = next(l for l in code.launch_sequence if l.line == kernel.line)
+        assert line.kind in ("extern", "fallback") and line.name == kernel.op
+        ops[kernel.op] += kernel.launches
+    attention = "aten._scaled_dot_product_efficient_attention"
+    # cuBLAS runs some products as a GEMM and its split-K reduction: two launches of one call
+    assert ops == {"mm": 111, "addmm": 18, f"{attention}_backward.default": 24,
+                   f"{attention}.default": 6, "aten.randint.low_out": 3}
+    gemms = [k for k in externs if k.op in ("mm", "addmm")]
+    assert all(k.work is not None and k.work.flops for k in gemms)
+    roofs = [k.roofline() for k in gemms]
+    assert all(r is not None and r.gpu == "H100 SXM" and 0 < r.flops_per_s for r in roofs)
+
+
+def test_the_xla_fusions_of_the_flax_step(tmp_path):
+    target = tmp_path / "jax_profile"
+    shutil.copytree(GPU_SAMPLES / "jax_profile", target)
+    run = Run.open(target)
+    time = read_time(run)
+    (module,) = [u for u in run.units("jax") if u.attrs.get("xla_module") is not None
+                 and not u.attrs.get("eager_op")]
+    fusions = {f.name for f in run.parsed(run.stage(module, "hlo_after_opt")).fusions}
+    assert all(k.origin == "xla" and k.unit_id == module.id and k.op in fusions
+               for k in time.kernels)
+    assert sum(k.launches for k in time.kernels) == 63 and time.unjoined_ns == 0
+    assert set(time.steps) == {1, 2, 3} and sum(time.steps.values()) == time.kernel_time_ns
+
+
+def test_ingest_of_a_profiler_trace_fills_the_figures_inspect_does(tmp_path, torch_run):
+    """The trace inspect filed, ingested again into the run without it: the same figures."""
+    copy = tmp_path / "again"
+    shutil.copytree(GPU_SAMPLES / "torch_profile", copy)
+    meta = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps({**meta, "read_only": False}))
+    run = Run.open(copy)
+    (unit,) = run.units("profile")
+    raw = next(s for s in run.stages(unit.id) if s.kind == "raw")
+    trace = tmp_path / "trace.json"
+    trace.write_bytes(run.read_blob(raw.blob))
+    with run.transaction() as writer:
+        writer.db.execute("DELETE FROM units WHERE framework='profile'")
+    run.close()
+    result = run_cli("ingest", str(trace), "-o", str(copy))
+    assert result.returncode == 0, result.stderr
+    again = report_to_json(build_report(Run.open(copy)))
+    first = report_to_json(build_report(torch_run))
+    assert again["totals"] == first["totals"]
+    def figures(doc):
+        return {u["name"]: u["figures"] for u in doc["units"] if u["framework"] != "profile"}
+    assert figures(again) == figures(first)
+    assert again["time"]["kernels"] == first["time"]["kernels"]
+
+
+def test_the_report_says_where_the_time_goes_in_every_format(torch_run):
+    report = build_report(torch_run)
+    doc = report_to_json(report)
+    totals = doc["totals"]
+    assert totals["gpu_time_us"] == round(read_time(torch_run).kernel_time_ns / 1000, 3)
+    assert 0 < totals["gpu_time_unjoined_us"] < totals["gpu_time_us"]
+    graph = next(u for u in doc["units"] if u["name"].startswith("[1/0]"))
+    assert {"gpu_time_us", "gpu_launches", "forward.gpu_time_us",
+            "backward.gpu_time_us"} <= set(graph["figures"])
+    kernel = doc["time"]["kernels"][0]
+    assert kernel["share"] == max(k["share"] for k in doc["time"]["kernels"])
+    assert report_from_json(doc).time.kernels == report.time.kernels
+    for fmt in ("md", "html", "table", "csv"):
+        text = run_cli("report", torch_run.path, "--format", fmt).stdout
+        assert "time" in text.lower() and "fmha_cutlassB" in text, fmt
+
+
+def test_gates_on_time(torch_run):
+    before = build_report(torch_run)
+    units = tuple(u.__class__(**{**vars(u), "headline": {
+        **u.headline, "gpu_time_us": u.headline["gpu_time_us"] * 1.06}})
+        if "gpu_time_us" in u.headline else u for u in before.units)
+    after = before.__class__(**{**vars(before), "units": units,
+                                "totals": {**before.totals,
+                                           "gpu_time_us": before.totals["gpu_time_us"] * 1.03}})
+    diff = diff_reports(before, after)
+    slower = evaluate(parse_gate("time.total increased by 5%"), diff)
+    assert slower and "(run total)" not in {v.unit for v in slower}  # the run: only 3% slower
+    assert evaluate(parse_gate("time.total increased by 2%"), diff)[-1].unit == "(run total)"
+    assert not evaluate(parse_gate("time.total decreased"), diff)
+
+
+def test_autotune_times_name_the_configuration_chosen(torch_run):
+    tuned = autotune_times(torch_run)
+    units = {u.id: u for u in torch_run.units("triton")}
+    assert tuned and all(unit in units for unit in tuned)
+    events = torch_run.events()
+    recorded = {(e.data["kernel"], c["ms"]) for e in events if e.kind == "autotune"
+                for c in e.data["configs"]}
+    assert {(units[u].name.split("-")[0], t.ms) for u, t in tuned.items()} <= recorded
+
+
+def test_samples_of_the_ingest_path_join_as_the_evidence_says(tmp_path):
+    """samples/profile: the cut TORCH_TRACE of gpt2_small and its trace; the flax step's dump
+    and XSpace (its Chrome trace beside it is the same capture: filed once)."""
+    folder = tmp_path / "torch"
+    folder.mkdir()
+    (folder / "trace.log").write_bytes(
+        gzip.decompress((PROFILE / "gpt2_small.torch_trace.log.gz").read_bytes()))
+    shutil.copy(PROFILE / "gpt2_small.trace.json.gz", folder)
+    run = Run.create(tmp_path / "torch_run", {"name": "torch"})
+    ingest(run, [folder])
+    time = read_time(run)
+    counts = Counter()
+    for k in time.kernels:
+        counts[(k.origin, k.kind)] += k.launches
+    assert counts == {("triton", "kernel"): 180, ("extern", "kernel"): 162,
+                      ("extern", "memcpy"): 3, ("unjoined", "kernel"): 42}
+    assert time.kernel_time_ns == time.trace_kernel_time_ns == 1_269_153
+    flax = tmp_path / "flax"
+    (flax / "dump").mkdir(parents=True)
+    with tarfile.open(PROFILE / "flax_step.xla_dump.tar.gz") as tar:
+        tar.extractall(flax / "dump", filter="data")
+    for name in ("flax_step.xplane.pb", "flax_step.trace.json.gz"):
+        shutil.copy(PROFILE / name, flax)
+    run = Run.create(tmp_path / "flax_run", {"name": "flax"})
+    ingest(run, [flax])
+    time = read_time(run)
+    assert time.traces == 1 and time.unjoined_ns == 0
+    assert sum(k.launches for k in time.kernels) == 84
+    assert Counter(k.how for k in time.kernels) == {
+        "XLA module -> CUDA graph node -> thunk -> fusion": len(time.kernels)}
+
+
+def test_a_damaged_launch_table_is_refused_not_believed():
+    trace = profile_trace.read(open(PROFILE / "gpt2_small.trace.json.gz", "rb"))
+    doc = json.loads(encode_trace(trace))
+    assert len(decode_table(json.dumps(doc).encode())) == 387
+    for damage in ({"name": [10**9]}, {"duration": [-1]}, {"context": ["x"]}):
+        bad = json.loads(json.dumps(doc))
+        column, values = next(iter(damage.items()))
+        bad["columns"][column][:1] = values
+        with pytest.raises(ValueError):
+            decode_table(json.dumps(bad).encode())
