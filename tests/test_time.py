@@ -13,6 +13,7 @@ from collections import Counter
 
 import pytest
 from conftest import GPU_SAMPLES, SAMPLES, run_cli
+from report_helpers import schema_errors
 
 from irscope.analysis.launches import decode_table, encode_trace
 from irscope.ingest import ingest
@@ -161,6 +162,9 @@ def test_the_report_says_where_the_time_goes_in_every_format(torch_run):
     graph = next(u for u in doc["units"] if u["name"].startswith("[1/0]"))
     assert {"gpu_time_us", "gpu_launches", "forward.gpu_time_us",
             "backward.gpu_time_us"} <= set(graph["figures"])
+    schema = json.loads((GPU_SAMPLES.parents[1] / "irscope" / "reports" / "schema.json")
+                        .read_text())
+    assert schema_errors(json.loads(json.dumps(doc)), schema) == []
     kernel = doc["time"]["kernels"][0]
     assert kernel["share"] == max(k["share"] for k in doc["time"]["kernels"])
     assert report_from_json(doc).time.kernels == report.time.kernels

@@ -221,3 +221,32 @@ async def test_kernel_card_lists_every_configuration(tmp_path):
         rows = [value for label, value in app.panel.card if label.strip() in ("", "▸")]
         assert [r.split()[0] for r in rows] == ["XBLOCK=1", "XBLOCK=8", "XBLOCK=32"]
         assert ("  ▸", "XBLOCK=8 warps=2 stages=1 · 27 reg") in app.panel.card
+
+
+@synchronous
+async def test_measured_time_orders_the_units_and_fills_the_kernel_card(tmp_path):
+    """The torch_profile sample (inspect --profile on an H100): Triton kernels listed by their
+    GPU time, most first, each badged with its share; the card says time, share, roofline and
+    the time the autotuner measured for each configuration."""
+    from irscope.read.autotune import autotune_times
+    from irscope.read.timing import read_time
+
+    path = copy_sample("torch_profile", tmp_path / "torch_profile")
+    time, tuned = read_time(Run.open(path)), autotune_times(Run.open(path))
+    (triton,) = [g for g in navigator_groups(Run.open(path)) if g.framework == "triton"]
+    order = [time.units[row.unit.id].total_ns if row.unit.id in time.units else 0
+             for row in triton.rows]
+    assert order == sorted(order, reverse=True) and order[0] > 0
+    app = IrscopeApp(path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.gpu_time is not None)
+        unit = next(row.unit for row in triton.rows if row.unit.id in tuned)  # the slowest so
+        app.navigator.select_stage(app.stages_by_unit[unit.id][0])
+        await until(pilot, lambda: app.shown is not None and app.shown.unit_id == unit.id)
+        card = dict(app.panel.card)
+        own = time.units[unit.id]
+        assert card["GPU time"] == f"{own.total_ns / 1000:,.1f} µs in {own.launches:,} launches"
+        assert card["share"].endswith("of the profiled GPU time")
+        assert card["roofline"].startswith("unknown")  # Inductor's estimates were not asked for
+        measured = [value for label, value in app.panel.card if value.endswith(" ms")]
+        assert f" · {tuned[unit.id].ms:.4g} ms" in "".join(measured) and len(measured) > 1

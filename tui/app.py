@@ -97,7 +97,7 @@ class IrscopeApp(App[None]):
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
-        self.time: Any = None  # the run's measured GPU time, once badges are read
+        self.gpu_time: Any = None  # the run's measured GPU time, once badges are read
         self.tuned: dict[int, Any] = {}  # the autotuners' benchmark times, likewise
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
@@ -324,7 +324,8 @@ class IrscopeApp(App[None]):
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
-        self.figures, self.time, self.tuned = message.figures, message.time, message.tuned
+        self.figures, self.tuned = message.figures, message.tuned
+        self.gpu_time = message.gpu_time
         self.navigator.stage_tree.set_badges(message.badges)
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
@@ -371,7 +372,7 @@ class IrscopeApp(App[None]):
 
     def _card(self, unit) -> tuple[tuple[str, str], ...]:
         """The kernel card of ``unit`` with the graphs that launch it."""
-        rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.time)
+        rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.gpu_time)
         graphs = sorted({self.units[r.src].name for r in self.launches
                          if r.dst == unit.id and r.src in self.units})
         if graphs:

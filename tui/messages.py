@@ -27,7 +27,7 @@ class BadgesReady(Message):
 
     badges: dict[int, Badges]
     figures: dict[int, Any] = field(default_factory=dict)  # UnitFigures by unit id
-    time: Any = None  # the run's measured time (irscope.analysis.timing.RunTime), if any
+    gpu_time: Any = None  # the run's measured time (irscope.analysis.timing.RunTime), if any
     tuned: dict[int, Any] = field(default_factory=dict)  # autotuners' times by unit id
 
 

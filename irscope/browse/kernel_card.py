@@ -7,6 +7,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from irscope.analysis.gpus import peaks_of
+from irscope.analysis.timing import roofline
 from irscope.store import Unit
 
 
@@ -66,11 +68,12 @@ def time_rows(unit_id: int, time: Any) -> list[tuple[str, str]]:
              if len(own.phases) > 1]
     kernels = [k for k in time.kernels if k.unit_id == unit_id and k.kind == "kernel"
                and k.graph_id != unit_id]
-    if len(kernels) == 1:
-        kernel = kernels[0]
-        rows.append(("mean", f"{kernel.mean_ns / 1000:,.2f} µs (min {kernel.min_ns / 1000:,.2f}"
-                             f", max {kernel.max_ns / 1000:,.2f})"))
-        roof = kernel.roofline()
+    if kernels:  # a kernel's own unit (one row per line that launches it)
+        mean = own.total_ns / own.launches if own.launches else 0.0
+        low, high = min(k.min_ns for k in kernels), max(k.max_ns for k in kernels)
+        rows.append(("mean", f"{mean / 1000:,.2f} µs (min {low / 1000:,.2f}, max "
+                             f"{high / 1000:,.2f})"))
+        roof = roofline(kernels[0].work, mean, peaks_of(kernels[0].device))
         rows.append(("roofline", "unknown: its bytes and FLOPs are not known" if roof is None
                      else roofline_text(roof)))
     return rows

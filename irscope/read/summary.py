@@ -10,11 +10,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from irscope.read.figures import read_run_figures
+from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
 from irscope.store.units import shown_units
 
 TOP_OPCODES = 5
+TOP_KERNELS = 3
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,9 @@ class RunSummary:
     frameworks_imported: tuple[str, ...] = ()
     frameworks_missing: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    gpu_time_us: float | None = None  # measured (inspect --profile), in the window
+    gpu_time_unjoined_us: float | None = None
+    top_kernels: tuple[tuple[str, float], ...] = ()  # (name, share of the time), most first
 
     @property
     def open_command(self) -> str:
@@ -65,6 +70,7 @@ class RunSummary:
                                                for k in self.kernels_launched_per_call],
                     frameworks_imported=list(self.frameworks_imported),
                     frameworks_missing=list(self.frameworks_missing), notes=list(self.notes),
+                    top_kernels=[list(k) for k in self.top_kernels],
                     open_command=self.open_command)
         return data
 
@@ -85,6 +91,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
     generated = figures.kernels_generated if figures.graphs else (
         frameworks.get("triton", 0) + frameworks.get("cpp", 0))
     meta = run.meta
+    time = read_time(run)
     return RunSummary(
         run=str(run.path), name=run.name, exit_status=meta.get("exit_status"),
         partial=bool(meta.get("partial")), ended=meta.get("ended"), error=meta.get("error"),
@@ -97,7 +104,12 @@ def read_summary(run: RunView | Run) -> RunSummary:
         top_sass_opcodes=dict(sass.most_common(TOP_OPCODES)),
         frameworks_imported=tuple(meta.get("frameworks", ())),
         frameworks_missing=tuple(meta.get("missing_frameworks", ())),
-        notes=tuple(meta.get("notes", ())))
+        notes=tuple(meta.get("notes", ())),
+        **({} if time is None else dict(
+            gpu_time_us=round(time.kernel_time_ns / 1000, 3),
+            gpu_time_unjoined_us=round(time.unjoined_ns / 1000, 3),
+            top_kernels=tuple((k.name, round(time.share(k), 4))
+                              for k in time.top(TOP_KERNELS)))))
 
 
 def _histogram(run: RunView, stage: Stage) -> Mapping[str, int]:

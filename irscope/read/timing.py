@@ -26,8 +26,8 @@ import json
 import re
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
 
 from irscope.analysis.figures import unit_figures
 from irscope.analysis.launches import Signature, decode_table, held_by, signatures
@@ -88,18 +88,23 @@ def source_lines(run: RunView | Run, kernel: KernelTime) -> tuple[str, ...] | No
     graph: ``irscope.read.provenance.source_lines(view, unit_id, output_code=, line=)``, the
     graph's output code and ``call()`` line where the kernel has them, else its own unit.
     None while the read layer has no provenance graph."""
-    try:
-        from irscope.read import provenance
-    except ImportError:
-        return None
-    lines_of = getattr(provenance, "source_lines", None)
-    owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
+    lines_of = _provenance_lines()
     if lines_of is None:
         return None
+    owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
     if owner is None:
         return ()
     return tuple(lines_of(RunView.of(run), owner, output_code=kernel.output_code,
                           line=kernel.line))
+
+
+@lru_cache(maxsize=1)
+def _provenance_lines():
+    try:
+        from irscope.read import provenance
+    except ImportError:
+        return None
+    return getattr(provenance, "source_lines", None)
 
 
 def _join(view: RunView) -> RunTime | None:
@@ -193,6 +198,7 @@ class _Joiner:
     def __init__(self, view: RunView):
         self.view = view
         self.memo: dict[tuple, _Target] = {}
+        self.thunk_tables: dict[int, tuple[dict[int, str], dict[int, str]]] = {}
 
     def target(self, sig: Signature, rank: int | None) -> _Target:
         key = (sig.kind, sig.name, sig.context, sig.block, sig.registers, sig.shared,
@@ -326,8 +332,8 @@ class _Joiner:
         return fusions.get(thunk) if kernels.get(thunk) == sig.name else None
 
     def thunks(self, unit_id: int) -> tuple[dict[int, str], dict[int, str]]:
-        key = ("thunks", unit_id)
-        if key not in self.memo:
+        """Thunk number -> kernel name, and -> the fusion it runs, of a module's dump."""
+        if unit_id not in self.thunk_tables:
             texts = {s.name: s for s in self.view.stages(unit_id)
                      if s.name in (THUNK_SEQUENCE, THUNK_METADATA)}
             kernels = fusions = {}
@@ -336,17 +342,20 @@ class _Joiner:
                     self.view.read_text(texts[THUNK_SEQUENCE]))}
                 fusions = {int(i): n for n, i in THUNK_INFO.findall(
                     self.view.read_text(texts[THUNK_METADATA]))}
-            self.memo[key] = (kernels, fusions)
-        return self.memo[key]
+            self.thunk_tables[unit_id] = (kernels, fusions)
+        return self.thunk_tables[unit_id]
 
 
 @dataclass
 class _Graph:
-    """One output code of a graph unit, known by the FX graph cache key it was logged with."""
+    """One output code of a graph unit, known by the FX graph cache key it was logged with;
+    what the join reads of it is read once, when first asked for."""
 
     unit: Unit
     stage: Stage
     code: object  # parsers.inductor.OutputCode
+    kernels: dict[str, list[Unit]] | None = field(default=None, repr=False)
+    work: dict[int, Work] | None = field(default=None, repr=False)
 
     @property
     def role(self) -> str | None:
@@ -355,22 +364,21 @@ class _Graph:
     def triton_units(self, view: RunView) -> dict[str, list[Unit]]:
         """Kernel name -> the Triton units this graph launches under that name (from this
         output code where the link says which)."""
-        if not hasattr(self, "_triton"):
-            found: dict[str, list[Unit]] = defaultdict(list)
+        if self.kernels is None:
+            self.kernels = defaultdict(list)
             for relation in view.relations("launches"):
                 if relation.src != self.unit.id:
                     continue
                 unit = view.unit_by_id(relation.dst)
                 code = relation.attrs.get("output_code")
                 if unit.framework == "triton" and code in (None, self.stage.name):
-                    found[HASH_SUFFIX.sub("", unit.name)].append(unit)
-            self._triton = found
-        return self._triton
+                    self.kernels[HASH_SUFFIX.sub("", unit.name)].append(unit)
+        return self.kernels
 
     def extern_work(self, view: RunView) -> dict[int, Work]:
-        if not hasattr(self, "_work"):
-            self._work = extern_work(view.read_text(self.stage))
-        return self._work
+        if self.work is None:
+            self.work = extern_work(view.read_text(self.stage))
+        return self.work
 
 
 class _Graphs:

@@ -10,6 +10,8 @@ from rich.text import Text
 
 from irscope.console import rich_console
 from irscope.read.summary import RunSummary
+from irscope.reports.common import middle
+from irscope.reports.timing import short_name
 
 FRAMEWORK_NOUNS = {"torch": "graph", "jax": "function", "triton": "kernel", "cpp": "kernel",
                    "nvfuser": "kernel", "thunder": "function"}
@@ -56,6 +58,13 @@ def lines(data: RunSummary) -> list[Text]:
         more = (f", +{len(per_graph) - GRAPH_LINES} more graphs"
                 if len(per_graph) > GRAPH_LINES else "")
         out.append(Text(f"  kernels launched per call: {shown}{more}"))
+    if data.gpu_time_us is not None:
+        joined = 1 - data.gpu_time_unjoined_us / data.gpu_time_us if data.gpu_time_us else 1
+        top = ", ".join(f"{middle(short_name(name), 40)} {share:.1%}"
+                        for name, share in data.top_kernels)
+        out.append(Text.assemble("  GPU time ", (f"{data.gpu_time_us:,.1f} µs", "bold"),
+                                 f" measured, {joined:.1%} joined to units"
+                                 + (f"; top: {top}" if top else "")))
     for label, top in (("PTX", data.top_ptx_opcodes), ("SASS", data.top_sass_opcodes)):
         if top:
             ops = ", ".join(f"{op} {n}" for op, n in top.items())
