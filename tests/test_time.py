@@ -240,3 +240,21 @@ def test_a_damaged_launch_table_is_refused_not_believed():
         bad["columns"][column][:1] = values
         with pytest.raises(ValueError):
             decode_table(json.dumps(bad).encode())
+
+
+def test_a_users_autotuned_triton_kernel_in_marked_steps(tmp_path):
+    """triton_autotune.py: three configurations tuned in the first marked block (skipped); the
+    three blocks measured launch the one the autotuner chose, told apart by its block alone."""
+    target = tmp_path / "triton_profile"
+    shutil.copytree(GPU_SAMPLES / "triton_profile", target)
+    run = Run.open(target)
+    (kernel,) = read_time(run).kernels
+    units = {u.id: u for u in run.units("triton")}
+    assert (kernel.origin, kernel.launches, kernel.candidates) == ("triton", 3, 1)
+    assert kernel.block[0] == units[kernel.unit_id].attrs["num_warps"] * 32
+    tuned = autotune_times(run)
+    assert set(tuned) == set(units) and [u for u, t in tuned.items() if t.best] == [
+        kernel.unit_id]
+    (unit,) = run.units("profile")
+    assert unit.attrs["window"] == {"framework": "torch", "skip": 1, "steps": 3,
+                                    "steps_profiled": 3, "steps_seen": 4, "marked": True}

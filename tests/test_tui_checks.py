@@ -220,7 +220,9 @@ async def test_kernel_card_lists_every_configuration(tmp_path):
         assert card["configs"] == "3 compiled, choice not captured"
         rows = [value for label, value in app.panel.card if label.strip() in ("", "▸")]
         assert [r.split()[0] for r in rows] == ["XBLOCK=1", "XBLOCK=8", "XBLOCK=32"]
-        assert ("  ▸", "XBLOCK=8 warps=2 stages=1 · 27 reg") in app.panel.card
+        # each beside its registers, spills, shared memory and SASS instructions
+        assert ("  ▸", "XBLOCK=8 warps=2 stages=1 · 27 reg · 0 B spill · 2,048 B smem · "
+                       "152 ins") in app.panel.card
 
 
 @synchronous

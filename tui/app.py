@@ -34,7 +34,7 @@ from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, Problem
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
-from irscope.browse.autotune import autotune_candidates
+from irscope.browse.autotune import autotune_candidates, candidate_text
 from irscope.browse.kernel_card import figure_deltas, kernel_card, time_rows
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
@@ -99,6 +99,7 @@ class IrscopeApp(App[None]):
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
         self.gpu_time: Any = None  # the run's measured GPU time, once badges are read
         self.tuned: dict[int, Any] = {}  # the autotuners' benchmark times, likewise
+        self.badges: dict[int, Any] = {}  # headline figures per unit, likewise
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
         self.rank_rows: list = []  # (Problem, Place) per divergence between ranks
@@ -324,7 +325,7 @@ class IrscopeApp(App[None]):
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
-        self.figures, self.tuned = message.figures, message.tuned
+        self.figures, self.tuned, self.badges = message.figures, message.tuned, message.badges
         self.gpu_time = message.gpu_time
         self.navigator.stage_tree.set_badges(message.badges)
         unit = self.units.get(self.current.unit_id) if self.current else None
@@ -383,13 +384,11 @@ class IrscopeApp(App[None]):
             rows.append(("configs", f"{len(candidates)} compiled, " + (
                 "★ chosen" if best else "choice not captured")))
             for candidate in candidates:
-                figures = self.figures.get(candidate.unit_id)
-                registers = getattr(figures, "registers", None)
+                badge = self.badges.get(candidate.unit_id)
                 rows.append((("★ " if candidate.best else "  ")
                              + ("▸" if candidate.unit_id == unit.id else " "),
-                             candidate.config + (f" · {registers} reg" if registers else "")
-                             + (f" · {candidate.ms:.4g} ms" if candidate.ms is not None
-                                else "")))
+                             candidate_text(candidate, self.figures.get(candidate.unit_id),
+                                            badge.instructions if badge else None)))
         return tuple(rows)
 
     def open_stage(self, stage: Stage, cursor: int | None = None,

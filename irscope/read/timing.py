@@ -215,7 +215,7 @@ class _Joiner:
         if context is not None and context.graph_key is not None:
             graph = self.graphs.find(context, rank)
             if graph is not None:
-                return self._inductor(sig, context, graph, rank)
+                return self._inductor(sig, context, graph)
             return _Target(UNJOINED, f"graph call {context.graph_key} names no output code "
                                      "the run holds")
         if sig.kind == "kernel":
@@ -234,7 +234,7 @@ class _Joiner:
     def tuned(self) -> dict:
         return autotune_times(self.view)
 
-    def _inductor(self, sig: Signature, context: CpuContext, graph: _Graph, rank) -> _Target:
+    def _inductor(self, sig: Signature, context: CpuContext, graph: _Graph) -> _Target:
         code, launch = graph.code, None
         if context.launch_index is not None and 0 <= context.launch_index < len(
                 code.launch_sequence):
