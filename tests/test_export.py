@@ -148,3 +148,18 @@ def test_report_history_shows_figures_over_earlier_runs_of_the_same_name(tmp_pat
     assert changed and all(len(s["values"]) == 3 for s in changed)
     md = irscope_cli("report", str(runs[2]), "--history", str(out), "-f", "md").stdout
     assert "### History (last 2 runs, then this one)" in md and " → " in md
+
+
+def test_measured_kernel_times_are_exported_with_the_traces_total(tmp_path):
+    """A run made with `inspect --profile`: its kernel rows, each joined to its unit, sum to
+    what the report gives as the run's GPU time."""
+    out = tmp_path / "dataset"
+    done = irscope_cli("export", str(SAMPLES / "gpu" / "torch_profile"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    ((total, unjoined, rows),) = query(out, """
+        SELECT sum(total_ns) FILTER (WHERE kind = 'kernel'),
+               sum(total_ns) FILTER (WHERE kind = 'kernel' AND origin = 'unjoined'), count(*)
+        FROM {kernel_times}""")
+    totals = report_of("torch_profile")["totals"]
+    assert rows > 0 and total / 1000 == pytest.approx(totals["gpu_time_us"], abs=1)
+    assert unjoined / 1000 == pytest.approx(totals["gpu_time_unjoined_us"], abs=1)

@@ -53,6 +53,13 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                 ("launched_by", "string")),
     "launches": (("run_id", "string"), ("graph_id", "int64"), ("graph", "string"),
                  ("kernel_id", "int64"), ("kernel", "string"), ("order", "int64")),
+    "kernel_times": (("run_id", "string"), ("name", "string"), ("kind", "string"),
+                     ("origin", "string"), ("how", "string"), ("unit_id", "int64"),
+                     ("unit", "string"), ("graph_id", "int64"), ("graph", "string"),
+                     ("phase", "string"), ("output_code", "string"), ("line", "int64"),
+                     ("op", "string"), ("rank", "int64"), ("device", "string"),
+                     ("launches", "int64"), ("total_ns", "int64"), ("min_ns", "int64"),
+                     ("max_ns", "int64")),
     "figures": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
                 ("figure", "string"), ("value", "float64")),
     "histograms": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
@@ -86,6 +93,7 @@ def run_tables(run: RunView, report: Report | None = None
     return {name: rows for name, rows in (
         ("runs", _runs(run, rid)), ("units", _units(run, rid)), ("stages", _stages(run, rid)),
         ("kernels", _kernels(run, rid)), ("launches", _launches(run, rid)),
+        ("kernel_times", _kernel_times(run, rid)),
         ("figures", _figures(run, report, rid)), ("histograms", _histograms(run, report, rid)),
         ("lint", _lint(run, rid)), ("rank_divergences", _divergences(run, rid)))}
 
@@ -151,6 +159,17 @@ def _launches(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
             yield {"run_id": rid, "graph_id": relation.src, "graph": units[relation.src].name,
                    "kernel_id": relation.dst, "kernel": units[relation.dst].name,
                    "order": _integer(relation.attrs.get("order"))}
+
+
+def _kernel_times(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    """Measured time per kernel row (``inspect --profile``), joined to its unit; none for a
+    run with no profile."""
+    from irscope.read.timing import read_time
+
+    measured = read_time(run)
+    columns = [name for name, _ in COLUMNS["kernel_times"] if name != "run_id"]
+    for kernel in measured.kernels if measured is not None else ():
+        yield {"run_id": rid, **{name: getattr(kernel, name) for name in columns}}
 
 
 def _figures(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
