@@ -14,8 +14,12 @@
 # wall time of each arm and `profile` over `plain`, then benchmarks/check_time.py on the
 # profiled runs (the per-kernel sum against the profiler's total, Triton/XLA launches left
 # unjoined, forward and backward kernels of one name, GEMMs and attention under their graph).
+# WARM_ONLY=1: every arm reads one pair of caches, filled once by a plain run first, and only
+# warm runs are timed (alternating, ROUNDS of them): the protocol for a short machine lease.
+# RUNS=DIR keeps the irscope runs there instead of under OUTDIR.
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
+runs=${RUNS:-$out}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 workloads=${*:-gpt2 jax}
@@ -31,27 +35,37 @@ timed() {  # label command...
   start=$(date +%s%N); "${@:2}" > "$out/$1.log" 2>&1; rc=$?
   echo "$1 $(( ($(date +%s%N) - start) / 1000000 )) ms (exit $rc)" | tee -a "$out/times.txt"
 }
+caches() {  # folder: every cache an arm reads, under it
+  export TORCHINDUCTOR_CACHE_DIR=$1/inductor TRITON_CACHE_DIR=$1/triton
+  export JAX_COMPILATION_CACHE_DIR=$1/jax IRSCOPE_CACHE_DIR=$1/irscope
+}
 run_arm() {  # workload arm round
-  local w=$1 arm=$2 r=$3 cmd state
+  local w=$1 arm=$2 r=$3 cmd state states="cold warm"
   cmd=$(command_for "$w" "${STEPS:-}")
-  export TORCHINDUCTOR_CACHE_DIR=/tmp/bench-$w-$arm/inductor TRITON_CACHE_DIR=/tmp/bench-$w-$arm/triton
-  export JAX_COMPILATION_CACHE_DIR=/tmp/bench-$w-$arm/jax IRSCOPE_CACHE_DIR=/tmp/bench-$w-$arm/irscope
-  rm -rf /tmp/bench-$w-$arm
-  for state in cold warm; do
+  if [ "${WARM_ONLY:-0}" = 1 ]; then
+    caches /tmp/bench-$w-shared; states=warm
+  else
+    caches /tmp/bench-$w-$arm; rm -rf /tmp/bench-$w-$arm
+  fi
+  for state in $states; do
     case $arm in
       plain) timed "$w-$arm-$state-r$r" python3 $cmd ;;
       trace) rm -rf /tmp/bench-$w-trace-log
         TORCH_TRACE=/tmp/bench-$w-trace-log timed "$w-$arm-$state-r$r" python3 $cmd ;;
       plain-1t) TORCHINDUCTOR_COMPILE_THREADS=1 timed "$w-$arm-$state-r$r" python3 $cmd ;;
       irscope)
-        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$out/$w-$state" --name "$w-$state" $cmd
-        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'))" "$out/$w-$state/run.json" 2>/dev/null ;;
+        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$runs/$w-$state" --name "$w-$state" $cmd
+        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'))" "$runs/$w-$state/run.json" 2>/dev/null | tee -a "$out/times.txt" ;;
       profile)
-        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace --profile -o "$out/$w-profile-$state" --name "$w-profile-$state" $cmd ;;
+        timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace --profile -o "$runs/$w-profile-$state" --name "$w-profile-$state" $cmd ;;
     esac
   done
 }
 for w in $workloads; do
+  if [ "${WARM_ONLY:-0}" = 1 ]; then  # the one cold fill every arm's warm runs read
+    rm -rf /tmp/bench-$w-shared; caches /tmp/bench-$w-shared
+    timed "$w-fill-cold" python3 $(command_for "$w" "${STEPS:-}")
+  fi
   arms=${ARMS:-plain trace irscope}
   [ "$w" = jax ] && arms=${ARMS:-plain irscope}
   for r in $(seq 1 "$rounds"); do
@@ -67,15 +81,17 @@ for line in open(sys.argv[1]):  # "gpt2-profile-warm-r2 36123 ms (exit 0)"
     if m:
         warm.setdefault((m[1], m[2]), []).append(int(m[3]))
 for (w, arm), ms in sorted(warm.items()):
-    base = warm.get((w, "plain"))
-    ratio = f", {statistics.median(ms) / statistics.median(base) - 1:+.1%} over plain" if base and arm != "plain" else ""
-    print(f"{w} {arm} warm: median {statistics.median(ms)} ms of {len(ms)} rounds{ratio}")
+    ratios = "".join(
+        f", {statistics.median(ms) / statistics.median(warm[(w, base)]) - 1:+.1%} over {base}"
+        for base in ("plain", "trace") if (w, base) in warm and arm != base)
+    print(f"{w} {arm} warm: median {statistics.median(ms)} ms of {len(ms)} rounds {ms}{ratios}")
 PY
 for w in $workloads; do
-  [ -d "$out/$w-profile-warm" ] && python3 "$here/check_time.py" "$out/$w-profile-warm"
-  [ -d "$out/$w-cold" ] && python3 -m irscope ls "$out/$w-cold" > "$out/$w-ls.txt" 2>&1
-  [ "$w" = gpt2 ] && python3 "$here/check_truth.py" "$out/gpt2-cold" | tail -25
-  [ -d "$out/$w-warm" ] && python3 - "$out/$w-cold" "$out/$w-warm" <<'PY'
+  [ -d "$runs/$w-profile-warm" ] && python3 "$here/check_time.py" "$runs/$w-profile-warm"
+  truth=$runs/$w-cold; [ -d "$truth" ] || truth=$runs/$w-warm
+  [ -d "$truth" ] && python3 -m irscope ls "$truth" > "$out/$w-ls.txt" 2>&1
+  [ "$w" = gpt2 ] && [ -d "$truth" ] && python3 "$here/check_truth.py" "$truth" | tail -40
+  [ -d "$runs/$w-cold" ] && [ -d "$runs/$w-warm" ] && python3 - "$runs/$w-cold" "$runs/$w-warm" <<'PY'
 import sys
 from irscope.store import Run
 def key(path):
