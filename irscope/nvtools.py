@@ -76,8 +76,14 @@ def default_workers() -> int:
 
 
 def disassemble(cubin: bytes) -> str | None:
-    """SASS text of a cubin (nvdisasm, else cuobjdump -sass), or None when neither works."""
-    for name, args in (("nvdisasm", []), ("cuobjdump", ["-sass"])):
+    """SASS text of a cubin (nvdisasm, else cuobjdump -sass), or None when neither works.
+
+    nvdisasm annotates each instruction with the source line the cubin's line table gives
+    it (`-gi`: `//## File "k.py", line 24`, with the lines it was inlined at), which the SASS
+    parser reads as locations; a cubin compiled without line info gets no annotation, and
+    the instructions themselves are the same either way.
+    """
+    for name, args in (("nvdisasm", ["-gi"]), ("cuobjdump", ["-sass"])):
         text = _cached_run(name, args, cubin, ".cubin")
         if text:
             return text

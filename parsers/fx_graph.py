@@ -13,7 +13,7 @@ from pygments.token import Keyword, Name, Whitespace
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 2
+VERSION = 3
 
 # class GraphModule(torch.nn.Module):     class <lambda>(torch.nn.Module):
 CLASS_RE = re.compile(r"^\s*class [\w<>]+\(torch\.nn\.Module\):")
@@ -62,6 +62,7 @@ class FxGraph(ParseResult):
     node_targets: Mapping[str, str] = field(default_factory=dict)
     # graph line (1-based) -> "file:line": each `# File:` comment and the node lines under it
     line_locations: Mapping[int, str] = field(default_factory=dict)
+    node_lines: Mapping[str, int] = field(default_factory=dict)  # node -> its 1-based line
 
 
 def sniff(text: str) -> float:
@@ -119,6 +120,7 @@ def parse(text: str) -> FxGraph:
     locations: list[SourceLocation] = []
     node_targets: dict[str, str] = {}
     line_locations: dict[int, str] = {}
+    node_lines: dict[str, int] = {}
     graphs = outputs = 0
     location: tuple[str, int, str, str] | None = None
     in_signature = False
@@ -132,6 +134,7 @@ def parse(text: str) -> FxGraph:
                 targets[target] += 1
                 name = node.group(1).split(",")[0]
                 node_targets[name] = target
+                node_lines.setdefault(name, number)
                 if location:
                     locations.append(SourceLocation(name, *location, graph_line=number))
                     line_locations[number] = f"{location[0]}:{location[1]}"
@@ -157,7 +160,10 @@ def parse(text: str) -> FxGraph:
                                 (source.group(4) or "").strip())
                     line_locations[number] = f"{location[0]}:{location[1]}"
             elif stripped[0] == "%":
-                _printed_node(PRINTED_NODE_RE.match(line), targets, placeholders, node_targets)
+                printed = PRINTED_NODE_RE.match(line)
+                _printed_node(printed, targets, placeholders, node_targets)
+                if printed:
+                    node_lines.setdefault(printed.group(1), number)
                 outputs += stripped.startswith("%output") or " = output[" in stripped
             continue
         if stripped.startswith("return ") or stripped == "return":
@@ -172,7 +178,8 @@ def parse(text: str) -> FxGraph:
     return FxGraph(kind="fx_graph", histogram=sorted_histogram(targets), totals=totals,
                    diagnostics=tuple(diagnostics), placeholders=tuple(placeholders),
                    graphs=graphs, locations=tuple(locations), outputs=outputs,
-                   node_targets=node_targets, line_locations=line_locations)
+                   node_targets=node_targets, line_locations=line_locations,
+                   node_lines=node_lines)
 
 
 class FxGraphLexer(PythonLexer):

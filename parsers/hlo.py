@@ -10,10 +10,10 @@ from typing import Mapping
 from pygments.lexer import RegexLexer, bygroups
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
 
-from .base import Diagnostic, ParseResult, sorted_histogram
+from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
 from .xla_memory import MemorySummary, parse_summary
 
-VERSION = 3
+VERSION = 4
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
@@ -36,6 +36,15 @@ TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
 BACKEND_KIND_RE = re.compile(r'"kind":"([^"]+)"')
 # metadata={op_type="mul" op_name="jit(f)/mul" source_file="/path/seed_jax.py" source_line=21}
 SOURCE_RE = re.compile(r'source_file="([^"]*)" source_line=(\d+)')
+# metadata={op_name="jit(f)/dot_general" stack_frame_id=15}: a frame of the module's tables
+STACK_FRAME_RE = re.compile(r"\bstack_frame_id=(\d+)")
+# the tables newer XLA prints before the computations (ids are 1-based):
+#   FileNames / FunctionNames:  3 "/home/u/model.py"
+#   FileLocations:  14 {file_name_id=3 function_name_id=9 line=29 end_line=29 column=24 ...}
+#   StackFrames:    15 {file_location_id=14 parent_frame_id=13}
+TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+TABLE_ROW_RE = re.compile(r'^(\d+) (?:"(.*)"|\{(.*)\})\s*$')
+TABLE_FIELD_RE = re.compile(r"(\w+)=(\d+)")
 
 
 @dataclass(frozen=True)
@@ -46,6 +55,7 @@ class Computation:
     instructions: int
     is_fusion_body: bool = False
     is_entry: bool = False
+    lines: tuple[int, int] = (0, 0)  # 1-based first (header) and last (closing brace) lines
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,7 @@ class Fusion:
     members: Mapping[str, int] = field(default_factory=dict)
     backend_kind: str = ""
     computation: str = ""  # the computation holding the fusion instruction
+    line: int = 0  # 1-based line of the fusion instruction
 
 
 @dataclass(frozen=True)
@@ -117,17 +128,35 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
     fusion_rows: list[tuple[str, str, str, str, str]] = []
     custom_calls: Counter = Counter()
     locations: dict[int, str] = {}
+    framed: dict[int, int] = {}  # instruction line -> its stack frame id
+    tables: dict[str, dict[int, str]] = {name: {} for name in TABLES}
+    table: dict[int, str] | None = None
+    spans: dict[str, tuple[int, int]] = {}
     current: str | None = None
     for number, line in enumerate(text.splitlines(), 1):
         if not line.startswith((" ", "\t")):  # a computation header, its closing brace, or noise
             if line.startswith("}"):
+                if current is not None:
+                    spans[current] = (spans[current][0], number)
                 current = None
                 continue
+            if current is None and (line in TABLES or table is not None):
+                row = TABLE_ROW_RE.match(line)
+                if line in TABLES:
+                    table = tables[line]
+                elif row:
+                    table[int(row.group(1))] = row.group(2) if row.group(2) is not None \
+                        else row.group(3)
+                elif line.strip():
+                    table = None
+                if table is not None:
+                    continue
             header = COMPUTATION_RE.match(line) if not line.startswith("HloModule") else None
             if header:
                 if current is not None:
                     diagnostics.append(Diagnostic(number, f"computation {current} is not closed"))
                 current = header.group(2)
+                spans[current] = (number, number)
                 if current in histograms:
                     diagnostics.append(Diagnostic(number, f"computation {current} defined twice"))
                 histograms[current] = Counter()
@@ -156,13 +185,17 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
             source = SOURCE_RE.search(line)
             if source:
                 locations[number] = f"{source.group(1)}:{source.group(2)}"
+        elif "stack_frame_id=" in line:
+            frame = STACK_FRAME_RE.search(line)
+            if frame:
+                framed[number] = int(frame.group(1))
         if opcode == "fusion":
             kind = FUSION_KIND_RE.search(line)
             calls = CALLS_RE.search(line)
             backend = BACKEND_KIND_RE.search(line)
             fusion_rows.append((name, kind.group(1) if kind else "",
                                 calls.group(1) if calls else "",
-                                backend.group(1) if backend else "", current))
+                                backend.group(1) if backend else "", current, number))
         elif opcode == "custom-call":
             target = TARGET_RE.search(line)
             custom_calls[target.group(1) if target else "?"] += 1
@@ -170,14 +203,16 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
         diagnostics.append(Diagnostic(0, f"computation {current} is not closed (truncated file?)"))
     if not entry and order:
         entry = order[-1]  # a lone fused computation or emitter test: its last computation
+    if framed:
+        locations.update(_frame_locations(framed, tables))
     fusion_bodies = {row[2] for row in fusion_rows}
     fusions = tuple(
         Fusion(name, kind, calls,
                sorted_histogram({op: n for op, n in histograms.get(calls, {}).items()
-                                 if op != "parameter"}), backend, holder)
-        for name, kind, calls, backend, holder in fusion_rows)
+                                 if op != "parameter"}), backend, holder, line)
+        for name, kind, calls, backend, holder, line in fusion_rows)
     computations = tuple(Computation(name, sum(histograms[name].values()), name in fusion_bodies,
-                                     name == entry) for name in order)
+                                     name == entry, spans.get(name, (0, 0))) for name in order)
     total: Counter = Counter()
     for counts in histograms.values():
         total.update(counts)
@@ -205,6 +240,33 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                      entry_histogram=sorted_histogram(entry_counts), fusions=fusions,
                      custom_calls=sorted_histogram(custom_calls), memory=memory,
                      locations=locations)
+
+
+def _frame_locations(framed: Mapping[int, int], tables: Mapping[str, Mapping[int, str]]
+                     ) -> dict[int, str]:
+    """Line -> "file:line" of each instruction's stack frame: the innermost frame outside
+    library code, walking up its parents (the tables' rows, read as printed)."""
+    def fields(table: str, row: int) -> dict[str, int]:
+        return {k: int(v) for k, v in TABLE_FIELD_RE.findall(tables[table].get(row, ""))}
+
+    resolved: dict[int, str | None] = {}
+
+    def location(frame_id: int) -> str | None:
+        if frame_id not in resolved:
+            chain, seen, at = [], set(), frame_id
+            while at and at not in seen and at in tables["StackFrames"]:
+                seen.add(at)
+                frame = fields("StackFrames", at)
+                where = fields("FileLocations", frame.get("file_location_id", 0))
+                path = tables["FileNames"].get(where.get("file_name_id", 0))
+                if path is not None and "line" in where:
+                    chain.append(f"{path}:{where['line']}")
+                at = frame.get("parent_frame_id", 0)
+            resolved[frame_id] = user_frame(tuple(chain))
+        return resolved[frame_id]
+
+    return {line: where for line, frame_id in framed.items()
+            if (where := location(frame_id)) is not None}
 
 
 class HloLexer(RegexLexer):

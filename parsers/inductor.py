@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 3
+VERSION = 4
 
 # from torch._inductor.async_compile import AsyncCompile     async_compile = AsyncCompile()
 WRAPPER_RE = re.compile(r"^(from torch\._inductor\.|async_compile = AsyncCompile\(\))",
@@ -31,6 +31,12 @@ DECORATOR_RE = re.compile(r"^@triton_heuristics\.(\w+)\(", re.MULTILINE)
 # # Topologically Sorted Source Nodes: [y, y_1], Original ATen: [aten.tanh, aten.sigmoid]
 SOURCE_NODES_RE = re.compile(r"^\s*# (?:Topologically Sorted )?Source Nodes: \[(.*?)\]"
                              r"(?:, Original ATen: \[(.*?)\])?")
+#   hidden_states_2 => add_4, add_5, mul_2        (under "Source node to ATen node mapping:")
+ATEN_MAPPING_RE = re.compile(r"^\s*#\s{2,}(\S*) => (.+)$")
+# # Source node to ATen node mapping:
+MAPPING_START = "Source node to ATen node mapping:"
+# # [Provenance debug handles] triton_poi_fused_add_arange_0:1
+HANDLE_RE = re.compile(r"^\s*# \[Provenance debug handles\] (\S+)\s*$")
 # def call(args):      def call(self, args):
 FUNCTION_RE = re.compile(r"^(\s*)def (\w+)\(")
 # triton_poi_fused_mul_0.run(arg0_1, buf0, 5, stream=stream0)
@@ -73,6 +79,9 @@ class Kernel:
     line: int = 0
     source: str = ""
     path: str | None = None  # the kernel's own module file (``# kernel path:``), its identity
+    # source node -> the post-grad (ATen) nodes it became inside this kernel, as the comment
+    # "Source node to ATen node mapping" above the definition lists them
+    aten_nodes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class Launch:
     name: str
     kind: str  # "kernel" | "extern" | "fallback"
     line: int
+    nodes: tuple[str, ...] = ()  # the Source Nodes comment above it: the FX nodes it runs
+    handle: str = ""  # Inductor's provenance debug handle ("name:N"), when provenance was on
 
 
 @dataclass(frozen=True)
@@ -153,8 +164,12 @@ def parse(text: str) -> OutputCode:
     allocated = reused = 0
     pending_nodes: tuple[list[str], list[str]] = ([], [])
     pending_path: str | None = None
+    pending_mapping: dict[str, tuple[str, ...]] = {}
+    in_mapping = False
+    pending_handle = ""
     line_nodes: dict[int, tuple[str, ...]] = {}
-    carried: tuple[str, ...] = ()  # the last Source Nodes comment's nodes, until a blank line
+    # the last Source Nodes comment's nodes, until a blank line or the launch they name
+    carried: tuple[str, ...] = ()
     skip_indent: int | None = None
     index = 0
     while index < len(lines):
@@ -173,12 +188,14 @@ def parse(text: str) -> OutputCode:
             fused = tuple(op.split(".", 1)[-1] for op in aten) if aten else split_fused_name(name)
             kernels.append(Kernel(name, "cpp" if backend.startswith("cpp") else backend,
                                   _kind(name, backend, source), tuple(dict.fromkeys(fused)),
-                                  tuple(nodes), start + 1, source, pending_path))
+                                  tuple(nodes), start + 1, source, pending_path,
+                                  pending_mapping))
             kernel_names.add(name)
             if nodes:  # the kernel's source, from its definition to its closing line
                 last = min(index + 1, len(lines))
                 line_nodes.update(dict.fromkeys(range(start + 1, last + 1), tuple(nodes)))
             pending_nodes, carried, pending_path = ([], []), (), None
+            pending_mapping, in_mapping, pending_handle = {}, False, ""
             index += 1
             continue
         index += 1
@@ -186,11 +203,24 @@ def parse(text: str) -> OutputCode:
         if path:
             pending_path = path.group(1)
             continue
+        mapped = ATEN_MAPPING_RE.match(line) if in_mapping else None
+        in_mapping = bool(mapped) or (line.startswith("#") and line[1:].strip() == MAPPING_START)
+        handle = HANDLE_RE.match(line) if "[Provenance" in line else None
+        if in_mapping or handle:
+            if mapped:
+                pending_mapping[mapped.group(1)] = tuple(
+                    n.strip() for n in mapped.group(2).split(",") if n.strip())
+            if handle:
+                pending_handle = handle.group(1)
+            if carried:
+                line_nodes[index] = carried
+            continue
         nodes = SOURCE_NODES_RE.match(line)
         if nodes:
             pending_nodes = ([n.strip() for n in nodes.group(1).split(",") if n.strip()],
                              [a.strip() for a in (nodes.group(2) or "").split(",") if a.strip()])
             carried = tuple(pending_nodes[0])
+            pending_handle = ""
         elif not line.strip():
             carried = ()
         if carried:
@@ -217,7 +247,8 @@ def parse(text: str) -> OutputCode:
             reused += 1
         launch = _launch(line, kernel_names)
         if launch:
-            launches.append(Launch(launch[0], launch[1], index))
+            launches.append(Launch(launch[0], launch[1], index, carried, pending_handle))
+            carried, pending_handle = (), ""
     if not kernels and not launches and text.strip() and "def call(" not in text:
         diagnostics.append(Diagnostic(0, "no kernels and no call() found"))
     extern = Counter(l.name for l in launches if l.kind != "kernel")

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from pygments.lexer import RegexLexer, bygroups
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, Text
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 2
+VERSION = 3
 
 # "    c:f32[4] d:f32[3,4] = scan["   "  let b = log a"   "e:f32[2] = add i l"
 EQUATION_RE = re.compile(r" = +([A-Za-z_][\w\-]*)")
@@ -26,6 +27,8 @@ AVAL_RE = re.compile(r"\S+")
 BRACE_RE = re.compile(r"[{}]")
 # the `in` that closes a jaxpr's equations: "  in (b,) }"
 IN_RE = re.compile(r"in\b")
+# `pretty_print(source_info=True)`: "    e:f32[8] = max d 0.0   # /home/u/model.py:4:8 (mlp)"
+SOURCE_INFO_RE = re.compile(r"#\s+(\S[^#]*?):(\d+)(?::\d+)?\s+\([^)]*\)\s*$")
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,9 @@ class Jaxpr(ParseResult):
     constvars: tuple[Var, ...] = ()
     nested_jaxprs: int = 0
     max_depth: int = 0
+    # 1-based line -> "file:line" of the equation printed there, when printed with its source
+    # info (irscope's JAX collector does); the lines an equation spans share it
+    locations: Mapping[int, str] = field(default_factory=dict)
 
 
 def sniff(text: str) -> float:
@@ -157,8 +163,28 @@ def parse(text: str) -> Jaxpr:
     totals = {"equations": equations, "instructions": equations, "nested_jaxprs": nested,
               "primitives": len(primitives), "inputs": len(inputs), "outputs": len(outputs)}
     return Jaxpr(kind="jaxpr", histogram=sorted_histogram(primitives), totals=totals,
+                 locations=_locations(text) if "# " in text else {},
                  diagnostics=tuple(diagnostics), inputs=inputs, outputs=outputs,
                  constvars=constvars, nested_jaxprs=nested, max_depth=max_depth)
+
+
+def _locations(text: str) -> dict[int, str]:
+    """Each equation's source line, on its own line and the lines it continues on (deeper
+    indented, or the `] args` that closes its parameters)."""
+    found: dict[int, str] = {}
+    current, indent = None, -1
+    for number, line in enumerate(text.splitlines(), 1):
+        depth = len(line) - len(line.lstrip())
+        info = SOURCE_INFO_RE.search(line) if "#" in line else None
+        if info:
+            current, indent = f"{info.group(1)}:{info.group(2)}", depth
+            found[number] = current
+        elif current and line.strip() and (depth > indent or (
+                depth == indent and line.lstrip().startswith("]"))):
+            found[number] = current
+        else:
+            current = None
+    return found
 
 
 class JaxprLexer(RegexLexer):

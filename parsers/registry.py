@@ -46,6 +46,9 @@ FORMATS: tuple[Format, ...] = (
     Format("thunder_trace", "Thunder trace", 15, (".trace",), "thunder_trace", "python"),
     Format("aot_graph", "AOT graph", 20, (), "fx_graph", "fx_graph:FxGraphLexer", sniffed=False),
     Format("inductor_output_code", "Output code", 30, (), "inductor", "python"),
+    # Inductor's provenance records: node mappings and kernel stack traces (JSON)
+    Format("inductor_provenance", "Inductor provenance", 35, (), "inductor_provenance", "json",
+           sniffed=False),
     Format("jaxpr", "jaxpr", 40, (".jaxpr",), "jaxpr", "jaxpr:JaxprLexer"),
     Format("stablehlo", "StableHLO", 50, (".mlir",), "stablehlo", "_mlir:MlirLexer"),
     Format("hlo_before_opt", "HLO before opt", 60, (".hlo",), "hlo", "hlo:HloLexer"),

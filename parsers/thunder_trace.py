@@ -9,7 +9,7 @@ from typing import Mapping
 
 from .base import Diagnostic, ParseResult, sorted_histogram
 
-VERSION = 1
+VERSION = 2
 
 # # Constructed by Grad transform pass (took 25 milliseconds)
 PROVENANCE_RE = re.compile(r"^# Constructed by (.*?)(?: \(took [\d.]+ \w+\))?\s*$")
@@ -71,6 +71,7 @@ def parse(text: str) -> ThunderTrace:
     nested = 0
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
+            source = None  # a `# file:line:` comment heads the group up to a blank line
             continue
         if not function:
             match = PROVENANCE_RE.match(line)

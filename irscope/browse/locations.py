@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from irscope.parsers.inductor import OutputCode
 
 NOT_IR = frozenset({"metadata", "raw", "guards", "torch_log", "cost_analysis",
+                    "inductor_provenance",
                     "buffer_assignment", "memory_usage", "text"})
 
 

@@ -266,7 +266,8 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float,
     record: dict[str, Any] = {
         "record": "lowering", "id": _record_id(computation),
         "module": module_name(computation._name), "lowering_seconds": seconds,
-        "jaxpr": str(closed_jaxpr), "stablehlo": mlir.module_to_string(computation.stablehlo())}
+        "jaxpr": _jaxpr_text(closed_jaxpr),
+        "stablehlo": mlir.module_to_string(computation.stablehlo())}
     debug = getattr(closed_jaxpr.jaxpr, "_debug_info", None)
     match = SRC_INFO.search(getattr(debug, "func_src_info", "") or "")
     if match:
@@ -275,6 +276,15 @@ def _stage_lowering(staging: Staging, computation, closed_jaxpr, seconds: float,
             record.update(jax_internal=True, called_from=_caller_outside(internal))
             computation._irscope_eager = True
     append_record(staging.jax_functions, record)
+
+
+def _jaxpr_text(closed_jaxpr) -> str:
+    """The jaxpr with each equation's source line as a trailing comment (the user's line it
+    was traced from: the provenance of the equation), else as ``str`` prints it."""
+    try:
+        return closed_jaxpr.pretty_print(source_info=True, name_stack=False, use_color=False)
+    except Exception:  # a JAX whose printer takes other options
+        return str(closed_jaxpr)
 
 
 def _is_eager(computation) -> bool:

@@ -189,6 +189,11 @@ def collection_env(staging: Staging, only: tuple[str, ...],
             env["TORCH_TRACE"] = str(staging.torch_trace)
         elif not os.path.isabs(trace):  # the script may change directory before it compiles
             env["TORCH_TRACE"] = os.path.abspath(trace)
+        if "INDUCTOR_PROVENANCE" not in environ:
+            # Inductor's provenance records (the FX nodes and stack traces behind each kernel
+            # launch) in the trace; it changes the code's comments, never what it computes.
+            # Part of Inductor's cache key: a graph cached without it compiles once again.
+            env["INDUCTOR_PROVENANCE"] = "1"
         # Inductor compiles in parallel as it would without irscope: a Triton kernel that a
         # compile worker made, out of this process's hooks, is filed from Triton's cache as
         # one loaded from a warm cache is (``irscope.filing.inductor_cache``).

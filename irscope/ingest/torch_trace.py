@@ -75,6 +75,9 @@ CACHE_ARTIFACTS = {"fx_graph_cache_hit": ("cache_hit", "fx_graph"),
                    "aotautograd_cache_miss": ("cache_miss", "aotautograd"),
                    "aotautograd_cache_bypass": ("cache_miss", "aotautograd")}
 TEXT_ARTIFACTS = {"recompile_reasons", "dynamo_graph_break_reason", "dynamo_error"}
+# Inductor's provenance records (INDUCTOR_PROVENANCE=1): node mappings and kernel stack traces
+PROVENANCE_ARTIFACTS = {"inductor_provenance_tracking_node_mappings",
+                        "inductor_provenance_tracking_kernel_stack_traces"}
 JSON_PAYLOADS = {"chromium_event", "dynamo_guards", "compilation_metrics_runtime"}
 CACHE_EVENT_KEYS = ("key", "cache_state", "cache_status_detailed", "cache_bypass_reason",
                     "time_taken_ns", "reason")
@@ -444,6 +447,10 @@ class _TraceReader:
             return True
         if name == "fx_graph_runnable":
             comp.stages.append(("python_source", comp.stage_name(name), ref(), lineno))
+            return True
+        if name in PROVENANCE_ARTIFACTS and (payload.streamed or payload.text.strip()):
+            # an FX graph cache hit logs the record with no payload: that one is kept raw
+            comp.stages.append(("inductor_provenance", comp.stage_name(name), ref(), lineno))
             return True
         if name not in CACHE_ARTIFACTS and name not in TEXT_ARTIFACTS:
             return False
