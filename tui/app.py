@@ -29,7 +29,8 @@ from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.checks import (Place, lint_badges, lint_places, lint_problems, rank_problems,
                                 stage_of)
 from irscope.tui.navigator import Navigator
-from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, ProblemsScreen,
+from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PickerScreen,
+                                 ProblemsScreen, SourceViewScreen,
                                  PromptScreen, SideBySideScreen, SourceScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
@@ -123,9 +124,19 @@ class IrscopeApp(App[None]):
             view = self._local.view = RunView(Run.open(self.run_path))
         return view
 
+    # whether the source view may read the user's files from this machine (not when served)
+    reads_source_files = True
+
     def follower(self) -> Follower:
-        """Following over this thread's view; line locations are kept across calls."""
-        return Follower(self.store(), self.units, self.stages_by_unit, self._locations)
+        """Following over this thread's view (one per thread, so the provenance graph is
+        built once); line locations are shared across threads."""
+        view = self.store()
+        follower = getattr(self._local, "follower", None)
+        if follower is None or follower.source is not view:
+            follower = self._local.follower = Follower(RunView.of(view), self.units,
+                                                       self.stages_by_unit, self._locations)
+            follower.source = view
+        return follower
 
     def on_mount(self) -> None:
         asyncio.get_running_loop().set_default_executor(DaemonThreads())  # q never waits
@@ -202,7 +213,7 @@ class IrscopeApp(App[None]):
         came_from = [place[0].unit_id for place in self.back_stack]
         found = self.follower().follow(stage, line, step, came_from)
         self.post_message(msg.FollowResolved(found.target, found.lines, found.note,
-                                             found.cursor))
+                                             found.cursor, found.choices, found.source))
 
     @work(thread=True, exclusive=True, group="source", exit_on_error=False)
     def source_worker(self, stage: Stage, line: int) -> None:
@@ -211,9 +222,59 @@ class IrscopeApp(App[None]):
             severity = "information" if stage.kind == "python_source" else "warning"
             self.post_message(msg.Problem(found, severity))
             return
+        if self._source_view(found.path, found.number):
+            return
         self.call_from_thread(self.push_screen, SourceScreen(
             found.title, found.lines, found.number, lexer_for("python_source"),
             cursor=found.cursor))
+
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
+    def source_view_worker(self, path: str, line: int = 1) -> None:
+        if not self._source_view(path, line):
+            self.post_message(msg.Problem(f"{path}: no source view", "warning"))
+
+    def _source_view(self, path: str, line: int) -> bool:
+        """Post the source view of ``path`` (named by the run's records) at ``line``; False
+        when the records name no such file."""
+        from irscope.browse.source_view import source_view
+
+        follower = self.follower()
+        if not path or path not in follower.graph.files():
+            return False
+        found = source_view(follower.view, path, disk=self.reads_source_files)
+        if isinstance(found, str):
+            self.post_message(msg.Problem(found, "warning"))
+        else:
+            self.post_message(msg.SourceViewReady(found, line))
+        return True
+
+    @work(thread=True, exclusive=True, group="source", exit_on_error=False)
+    def files_worker(self) -> None:
+        from irscope.browse.source_view import source_files
+
+        files = source_files(self.follower().view)
+        if not files:
+            self.post_message(msg.Problem("the run's records name no source file (no "
+                                          "provenance: see `irscope where --help`)", "warning"))
+            return
+        self.call_from_thread(self._pick_file, files)
+
+    def _pick_file(self, files: list[str]) -> None:
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                self.source_view_worker(files[index])
+
+        self.push_screen(PickerScreen("Source files the run's records name", files), chosen)
+
+    @work(thread=True, exclusive=True, group="hits", exit_on_error=False)
+    def hits_worker(self, row) -> None:
+        follower = self.follower()
+        choices = tuple(c for c in map(follower.hit_choice, row.hits) if c is not None)
+        self.post_message(msg.PlacesReady(choices, f"line {row.line}: {row.summary()}"))
+
+    def open_hits(self, row) -> None:
+        """A source view line's kernels: the picker (the source view stays under it)."""
+        self.hits_worker(row)
 
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_worker(self, left: Stage, right: Stage) -> None:
@@ -432,11 +493,47 @@ class IrscopeApp(App[None]):
     @on(msg.FollowResolved)
     def _followed(self, message: msg.FollowResolved) -> None:
         self.notify(message.note, timeout=4)
+        if message.choices:
+            self._pick(message.choices, message.note)
+            return
+        if message.source is not None:
+            self.source_view_worker(message.source.path, message.source.number)
+            return
         if message.target is not None:
             if self.current is not None:
                 self.back_stack.append(self._place())
                 self.forward_stack.clear()
             self._go(message.target, message.cursor, message.lines)
+
+    def _pick(self, choices, title: str) -> None:
+        """Several places: the picker; the one chosen opens."""
+        def chosen(index: int | None) -> None:
+            if index is not None:
+                self._open_choice(choices[index])
+
+        self.push_screen(PickerScreen(title, [c.label for c in choices]), chosen)
+
+    def _open_choice(self, choice) -> None:
+        """Open a place picked (leaving a source view), remembered for `b`."""
+        while isinstance(self.screen, SourceViewScreen):
+            self.pop_screen()
+        if self.current is not None:
+            self.back_stack.append(self._place())
+            self.forward_stack.clear()
+        self._go(choice.stage, choice.cursor, choice.lines)
+
+    @on(msg.PlacesReady)
+    def _places(self, message: msg.PlacesReady) -> None:
+        if not message.choices:
+            self.notify("nothing of this line to open", severity="warning", timeout=3)
+        elif len(message.choices) == 1:
+            self._open_choice(message.choices[0])
+        else:
+            self._pick(message.choices, message.note)
+
+    @on(msg.SourceViewReady)
+    def _source_view_ready(self, message: msg.SourceViewReady) -> None:
+        self.push_screen(SourceViewScreen(message.view, message.line, lexer_for("python_source")))
 
     def _go(self, stage: Stage, cursor: int, marks: tuple[int, ...] = ()) -> None:
         """Open ``stage`` at ``cursor`` and keep the navigator and the focus with it."""
@@ -624,6 +721,9 @@ class IrscopeApp(App[None]):
     def action_python_source(self) -> None:
         if self.current is not None and self.viewer.lines:
             self.source_worker(self.current, self.viewer.cursor)
+
+    def action_source_view(self) -> None:
+        self.files_worker()
 
     def action_toggle_collapsed(self) -> None:
         self.collapsed = not self.collapsed

@@ -61,12 +61,31 @@ class AnalysisReady(Message):
 
 @dataclass
 class FollowResolved(Message):
-    """Where a line's source location lands in a neighbouring stage, or why it does not."""
+    """Where a line lands in a neighbouring stage, or why it does not; several places to
+    pick from (``choices``), or the user's source line for the source view (``source``)."""
 
     target: Stage | None
     lines: tuple[int, ...]
     note: str
     cursor: int = 0  # the line to open at
+    choices: tuple[Any, ...] = ()  # irscope.browse.follow.Choice
+    source: Any = None  # irscope.browse.follow.SourceLines
+
+
+@dataclass
+class SourceViewReady(Message):
+    """A source view (irscope.browse.source_view.SourceView) to open at 1-based ``line``."""
+
+    view: Any
+    line: int = 1
+
+
+@dataclass
+class PlacesReady(Message):
+    """The places a source line's hit opens (irscope.browse.follow.Choice), for the picker."""
+
+    choices: tuple[Any, ...]
+    note: str = ""
 
 
 @dataclass

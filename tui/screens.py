@@ -311,3 +311,70 @@ class SideBySideScreen(Screen[None]):
                 viewer.set_marks(hits)
                 if hits:
                     viewer.cursor = hits[0]
+
+
+class PickerScreen(ModalScreen[int | None]):
+    """Several places to go to (one FX node became three kernels, a line feeds a forward and
+    a backward kernel): enter picks one (dismisses with its index), escape none."""
+
+    BINDINGS = CLOSE
+
+    def __init__(self, title: str, labels: list[str]) -> None:
+        super().__init__()
+        self.title_text, self.labels = title, labels
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static(f"{self.title_text}  (enter opens, escape closes)", classes="box-title")
+            yield OptionList(*[Option(Text(label), id=str(i))
+                               for i, label in enumerate(self.labels)], id="picker")
+
+    def on_mount(self) -> None:
+        self.query_one("#picker").focus()
+
+    @on(OptionList.OptionSelected, "#picker")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(int(event.option.id))
+
+
+class SourceViewScreen(Screen[None]):
+    """A user's file, each line that feeds kernels ending in what it feeds (forward and
+    backward launches, kernels, instructions) and marked (n/N step through them); enter on
+    one asks the app for its kernels (a picker, then the kernel opens)."""
+
+    BINDINGS = CLOSE + [Binding("enter", "choose", "Kernels of this line", id="source-choose"),
+                        Binding("n", "mark(1)", "Next line with kernels", id="source-next"),
+                        Binding("N", "mark(-1)", "Previous line with kernels", show=False,
+                                id="source-prev")]
+
+    def __init__(self, view: Any, line: int, lexer: Any) -> None:
+        super().__init__()
+        self.view, self.line, self.lexer = view, line, lexer
+
+    def compose(self) -> ComposeResult:
+        rows = self.view.rows
+        yield Label(f"{self.view.title}  ·  {len(rows)} lines feed kernels",
+                    classes="compare-title")
+        yield IrViewer(id="source-view")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        lines = [text.rstrip() + (f"  # ◂ {self.view.rows[n].summary()}"
+                                  if n in self.view.rows else "")
+                 for n, text in enumerate(self.view.lines, 1)]
+        viewer = self.query_one(IrViewer)
+        viewer.show(lines, self.lexer, cursor=max(self.line - 1, 0),
+                    marks=tuple(n - 1 for n in self.view.rows))
+        viewer.focus()
+
+    def action_choose(self) -> None:
+        line = self.query_one(IrViewer).cursor + 1
+        row = self.view.rows.get(line)
+        if row is None:
+            self.notify("this line feeds no kernel the run's records name (n: the next one)",
+                        timeout=3)
+            return
+        self.app.open_hits(row)
+
+    def action_mark(self, step: int) -> None:
+        self.query_one(IrViewer).next_match(step)

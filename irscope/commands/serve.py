@@ -105,6 +105,7 @@ def served_app(run_path: Path, show_all: bool = False):
 
     class ServedApp(IrscopeApp):
         CSS_PATH = Path(tui_app.__file__).with_name(IrscopeApp.CSS_PATH)
+        reads_source_files = False
 
         def __init__(self, *args, **kwargs) -> None:
             super().__init__(*args, **kwargs)

@@ -91,8 +91,12 @@ class ProvenanceGraph:
     # stage id -> (first line, last line, node), 1-based and inclusive
     spans: dict[int, list[tuple[int, int, Node]]] = field(default_factory=dict)
     roles: dict[int, str] = field(default_factory=dict)  # output code stage id -> role
+    pre_of: dict[int, int] = field(default_factory=dict)  # torch unit -> its pre-grad graph
+    post_of: dict[int, int] = field(default_factory=dict)  # output code -> its post-grad graph
     units: dict[int, Unit] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # what the run lacks, for the user
+    # path -> 1-based line -> text, of the source the run itself holds (a kernel's function)
+    held: dict[str, dict[int, str]] = field(default_factory=dict)
     _out: dict[Node, list[Edge]] = field(default_factory=dict)
     _in: dict[Node, list[Edge]] = field(default_factory=dict)
     _files: dict[str, set[str]] = field(default_factory=dict)  # base name -> paths
@@ -125,6 +129,15 @@ class ProvenanceGraph:
         """The nodes whose span in ``stage_id`` holds 1-based ``line``."""
         return list(dict.fromkeys(n for first, last, n in self.spans.get(stage_id, ())
                                   if first <= line <= last))
+
+    def nodes_at_lines(self, stage_id: int, lines: Iterable[int]) -> list[Node]:
+        """The nodes whose own line (not their comments) is one of ``lines``."""
+        wanted = set(lines)
+        return [n for _, _, n in self.spans.get(stage_id, ()) if n.line in wanted]
+
+    def named(self, stage_id: int) -> dict[str, Node]:
+        """The FX nodes of one graph stage by name."""
+        return {n.name: n for _, _, n in self.spans.get(stage_id, ()) if n.kind == FX}
 
     def lines_of(self, node: Node) -> list[int]:
         """The 1-based lines ``node`` spans in its own stage."""
@@ -220,7 +233,7 @@ def kernel_sources(view: RunView, unit_id: int, callers: bool = False
     """The source lines behind a kernel unit (every launch of it), with the records; caller
     frames of stack traces only when ``callers``."""
     graph = provenance_graph(view)
-    return _sources(graph, [Node(KERNEL, unit_id)], callers)
+    return sources_of(graph, [Node(KERNEL, unit_id)], callers)
 
 
 def launch_sources(view: RunView, stage_id: int, line: int, callers: bool = False
@@ -229,7 +242,7 @@ def launch_sources(view: RunView, stage_id: int, line: int, callers: bool = Fals
     ``line`` of output-code stage ``stage_id``."""
     graph = provenance_graph(view)
     code = [n for n in graph.nodes_at(stage_id, line) if n.kind in CODE_KINDS]
-    return _sources(graph, code, callers)
+    return sources_of(graph, code, callers)
 
 
 def fx_nodes_of(view: RunView, node: Node) -> list[Node]:
@@ -240,8 +253,10 @@ def fx_nodes_of(view: RunView, node: Node) -> list[Node]:
     return sorted((n for n in reached if n.kind == FX), key=lambda n: (n.stage_id, n.line))
 
 
-def _sources(graph: ProvenanceGraph, starts: list[Node], callers: bool
-             ) -> dict[tuple[str, int], tuple[str, ...]]:
+def sources_of(graph: ProvenanceGraph, starts: list[Node], callers: bool = False
+               ) -> dict[tuple[str, int], tuple[str, ...]]:
+    """The source lines upstream of ``starts``, with the records on the way; the caller
+    frames of kernel stack traces only when ``callers``."""
     found: dict[tuple[str, int], tuple[str, ...]] = {}
     for node, records in graph.reach(starts, down=False).items():
         if node.kind == SOURCE and (callers or CALLER_FRAME not in records[-1:]):

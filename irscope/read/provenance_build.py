@@ -4,8 +4,10 @@ Inductor graphs, user Triton kernels, JAX/XLA modules, Thunder functions."""
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any
 
 from irscope.errors import IrscopeError
@@ -24,6 +26,13 @@ PRE_GRAD = ("dynamo_output_graph", "before_pre_grad_graph", "after_pre_grad_grap
             "inductor_pre_grad_graph")
 # the graph whose node names its ATen mapping names, filed before it (its first present)
 POST_GRAD = ("inductor_post_grad_graph", "after_post_grad_graph", "before_post_grad_graph")
+# the graphs of one pipeline: a node keeps its name from one to the next
+PRE_LINEAGE = ("dynamo_output_graph", "optimize_ddp_split_graph", "before_pre_grad_graph",
+               "inductor_pre_grad_graph", "after_pre_grad_graph", "before_recompile_pre_grad",
+               "after_recompile_pre_grad")
+JOINT_LINEAGE = ("aot_joint_graph", "before_joint_graph", "after_joint_graph")
+POST_LINEAGE = ("before_post_grad_graph", "inductor_post_grad_graph", "after_post_grad_graph",
+                "before_recompile_post_grad", "after_recompile_post_grad")
 AOT_ROLES = {"forward": "aot_forward_graph", "backward": "aot_backward_graph",
              "inference": "aot_inference_graph"}
 XLA_KINDS = ("jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt")
@@ -107,23 +116,13 @@ class _Build:
         return nodes
 
     def torch_unit(self, unit: Unit, stages: list[Stage]) -> None:
-        ordered = sorted(stages, key=lambda s: s.id)
-        pre = _first_named(ordered, PRE_GRAD)
-        pre_nodes = self.fx_nodes(unit, pre)
-        pending: dict[str, Stage] = {}
-        groups: list[tuple[Stage, Stage | None, list[Stage]]] = []
-        for stage in ordered:
-            name = stage.name.split("#")[0]
-            if stage.kind == "fx_graph" and name in POST_GRAD:
-                pending.setdefault(name, stage)
-            elif stage.kind == OUTPUT_CODE:
-                post = next((pending[n] for n in POST_GRAD if n in pending), None)
-                groups.append((stage, post, []))
-                pending = {}
-            elif stage.kind == PROVENANCE and groups:
-                groups[-1][2].append(stage)
-        for code, post, records in groups:
-            self.output_code(unit, ordered, code, post, records, pre_nodes)
+        layout = torch_layout(stages)
+        pre_nodes = self.fx_nodes(unit, layout.pre)
+        if layout.pre is not None:
+            self.graph.pre_of[unit.id] = layout.pre.id
+        for group in layout.groups:
+            self.output_code(unit, layout.ordered, group.code, group.post, group.records,
+                             pre_nodes)
 
     def output_code(self, unit: Unit, ordered: list[Stage], code: Stage, post: Stage | None,
                     records: list[Stage], pre_nodes: dict[str, Node]) -> None:
@@ -137,6 +136,8 @@ class _Build:
         if post is None and role in AOT_ROLES:  # no post-grad dump: the AOT graph of its role
             post = _first_named([s for s in ordered if s.kind == "aot_graph"], (AOT_ROLES[role],))
         post_nodes = self.fx_nodes(unit, post)
+        if post is not None:
+            graph.post_of[code.id] = post.id
         first, second = (post_nodes, pre_nodes) if role == "backward" else (pre_nodes, post_nodes)
 
         def resolve(name: str) -> Node | None:
@@ -245,8 +246,10 @@ class _Build:
         if at is None or def_line is None:
             return
         kernel = Node(KERNEL, unit.id)
-        for index in range(at, len(lines)):
-            if lines[index].strip() and not lines[index].lstrip().startswith("#"):
+        held = self.graph.held.setdefault(unit.source_file, {})
+        for index, text in enumerate(lines):
+            held.setdefault(def_line + index - at, text)
+            if index >= at and text.strip() and not text.lstrip().startswith("#"):
                 self.graph.add(Node(SOURCE, name=unit.source_file,
                                     line=def_line + index - at), kernel, LOCATION)
 
@@ -312,6 +315,55 @@ class _Build:
                         graph.add(node, Node(KERNEL, relation.dst), REGION_CALL)
 
 
+@dataclass(frozen=True)
+class CodeGroup:
+    """One output code with the graphs filed for it: its post-grad stages (the last one the
+    names its ATen mapping uses, ``post``) and its provenance records."""
+
+    code: Stage
+    post: Stage | None
+    post_stages: tuple[Stage, ...]
+    records: tuple[Stage, ...]
+
+
+@dataclass(frozen=True)
+class TorchLayout:
+    """A Dynamo compile's stages as the graph reads them: in filing order, the pre-grad graph
+    that Source Nodes name, the stages of each pipeline (pre-grad, joint) and the output codes."""
+
+    ordered: tuple[Stage, ...]
+    pre: Stage | None
+    pre_stages: tuple[Stage, ...]
+    joint_stages: tuple[Stage, ...]
+    groups: tuple[CodeGroup, ...]
+
+
+def torch_layout(stages) -> TorchLayout:
+    """Group a torch unit's stages (any order) by the output code each was filed for."""
+    ordered = tuple(sorted(stages, key=lambda s: s.id))
+    fx = [s for s in ordered if s.kind in ("fx_graph", "aot_graph")]
+    pending: list[Stage] = []
+    groups: list[CodeGroup] = []
+    for stage in ordered:
+        name = base_name(stage)
+        if stage.kind == "fx_graph" and name in POST_LINEAGE:
+            pending.append(stage)
+        elif stage.kind == OUTPUT_CODE:
+            post = _first_named(pending, POST_GRAD)
+            groups.append(CodeGroup(stage, post, tuple(pending), ()))
+            pending = []
+        elif stage.kind == PROVENANCE and groups:
+            groups[-1] = dataclasses.replace(groups[-1], records=groups[-1].records + (stage,))
+    return TorchLayout(ordered, _first_named(fx, PRE_GRAD),
+                       tuple(s for s in fx if base_name(s) in PRE_LINEAGE),
+                       tuple(s for s in fx if base_name(s) in JOINT_LINEAGE), tuple(groups))
+
+
+def base_name(stage: Stage) -> str:
+    """A stage's name without the ``#2`` of a second stage of that name."""
+    return stage.name.split("#")[0]
+
+
 def _fx_rows(parsed) -> list[tuple[str, int, int, tuple[str, int] | None]]:
     """(node, line, line of its `# File:` comment or 0, (file, line) or None) per node."""
     if parsed is None or not hasattr(parsed, "node_lines"):
@@ -329,10 +381,10 @@ def _fx_rows(parsed) -> list[tuple[str, int, int, tuple[str, int] | None]]:
     return rows
 
 
-def _first_named(stages: list[Stage], names: tuple[str, ...]) -> Stage | None:
+def _first_named(stages, names: tuple[str, ...]) -> Stage | None:
     for name in names:
         for stage in stages:
-            if stage.name.split("#")[0] == name:
+            if base_name(stage) == name:
                 return stage
     return None
 
