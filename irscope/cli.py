@@ -15,8 +15,8 @@ from irscope.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, IrscopeError,
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats", "ptx", "sass",
-            "report", "diff", "lint", "passes", "ranks", "export", "compile", "repro", "cache",
-            "completion")
+            "report", "diff", "lint", "passes", "ranks", "where", "export", "compile", "repro",
+            "cache", "completion")
 
 # Commands after which the interpreter's teardown is skipped (see entry()).
 QUICK_EXIT = ("inspect",)

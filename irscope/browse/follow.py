@@ -155,11 +155,13 @@ class Follower:
         targets = pipeline.neighbours(stage, step)
         if not targets:
             if step < 0 and starts:  # before the first graph: the user's line
-                found = self.python_source(stage, line)
-                if isinstance(found, SourceLines):
-                    return FollowResult(None, (), f"{found.title}:{found.number}",
-                                        source=found)
-                return FollowResult(None, (), found)
+                found = sorted(sources_of(graph, starts))
+                if found:
+                    path, number = found[0]
+                    more = f" (and {len(found) - 1} more lines)" if len(found) > 1 else ""
+                    return FollowResult(None, (), f"{path}:{number}{more}",
+                                        source=SourceLines(path, [], number, path=path))
+                return FollowResult(None, (), "this node carries no source line")
             return None
         if not graph:
             return self.same_source(stage, line, targets[0], NO_GRAPH + "; ")

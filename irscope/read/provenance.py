@@ -43,6 +43,7 @@ NODE_MAPPING = "Inductor provenance (node mappings)"
 KERNEL_TO_POST = "Inductor provenance (kernel to post-grad nodes)"
 STACK_TRACE = "Inductor provenance (kernel stack trace)"
 CALLER_FRAME = "Inductor provenance (kernel stack trace, caller frame)"
+STACK_LINE = "kernel stack trace's line, the nodes of its graph there"
 LAUNCHES = "launches"
 DEFINED = "defined in the output code"
 LOCATION = "source location"
@@ -249,7 +250,8 @@ def fx_nodes_of(view: RunView, node: Node) -> list[Node]:
     """The FX nodes (each of its own graph stage) behind a launch, kernel definition or kernel
     unit."""
     graph = provenance_graph(view)
-    reached = graph.reach([node], down=False, through=lambda n: n.kind != SOURCE)
+    starts = [node] + [e.dst for e in graph.downstream(node) if e.dst.kind == LAUNCH]
+    reached = graph.reach(starts, down=False, through=lambda n: n.kind != SOURCE)
     return sorted((n for n in reached if n.kind == FX), key=lambda n: (n.stage_id, n.line))
 
 

@@ -15,7 +15,7 @@ from irscope.read.provenance import (ATEN_MAPPING, CALLER_FRAME, DEFINED, DUMPED
                                      FUSED, FUSION, FUSION_IR, FX, KERNEL, KERNEL_DEF,
                                      KERNEL_TO_POST, LAUNCH, LAUNCHES, LINE, LOCATION,
                                      NODE_MAPPING, REGION, REGION_CALL, SOURCE, SOURCE_NODES,
-                                     STACK_TRACE, Node, ProvenanceGraph)
+                                     STACK_LINE, STACK_TRACE, Node, ProvenanceGraph)
 from irscope.read.view import RunView
 from irscope.store import Relation, Stage, Unit
 
@@ -197,6 +197,28 @@ class _Build:
                             graph.add(Node(SOURCE, name=path, line=int(number)), target,
                                       STACK_TRACE if index == len(stack) - 1 else CALLER_FRAME)
         self.codes_without_records += not held
+        self.by_stack_line(post, post_nodes, [*launches.values(), *defs.values()])
+
+    def by_stack_line(self, post: Stage | None, post_nodes: dict[str, Node],
+                      places: list[Node]) -> None:
+        """A launch whose only record is its stack trace (a backward's C++ kernel: Inductor
+        writes no node mapping for a backward) gets the nodes of its own post-grad graph
+        whose `# File:` line is the trace's innermost frame."""
+        graph = self.graph
+        if post is None:
+            return
+        at_line: dict[tuple[str, int], list[Node]] = defaultdict(list)
+        for name, _line, _comment, where in self.fx_rows.get(post.blob, ()):
+            if where is not None and name in post_nodes:
+                at_line[where].append(post_nodes[name])
+        for place in places:
+            upstream = graph.upstream(place)
+            if any(e.src.kind == FX for e in upstream):
+                continue
+            for edge in upstream:
+                if edge.via == STACK_TRACE:
+                    for node in at_line.get((edge.src.name, edge.src.line), ()):
+                        graph.add(node, place, STACK_LINE)
 
     def node_mappings(self, record, pre_nodes: dict[str, Node], post_nodes: dict[str, Node],
                       launches: dict[str, Node]) -> None:

@@ -1,0 +1,111 @@
+"""`irscope where RUN FILE:LINE`: what a line of your code became at each stage."""
+
+from __future__ import annotations
+
+import re
+
+from irscope.console import out, print_json, printable, warn
+from irscope.errors import UsageError
+
+# "model.py:12"   "src/model.py:12"   "C:\\src\\model.py:12"
+LOCATION_RE = re.compile(r"^(.+):(\d+)$")
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "where", help="what a line of your code became: FX nodes, kernels, IR lines",
+        description="Print what FILE:LINE became at each stage of the run, by the compilers' "
+                    "own records: the FX nodes it is the innermost frame of (each graph with "
+                    "its role), the kernels and extern calls it feeds (forward and backward, "
+                    "each launch with its output-code line and the records that say so), and "
+                    "each kernel's IR lines and SASS instructions. FILE is a path or a file "
+                    "name the run's records name once; with FILE alone, the lines of it that "
+                    "feed kernels; with --files, the files the records name.")
+    parser.add_argument("run", metavar="RUN", help="run folder, name, prefix or 'latest'")
+    parser.add_argument("location", metavar="FILE:LINE", nargs="?",
+                        help="a source line (model.py:42), or a file alone")
+    parser.add_argument("--files", action="store_true",
+                        help="list the source files the run's records name")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from irscope.browse.source_view import line_rows, source_files
+    from irscope.browse.where import resolve_file, where
+    from irscope.read.view import RunView
+    from irscope.store import Run, locate_run
+
+    if not args.files and not args.location:
+        raise UsageError("where: give FILE:LINE (or a file, or --files)")
+    with Run.open(locate_run(args.run), read_only=True) as opened:
+        view = RunView(opened)
+        if args.files:
+            files = source_files(view)
+            if args.json:
+                print_json({"files": files})
+            else:
+                for path in files:
+                    out(printable(path))
+            return 0
+        match = LOCATION_RE.match(args.location)
+        if match is None:  # a file alone: its lines that feed kernels
+            path = resolve_file(view, args.location)
+            rows = line_rows(view, path)
+            if args.json:
+                print_json({"path": path, "lines": [
+                    {"line": r.line, "forward": r.forward, "backward": r.backward,
+                     "other": r.other, "kernels": r.kernels, "instructions": r.instructions}
+                    for r in rows.values()]})
+            else:
+                out(printable(path))
+                for row in rows.values():
+                    out(f"  {row.line:>6}  {row.summary()}")
+            return 0
+        path = resolve_file(view, match.group(1))
+        found = where(view, path, int(match.group(2)))
+    if args.json:
+        print_json(found.to_json())
+        return 0
+    _print(found)
+    return 0
+
+
+def _print(found) -> None:
+    out(printable(f"{found.path}:{found.line}"))
+    if found.text is not None:
+        out(printable(f"    {found.text.strip()}"))
+    if found.fx:
+        out("FX nodes and IR lines located here (this line is their innermost frame):")
+        for row in found.fx:
+            role = f" ({row.role})" if row.role else ""
+            names = ", ".join(f"{name}:{line}" if name else f"line {line}"
+                              for name, line in row.nodes[:8])
+            more = f" … ({len(row.nodes)})" if len(row.nodes) > 8 else ""
+            out(printable(f"  {row.unit} · {row.stage}{role}: {names}{more}"))
+    if found.rows:
+        roles = [_role(r) for r in found.rows]
+        counts = ", ".join(f"{roles.count(r)} {r}" for r in dict.fromkeys(roles))
+        kernels = {k.unit for r in found.rows for k in r.kernels}
+        out(f"Launches and kernels ({counts}; {len(kernels)} kernel units):")
+        shown: set[str] = set()
+        for row in found.rows:
+            where_ = f"{row.graph} · {row.stage}:{row.line}" if row.graph else "user kernel"
+            how = "; ".join(row.records)
+            out(printable(f"  {_role(row):<9} {row.name}  [{where_}]  by {how}"))
+            for kernel in row.kernels:
+                seen = kernel.unit in shown
+                shown.add(kernel.unit)
+                count = f": {kernel.instructions:,} instructions" if kernel.instructions else ""
+                out(printable(f"      {kernel.unit}{count}"
+                              + (" (its IR lines above)" if seen and kernel.stages else "")))
+                for stage in () if seen else kernel.stages:
+                    out(printable(f"        {stage.name}: {stage.text()}"))
+    for note in found.notes:
+        warn(note)
+
+
+def _role(row) -> str:
+    """forward / backward / inference, else what the place is (a user kernel, a fusion)."""
+    return row.role or {"kernel": "kernel", "fusion": "fusion", "region": "region"}.get(
+        row.kind, "-")
