@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from irscope.browse.locations import LineLocations, line_locations
-from irscope.browse.source_view import kernel_instructions
+from irscope.read.source_lines import kernel_instructions
 from irscope.errors import IrscopeError
 from irscope.read.provenance import (DUMPED, FILE_COMMENT, FUSION, FX, LINE, LOCATION, Hit,
                                      provenance_graph, source_hits)

@@ -31,7 +31,8 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from irscope.browse.source_view import line_rows, source_files
+    from irscope.browse.source_view import source_files
+    from irscope.read.source_lines import line_rows
     from irscope.browse.where import resolve_file, where
     from irscope.read.view import RunView
     from irscope.store import Run, locate_run
@@ -55,8 +56,8 @@ def run(args) -> int:
             if args.json:
                 print_json({"path": path, "lines": [
                     {"line": r.line, "forward": r.forward, "backward": r.backward,
-                     "other": r.other, "kernels": r.kernels, "instructions": r.instructions}
-                    for r in rows.values()]})
+                     "inference": r.inference, "other": r.other, "kernels": r.kernels,
+                     "instructions": r.instructions} for r in rows.values()]})
             else:
                 out(printable(path))
                 for row in rows.values():

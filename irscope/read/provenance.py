@@ -222,11 +222,11 @@ def source_hits(view: RunView, path: str, line: int, callers: bool = True) -> li
     return _hits(view, graph, reached)
 
 
-def hits_by_line(view: RunView, path: str) -> dict[int, list[Hit]]:
+def hits_by_line(view: RunView, path: str, callers: bool = True) -> dict[int, list[Hit]]:
     """Every line of ``path`` the records name, with the device places it feeds."""
     graph = provenance_graph(view)
-    return {node.line: found for node in sorted(graph.source_nodes(path), key=lambda n: n.line)
-            if (found := source_hits(view, path, node.line))}
+    return {node.line: found for node in graph.source_nodes(path)
+            if (found := source_hits(view, path, node.line, callers))}
 
 
 def kernel_sources(view: RunView, unit_id: int, callers: bool = False

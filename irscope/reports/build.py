@@ -3,6 +3,7 @@ and passes, and the run's totals, kept in the run between reports (``rollup``)."
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -14,11 +15,13 @@ from irscope.read.ranks import rank_totals
 from irscope.store.units import shown_units
 from irscope.read.view import RunView
 from irscope.reports.passes import with_passes
-from irscope.reports.records import (CODE_KINDS, Report, StageRecord, UnitRecord, plain_meta,
+from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, StageRecord,
+                                     UnitRecord, plain_meta,
                                      stage_record, stage_selected, unit_headline,
                                      unit_selected)
+from irscope.read.source_lines import run_line_rows
 from irscope.read.timing import read_time
-from irscope.reports.rollup import kept_or_built
+from irscope.reports.rollup import kept_or_built, kept_rows
 from irscope.reports.timing import time_section
 from irscope.store import Run, Stage
 
@@ -38,7 +41,21 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
         return with_passes(run, replace(report, units=units)).units, totals
 
     units, totals = kept_or_built(run, (wanted, unit_pattern, show_all), build)
-    return replace(report, units=units, totals=totals, time=time_section(run, units))
+    return replace(report, units=units, totals=totals, time=time_section(run, units),
+                   source_lines=source_line_records(run))
+
+
+def source_line_records(run: RunView) -> tuple[SourceLineRecord, ...]:
+    """The run's source lines that produce kernels (read.source_lines), kept in the run
+    between reports like the unit records."""
+    def build() -> list[dict]:
+        return [SourceLineRecord(r.path, r.line, r.forward, r.backward, r.inference, r.other,
+                                 r.kernels, r.instructions).to_json()
+                for r in run_line_rows(run)]
+
+    fields = {f.name for f in dataclasses.fields(SourceLineRecord)}
+    return tuple(SourceLineRecord(**{k: v for k, v in row.items() if k in fields})
+                 for row in kept_rows(run, "source_lines", build))
 
 
 def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | None,

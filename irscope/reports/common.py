@@ -107,6 +107,23 @@ def history_rows(rendering: Rendering) -> list[tuple[str, str, str]]:
             for unit, figure, values in rendering.history.rows()]
 
 
+SOURCE_LINES_SHOWN = 20  # rows of the source-line table in the table, md and html formats
+SOURCE_LINE_HEADER = ("Source line", "Fwd", "Bwd", "Inf", "Other", "Kernels", "Instructions")
+
+
+def source_line_rows(report) -> list[tuple[str, int, int, int, int, int, int]]:
+    """The report's source lines that produce the most kernels, then instructions: location
+    and figures, for the formats that show a table (json and csv keep every line)."""
+    return [(f"{r.path}:{r.line}", r.forward, r.backward, r.inference, r.other, r.kernels,
+             r.instructions) for r in report.source_lines[:SOURCE_LINES_SHOWN]]
+
+
+def source_lines_title(report) -> str:
+    shown = min(len(report.source_lines), SOURCE_LINES_SHOWN)
+    return (f"Source lines that produce the most kernels ({shown} of "
+            f"{len(report.source_lines)}; irscope where RUN FILE:LINE)")
+
+
 def event_message(data: Mapping) -> str:
     """An event's reason and where it happened, as one line."""
     where = data.get("file") or data.get("filename")

@@ -20,7 +20,8 @@ DIFF_HEADER = ("status", "unit_a", "unit_b", "framework", "matched_by", "figure"
 def report_rows(report: Report):
     """Rows: where the time goes (unit ``(run)``, section ``time``: run totals, then each
     top kernel's figures as ``kernel:<rank>.<figure>``), unit-level figures (section
-    ``figure``), then per stage its totals, ops, categories."""
+    ``figure``), then per stage its totals, ops, categories; then each source line's
+    figures (section ``source_line``)."""
     if report.time is not None:
         head = ("(run)", "", "", "", "", "")
         for key, value in report.time.totals.items():
@@ -38,6 +39,9 @@ def report_rows(report: Report):
                                     ("category", stage.categories)):
                 for key, value in values.items():
                     yield (*where, section, key, value)
+    for line in report.source_lines:  # the run's source lines: no unit, section source_line
+        for key in ("forward", "backward", "inference", "other", "kernels", "instructions"):
+            yield ("", "", line.path, line.line, "", "", "source_line", key, getattr(line, key))
 
 
 def diff_rows(diff: Diff):

@@ -13,8 +13,9 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from html import escape
 
-from irscope.reports.common import (Details, Rendering, kernel_rows, number, percent,
-                                    printable, run_total_changes, signed, stage_columns,
+from irscope.reports.common import (SOURCE_LINE_HEADER, Details, Rendering, kernel_rows,
+                                    number, percent, printable, run_total_changes, signed,
+                                    source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
@@ -217,6 +218,11 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                                         drawn))
         body.append("</details>")
     body.append(passes_section(report))
+    if report.source_lines:
+        body.append(f"<h2>{text(source_lines_title(report))}</h2>" + _table(
+            SOURCE_LINE_HEADER, ("<tr>" + _td(row[0]) + "".join(_td(number(v), True)
+                                                                for v in row[1:]) + "</tr>"
+                                 for row in source_line_rows(report))))
     body.append(history_section(rendering))
     return _page(f"irscope report: {report.run}", body)
 

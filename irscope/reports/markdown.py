@@ -5,8 +5,10 @@ from __future__ import annotations
 import html
 from collections.abc import Iterable, Sequence
 
-from irscope.reports.common import (kernel_rows, number, percent, run_total_changes, signed,
-                                    stage_columns, stage_title, summary_line, unit_columns)
+from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, number, percent,
+                                    run_total_changes, signed, source_line_rows,
+                                    source_lines_title, stage_columns, stage_title,
+                                    summary_line, unit_columns)
 from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
@@ -51,6 +53,9 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                 lines += table(["Op", "Count"], stage.histogram.items())
         lines += ["", "</details>"]
     lines += passes_section(report)
+    if report.source_lines:
+        lines += ["", f"### {cell(source_lines_title(report))}", ""]
+        lines += table(SOURCE_LINE_HEADER, source_line_rows(report))
     changed = history_rows(rendering)
     if changed:
         lines += ["", f"### History (last {len(rendering.history.runs)} runs, then this one)",

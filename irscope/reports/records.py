@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import re
 from collections import Counter
@@ -109,6 +110,25 @@ class TimeSection:
 
 
 @dataclass(frozen=True)
+class SourceLineRecord:
+    """One line of the user's code and what it produces by itself (the FX nodes and kernel
+    stack traces whose innermost frame it is): launches by role, distinct kernels and their
+    instructions."""
+
+    path: str
+    line: int
+    forward: int = 0
+    backward: int = 0
+    inference: int = 0
+    other: int = 0
+    kernels: int = 0
+    instructions: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything `irscope report` shows: the run, its units, and run-wide totals."""
 
@@ -119,6 +139,8 @@ class Report:
     stages: tuple[str, ...] | None = None  # the stage filter applied, if any
     meta: Mapping[str, Any] = field(default_factory=dict)
     time: TimeSection | None = None  # where the GPU time goes, when the run measured it
+    # the source lines that produce kernels, the most kernels and instructions first
+    source_lines: tuple[SourceLineRecord, ...] = ()
 
     def figures(self) -> dict[str, float]:
         """Run-level figures: the totals plus every unit figure combined over units."""
@@ -252,6 +274,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
             "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
+        "source_lines": [line.to_json() for line in report.source_lines],
     }
 
 
@@ -284,10 +307,14 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                      for s in u.get("stages") or ()),
     ) for u in doc.get("units") or ())
     run = doc.get("run") or {}
+    known = {f.name for f in dataclasses.fields(SourceLineRecord)}
+    lines = tuple(SourceLineRecord(**{k: v for k, v in row.items() if k in known})
+                  for row in doc.get("source_lines") or () if isinstance(row, Mapping))
     return Report(run=run.get("name", source), path=run.get("path"), units=units,
                   totals=dict(doc.get("totals") or {}),
                   stages=tuple(doc["stages"]) if doc.get("stages") else None,
-                  meta=dict(run.get("meta") or {}), time=_time_from_json(doc.get("time")))
+                  meta=dict(run.get("meta") or {}), time=_time_from_json(doc.get("time")),
+                  source_lines=lines)
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:
@@ -318,4 +345,4 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
                    u.lint, u.passes, u.pass_figures)
         for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
-                  wanted or report.stages, report.meta, report.time)
+                  wanted or report.stages, report.meta, report.time, report.source_lines)

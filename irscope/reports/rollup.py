@@ -50,6 +50,25 @@ def kept_or_built(run: RunView, filters: tuple, build: Callable[[], Records]) ->
     return records
 
 
+def kept_rows(run: RunView, name: str, build: Callable[[], list[dict]]) -> list[dict]:
+    """Rows of plain JSON objects (numbers and strings) kept in the run under ``name`` like
+    the records: read back when nothing changed, else ``build()``'s, then kept."""
+    key = f"{name}:{_code_digest()}"
+    generation = run.generation()
+    data = run.rollup(key, generation)
+    if data is not None:
+        try:
+            rows = json.loads(data)
+        except ValueError:
+            rows = None
+        if isinstance(rows, list) and all(isinstance(r, dict) and all(
+                isinstance(v, (str, *_NUMBER)) for v in r.values()) for r in rows):
+            return rows
+    rows = build()
+    run.keep_rollup(key, generation, json.dumps(rows, separators=(",", ":")).encode())
+    return rows
+
+
 def _key(filters: tuple) -> str:
     return f"{KIND}:{_code_digest()}:{json.dumps(filters, default=str)}"
 

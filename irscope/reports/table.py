@@ -8,9 +8,10 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from irscope.reports.common import (middle, number, percent, printable, run_total_changes,
-                                    signed, stage_columns, stage_summary, stage_title,
-                                    summary_line, unit_columns)
+from irscope.reports.common import (SOURCE_LINE_HEADER, middle, number, percent, printable,
+                                    run_total_changes, signed, source_line_rows,
+                                    source_lines_title, stage_columns, stage_summary,
+                                    stage_title, summary_line, unit_columns)
 from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
@@ -94,7 +95,7 @@ def report_renderable(report: Report, width: int = 120,
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            Text(stage_summary(stage)))
     return Group(*_time_tables(report, width), units, stages, *_passes_table(report),
-                 *_history_table(rendering))
+                 *_source_lines_table(report, width), *_history_table(rendering))
 
 
 def _history_table(rendering: Rendering) -> list[Table]:
@@ -143,6 +144,23 @@ def _time_tables(report: Report, width: int) -> list:
                                         needs[i])) for i in kept))
         found.append(table)
     return found
+
+
+def _source_lines_table(report: Report, width: int) -> list[Table]:
+    """The source lines that produce the most kernels (none without provenance)."""
+    if not report.source_lines:
+        return []
+    table = Table(title=source_lines_title(report), title_justify="left")
+    figures = SOURCE_LINE_HEADER[1:]
+    place = max(NAME_MIN, width - 1 - CELL_PADDING * (1 + len(figures))
+                - sum(max(len(f), 6) for f in figures))
+    _fixed(table, SOURCE_LINE_HEADER[0], place)
+    for title in figures:
+        _fixed(table, title, max(len(title), 6), "right")
+    for location, *values in source_line_rows(report):  # the file's name: md, html keep paths
+        shown = location.rsplit("/", 1)[-1]
+        table.add_row(Text(middle(printable(shown), place)), *(number(v) for v in values))
+    return [table]
 
 
 def _passes_table(report: Report) -> list[Table]:

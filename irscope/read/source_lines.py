@@ -1,0 +1,95 @@
+"""Per source line, what it feeds: launches by role, distinct kernel units and their
+instructions; the rows of the source view, `where FILE` and the report's source-line table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from irscope.read.provenance import Hit, hits_by_line, provenance_graph
+from irscope.read.view import RunView
+from irscope.store import Stage, Unit
+
+COUNTED_KINDS = ("sass", "ptx", "llir", "cpp_kernel")  # a kernel's instructions: the first held
+
+
+@dataclass(frozen=True)
+class LineRow:
+    """What one source line feeds: its hits, the launches by role, the distinct kernel units
+    (one configuration of an autotuned kernel) and their instructions (SASS, else PTX, else
+    LLVM IR, as each kernel holds them)."""
+
+    path: str
+    line: int
+    hits: tuple[Hit, ...]
+    forward: int = 0
+    backward: int = 0
+    inference: int = 0
+    other: int = 0  # user kernels, XLA fusions, Thunder regions
+    kernels: int = 0
+    instructions: int = 0
+
+    def summary(self) -> str:
+        """`2 fwd · 3 bwd · 4 kernels · 1,234 instr`, for the gutter and `where FILE`."""
+        parts = [f"{n} {word}" for n, word in ((self.forward, "fwd"), (self.backward, "bwd"),
+                                              (self.inference, "inf"), (self.other, "other"))
+                 if n]
+        if self.kernels:
+            parts.append(f"{self.kernels} kernel{'s' * (self.kernels != 1)}")
+        if self.instructions:
+            parts.append(f"{self.instructions:,} instr")
+        return " · ".join(parts)
+
+
+def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineRow]:
+    """Each line of ``path`` that feeds something, with its figures; ``callers`` False counts
+    only what a line does itself (not the kernels of the code it calls)."""
+    count = kernel_instructions(view)
+    rows = {}
+    for line, hits in hits_by_line(view, path, callers).items():
+        roles = [hit.role if hit.graph is not None else "" for hit in hits]
+        units = {unit.id: unit for hit in hits for unit in _configuration(hit.kernels)}
+        counted = {role: roles.count(role) for role in ("forward", "backward", "inference")}
+        rows[line] = LineRow(path, line, tuple(hits), **counted,
+                             other=len(hits) - sum(counted.values()), kernels=len(units),
+                             instructions=sum(count(unit) for unit in units.values()))
+    return rows
+
+
+def run_line_rows(view: RunView) -> list[LineRow]:
+    """Every source line of the run that feeds a kernel by itself (innermost frames), the
+    most kernels, then the most instructions, first."""
+    rows = [row for path in provenance_graph(view).files()
+            for row in line_rows(view, path, callers=False).values()]
+    return sorted(rows, key=lambda r: (-r.kernels, -r.instructions, r.path, r.line))
+
+
+def kernel_instructions(view: RunView):
+    """A function giving a kernel unit's instruction count, each unit read once per view."""
+    memo: dict[int, int] = view.derived("kernel_instructions", dict)
+
+    def count(unit: Unit) -> int:
+        if unit.id not in memo:
+            memo[unit.id] = _instructions(view, view.stages(unit.id))
+        return memo[unit.id]
+    return count
+
+
+def _configuration(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
+    """One configuration of an autotuned kernel: the one Inductor chose, else the first."""
+    if len(units) < 2:
+        return units
+    best = [u for u in units if u.attrs.get("autotune_best")]
+    return (best or sorted(units, key=lambda u: (len(u.name), u.name)))[:1]
+
+
+def _instructions(view: RunView, stages: list[Stage]) -> int:
+    for kind in COUNTED_KINDS:
+        for stage in stages:
+            if stage.kind == kind:
+                try:
+                    total = view.parsed(stage).totals.get("instructions")
+                except Exception:  # noqa: BLE001  an odd stage counts nothing
+                    total = None
+                if isinstance(total, (int, float)):
+                    return int(total)
+    return 0
