@@ -295,3 +295,31 @@ def test_jax_jit_lines_reach_equations_hlo_ops_and_fusions(cpu_jax):
     jaxpr = next(s for s in view.stages() if s.kind == "jaxpr")
     equations = [line for line in view.read_text(jaxpr).splitlines() if " = " in line]
     assert equations and all(f"{path}:" in line for line in equations[:3])
+
+
+def test_diff_pairs_a_renamed_kernel_with_itself_by_provenance(tmp_path):
+    """Inductor renumbers kernels between versions: B's GELU kernel is `_8`, and `_6` (its
+    name in A) is now another kernel's. The diff compares each kernel with itself."""
+    from irscope.reports.build import build_report
+    from irscope.reports.diff import diff_reports
+
+    sides = {}
+    for side in ("a", "b"):
+        copy = tmp_path / side
+        shutil.copytree(GPU_SAMPLES / "gpt2_provenance", copy)
+        meta = json.loads((copy / "run.json").read_text())
+        (copy / "run.json").write_text(json.dumps({**meta, "read_only": False}))
+        sides[side] = copy
+    gelu, other = "triton_poi_fused_add_mul_pow_tanh_view_6", "triton_poi_fused_add_arange_0"
+    with Run.open(sides["b"]) as run, run.transaction() as writer:
+        writer.rename_unit(run.unit(gelu).id, gelu[:-1] + "8")
+        writer.rename_unit(run.unit(other).id, gelu)
+    reports = []
+    for side in ("a", "b"):
+        with Run.open(sides[side], read_only=True) as run:
+            reports.append(build_report(run))
+    diff = diff_reports(*reports)
+    pairs = {(u.a.name, u.b.name): u for u in diff.units if u.status == "matched"}
+    renamed = pairs[(gelu, gelu[:-1] + "8")]
+    assert renamed.matched_by == "provenance" and not renamed.changes
+    assert pairs[(other, gelu)].matched_by == "provenance"

@@ -294,9 +294,11 @@ class IrscopeApp(App[None]):
     @work(thread=True, exclusive=True, group="compare", exit_on_error=False)
     def compare_runs_worker(self, stage: Stage) -> None:
         """The stage shown beside the same unit's stage (kind and name) in the other run."""
+        from irscope.read.provenance_keys import twin as twin_unit
+
         run, unit = self.store(), self.units[stage.unit_id]
         with Run.open(self.other_path) as other:
-            match = next((u for u in other.units() if u.name == unit.name), None)
+            match, how = twin_unit(RunView.of(run), unit, RunView(other))
             twin = next((s for s in other.stages(match.id) if s.kind == stage.kind
                          and s.name == stage.name), None) if match else None
             if twin is None:
@@ -310,7 +312,8 @@ class IrscopeApp(App[None]):
                     lines = readable_text(this.kind, source.read_text(this)).splitlines()
                 except IrscopeError as exc:
                     lines = [f"⚠ {exc}"]
-                title = f"{where.name}: {stage_label(this, owner.name)}"
+                paired = f" (by {how})" if owner is match and how != "name" else ""
+                title = f"{where.name}: {stage_label(this, owner.name)}{paired}"
                 sides.append((this, title, lines, lexer_for(this.kind),
                               self._parse_quietly(source, this)))
             cards = [dict(kernel_card(owner, unit_figures_of(source, owner)))

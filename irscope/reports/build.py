@@ -19,6 +19,7 @@ from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, Stage
                                      UnitRecord, plain_meta,
                                      stage_record, stage_selected, unit_headline,
                                      unit_selected)
+from irscope.read.provenance_keys import unit_keys
 from irscope.read.source_lines import run_line_rows
 from irscope.read.timing import read_time
 from irscope.reports.rollup import kept_or_built, kept_rows
@@ -79,8 +80,10 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
         headline = unit_headline(records, figures)
         if timed is not None and unit.id in timed.units:  # measured GPU time, where joined
             headline.update(timed.units[unit.id].figures())
+        lines, code = unit_keys(run, unit)
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
-                                records, headline, lint.get(unit.name, {})))
+                                records, headline, lint.get(unit.name, {}),
+                                provenance=lines, code_key=code))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
     if hidden:

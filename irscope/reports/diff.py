@@ -125,13 +125,18 @@ def _match_unique(left: list[UnitRecord], right: list[UnitRecord],
 
 def match_units(a: Iterable[UnitRecord], b: Iterable[UnitRecord]
                 ) -> list[tuple[UnitRecord, UnitRecord, str]]:
-    """Pair units: by (framework, name), then by normalized name, then by source location.
+    """Pair units: kernels by provenance first (the same source lines and code, then the same
+    source lines: Inductor renumbers kernels, ``_4`` -> ``_5``), then by (framework, name),
+    normalized name, source location.
 
     Two one-unit reports (single artifacts) pair with each other whatever their names.
     """
     left, right = list(a), list(b)
     pairs: list[tuple[UnitRecord, UnitRecord, str]] = []
     strategies = (
+        ("provenance", lambda u: (u.framework, u.provenance, u.code_key)
+         if u.provenance and u.code_key else None),
+        ("source lines", lambda u: (u.framework, u.provenance) if u.provenance else None),
         ("name", lambda u: u.key),
         ("normalized name", lambda u: (u.framework, normalized_name(u.name))),
         ("source location", lambda u: (u.framework, u.location) if u.location else None),

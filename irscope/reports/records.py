@@ -67,6 +67,10 @@ class UnitRecord:
     lint: Mapping[str, int] = field(default_factory=dict)  # lint.<rule> -> findings
     passes: tuple[Any, ...] = ()  # the passes that changed the IR (analysis.passes.PassRow)
     pass_figures: Mapping[str, int] = field(default_factory=dict)  # passes.total, .changed
+    # a kernel's keys by provenance (read.provenance_keys): the source lines it comes from,
+    # its code with names and paths taken out; a diff pairs kernels by them before names
+    provenance: str | None = None
+    code_key: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -272,6 +276,8 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
             "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
+            **({"provenance": u.provenance} if u.provenance else {}),
+            **({"code_key": u.code_key} if u.code_key else {}),
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
         "source_lines": [line.to_json() for line in report.source_lines],
@@ -288,6 +294,10 @@ def _run_headline(report: Report) -> dict[str, float]:
     return out
 
 
+def _text_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 _SCHEMA_RE = re.compile(r"^irscope\.report/(\d+)$")  # irscope.report/1
 
 
@@ -300,6 +310,7 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
     units = tuple(UnitRecord(
         name=u["name"], framework=u["framework"], source_file=u.get("source_file"),
         source_line=u.get("source_line"), headline=dict(u.get("figures") or {}),
+        provenance=_text_or_none(u.get("provenance")), code_key=_text_or_none(u.get("code_key")),
         stages=tuple(StageRecord(s["kind"], s["name"], dict(s.get("histogram") or {}),
                                  dict(s.get("totals") or {}), dict(s.get("categories") or {}),
                                  tuple(s.get("kernels") or ()), int(s.get("diagnostics", 0)),
@@ -339,10 +350,7 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
     wanted = tuple(stages) if stages else None
     if not wanted and not unit_pattern:
         return report
-    units = tuple(
-        UnitRecord(u.name, u.framework, u.source_file, u.source_line,
-                   tuple(s for s in u.stages if stage_selected(s.kind, wanted)), u.headline,
-                   u.lint, u.passes, u.pass_figures)
-        for u in report.units if unit_selected(u.name, unit_pattern))
+    units = tuple(replace(u, stages=tuple(s for s in u.stages if stage_selected(s.kind, wanted)))
+                  for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
                   wanted or report.stages, report.meta, report.time, report.source_lines)
