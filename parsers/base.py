@@ -76,31 +76,62 @@ def from_jsonable(hint: Any, value: Any) -> Any:
     """``value`` (plain JSON) rebuilt as type ``hint``: frozen dataclasses and named tuples
     field by field, tuples, sets and mappings (integer keys from their JSON strings),
     ``X | None``; anything typed ``Any`` as it is."""
+    return _converter(hint)(value)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def _converter(hint: Any) -> Callable[[Any], Any]:
+    """The function that rebuilds a value of type ``hint`` from JSON, made once per type:
+    the cached parse results of a large stage hold hundreds of thousands of values."""
     origin = typing.get_origin(hint)
-    if value is None or hint is Any:
-        return value
+    if hint is Any or hint in (str, int, float, bool, type(None)):
+        return _same
     if origin in (typing.Union, types.UnionType):
         options = [h for h in typing.get_args(hint) if h is not type(None)]
-        return value if len(options) != 1 else from_jsonable(options[0], value)
-    if dataclasses.is_dataclass(hint) and isinstance(value, Mapping):
-        hints = _field_hints(hint)
-        return hint(**{name: from_jsonable(hints[name], value[name])
-                       for name in hints if name in value})
+        if len(options) != 1:
+            return _same
+        inner = _converter(options[0])
+        return lambda value: None if value is None else inner(value)
+    if dataclasses.is_dataclass(hint):
+        fields = [(name, _converter(h)) for name, h in _field_hints(hint).items()]
+
+        def dataclass_of(value: Any) -> Any:
+            if not isinstance(value, Mapping):
+                return value
+            return hint(**{name: convert(value[name]) for name, convert in fields
+                           if name in value})
+        return dataclass_of
     if isinstance(hint, type) and issubclass(hint, tuple) and hasattr(hint, "_fields"):
-        hints = _field_hints(hint)  # a NamedTuple, written as a list of its fields
-        return hint(*(from_jsonable(hints[name], item) for name, item in zip(hint._fields, value)))
+        fields = [_converter(h) for h in _field_hints(hint).values()]  # a NamedTuple: a list
+        return lambda value: None if value is None else hint(
+            *(convert(item) for convert, item in zip(fields, value)))
     args = typing.get_args(hint)
     if origin in (dict, Mapping, typing.Mapping) or hint in (dict, Mapping):
         key, item = args or (Any, Any)
-        return {from_jsonable(key, k) if key is not int else int(k): from_jsonable(item, v)
-                for k, v in value.items()}
+        keys, items = (int if key is int else _converter(key)), _converter(item)
+        if keys is _same and items is _same:
+            return lambda value: None if value is None else dict(value)
+        return lambda value: None if value is None else {
+            keys(k): items(v) for k, v in value.items()}
     if origin is tuple:
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_jsonable(args[0], v) for v in value)
-        return tuple(from_jsonable(h, v) for h, v in zip(args, value)) if args else tuple(value)
+            item = _converter(args[0])
+            if item is _same:
+                return lambda value: None if value is None else tuple(value)
+            return lambda value: None if value is None else tuple(item(v) for v in value)
+        if args:
+            parts = [_converter(h) for h in args]
+            return lambda value: None if value is None else tuple(
+                convert(v) for convert, v in zip(parts, value))
+        return lambda value: None if value is None else tuple(value)
     if origin in (list, set, frozenset):
-        return origin(from_jsonable(args[0] if args else Any, v) for v in value)
-    return value
+        item = _converter(args[0] if args else Any)
+        return lambda value: None if value is None else origin(item(v) for v in value)
+    return _same
 
 
 @functools.cache

@@ -15,9 +15,10 @@ LLVM `!dbg`, PTX `.loc`, SASS line info) and are read on demand per kernel
 from __future__ import annotations
 
 import os
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from irscope.read.view import RunView
 from irscope.store import Stage, Unit
@@ -52,9 +53,9 @@ DUMPED = "the fusion's dump"
 REGION_CALL = "fusion region"
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    """A place of the graph (see the module docstring); ``line`` is 1-based, 0 for none."""
+class Node(NamedTuple):
+    """A place of the graph (see the module docstring); ``line`` is 1-based, 0 for none.
+    A named tuple: a large run's graph holds hundreds of thousands, hashed as tuples are."""
 
     kind: str
     unit_id: int = 0
@@ -63,8 +64,7 @@ class Node:
     line: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(NamedTuple):
     """``src`` (nearer the user's code) became ``dst`` (nearer the machine), by ``via``."""
 
     src: Node
@@ -90,7 +90,8 @@ class ProvenanceGraph:
 
     edges: list[Edge] = field(default_factory=list)
     # stage id -> (first line, last line, node), 1-based and inclusive
-    spans: dict[int, list[tuple[int, int, Node]]] = field(default_factory=dict)
+    spans: defaultdict[int, list[tuple[int, int, Node]]] = field(
+        default_factory=lambda: defaultdict(list))
     roles: dict[int, str] = field(default_factory=dict)  # output code stage id -> role
     pre_of: dict[int, int] = field(default_factory=dict)  # torch unit -> its pre-grad graph
     post_of: dict[int, int] = field(default_factory=dict)  # output code -> its post-grad graph
@@ -98,33 +99,35 @@ class ProvenanceGraph:
     notes: list[str] = field(default_factory=list)  # what the run lacks, for the user
     # path -> 1-based line -> text, of the source the run itself holds (a kernel's function)
     held: dict[str, dict[int, str]] = field(default_factory=dict)
-    _out: dict[Node, list[Edge]] = field(default_factory=dict)
-    _in: dict[Node, list[Edge]] = field(default_factory=dict)
+    _out: defaultdict[Node, list[Edge]] = field(default_factory=lambda: defaultdict(list))
+    _in: defaultdict[Node, list[Edge]] = field(default_factory=lambda: defaultdict(list))
     _files: dict[str, set[str]] = field(default_factory=dict)  # base name -> paths
     _lines: dict[str, dict[int, Node]] = field(default_factory=dict)  # path -> line -> node
 
     def add(self, src: Node, dst: Node, via: str) -> None:
         edge = Edge(src, dst, via)
         self.edges.append(edge)
-        self._out.setdefault(src, []).append(edge)
-        self._in.setdefault(dst, []).append(edge)
-        if src.kind == SOURCE and src.line not in self._lines.setdefault(src.name, {}):
-            self._lines[src.name][src.line] = src
-            self._files.setdefault(os.path.basename(src.name), set()).add(src.name)
+        self._out[src].append(edge)
+        self._in[dst].append(edge)
+        if src.kind == SOURCE:
+            lines = self._lines.get(src.name)
+            if lines is None:
+                lines = self._lines[src.name] = {}
+                self._files.setdefault(os.path.basename(src.name), set()).add(src.name)
+            lines.setdefault(src.line, src)
 
     def span(self, node: Node, first: int, last: int | None = None) -> None:
-        self.spans.setdefault(node.stage_id, []).append(
-            (first, first if last is None else last, node))
+        self.spans[node.stage_id].append((first, first if last is None else last, node))
 
     # -- reading ---------------------------------------------------------------------
     def __bool__(self) -> bool:
         return bool(self.edges)
 
     def downstream(self, node: Node) -> list[Edge]:
-        return self._out.get(node, [])
+        return self._out.get(node, ())
 
     def upstream(self, node: Node) -> list[Edge]:
-        return self._in.get(node, [])
+        return self._in.get(node, ())
 
     def nodes_at(self, stage_id: int, line: int) -> list[Node]:
         """The nodes whose span in ``stage_id`` holds 1-based ``line``."""

@@ -87,7 +87,7 @@ def _instructions(view: RunView, stages: list[Stage]) -> int:
         for stage in stages:
             if stage.kind == kind:
                 try:
-                    total = view.parsed(stage).totals.get("instructions")
+                    total = view.totals(stage).get("instructions")
                 except Exception:  # noqa: BLE001  an odd stage counts nothing
                     total = None
                 if isinstance(total, (int, float)):

@@ -155,6 +155,14 @@ class RunView:
             raise found
         return found
 
+    def totals(self, stage: Stage) -> dict:
+        """The parser's totals for ``stage`` (from this memo, else the run's cache)."""
+        key = (stage.blob, stage.kind)
+        found = self._parsed.get(key)
+        if found is not None and not isinstance(found, Exception):
+            return dict(found.totals)
+        return self.run.totals(stage)
+
     def read_text(self, stage: Stage) -> str:
         return self.run.read_text(stage)
 

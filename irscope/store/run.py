@@ -483,6 +483,19 @@ class Run:
             self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
 
     # -- parsed statistics, cached ---------------------------------------------------
+    def totals(self, stage: Stage) -> dict:
+        """The parser's ``totals`` for a stage: from the cache without rebuilding the whole
+        result when it holds them (a kernel's instruction count, asked of 600 kernels)."""
+        from irscope.parsers import registry
+
+        row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
+                              (stage.blob, stage.kind, registry.parser_version(stage.kind))
+                              ).fetchone()
+        cached = json_object(row[0]) if row else None
+        if cached and isinstance(cached.get("totals"), dict):
+            return cached["totals"]
+        return dict(self.parsed(stage).totals)
+
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's frozen result for a stage, rebuilt from the cache when the blob was
         parsed before (the cache holds ``to_jsonable(result)``, every field)."""
