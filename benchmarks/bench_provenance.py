@@ -75,14 +75,9 @@ def bench_follow(folder: Path, repeat: int) -> None:
     copy = folder / "gpt2"
     shutil.copytree(SAMPLE, copy)
     view = RunView(Run.open(copy, read_only=True))
-    units = {u.id: u for u in view.units()}
-    stages: dict[int, list] = {}
-    for stage in view.stages():
-        stages.setdefault(stage.unit_id, []).append(stage)
-    for held in stages.values():
-        held.sort(key=lambda s: (s.position, s.id))
+    follower = Follower.of(view)
+    units, stages = follower.units, follower.stages_by_unit
     build_s, _ = timed(lambda: provenance_graph(view))
-    follower = Follower(view, units, stages)
     gelu = "triton_poi_fused_add_mul_pow_tanh_view_6"
 
     def at(unit: str, name: str, text: str):

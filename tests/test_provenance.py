@@ -41,13 +41,7 @@ def gpt2(tmp_path_factory) -> RunView:
 
 
 def follower(view: RunView) -> Follower:
-    units = {u.id: u for u in view.units()}
-    stages: dict[int, list] = {}
-    for stage in view.stages():
-        stages.setdefault(stage.unit_id, []).append(stage)
-    for held in stages.values():
-        held.sort(key=lambda s: (s.position, s.id))
-    return Follower(view, units, stages)
+    return Follower.of(view)
 
 
 def recorded_launches(view: RunView, path_end: str, line: int) -> set[tuple[str, str]]:

@@ -86,6 +86,15 @@ class Follower:
         self._pipelines: dict[int, Pipeline] = {}
         self.source: object = view  # what the caller made this follower of (its cache key)
 
+    @classmethod
+    def of(cls, view: RunView) -> Follower:
+        """A follower over every unit and stage of ``view``, in pipeline order (the app
+        passes the units and stages it loaded instead)."""
+        stages: dict[int, list[Stage]] = {}
+        for stage in sorted(view.stages(), key=lambda s: (s.position, s.id)):
+            stages.setdefault(stage.unit_id, []).append(stage)
+        return cls(view, {u.id: u for u in view.units()}, stages)
+
     @property
     def graph(self) -> ProvenanceGraph:
         return provenance_graph(self.view)
