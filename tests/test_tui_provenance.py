@@ -1,0 +1,92 @@
+"""Pilot tests: following by the provenance graph in the TUI, on the committed GPT-2 run from an
+H100 — the picker where one node became a forward and a backward node, the source view of the
+model's line with its kernels, and back."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("textual")
+
+from tui_helpers import copy_sample, synchronous, until  # noqa: E402
+
+from irscope.store import Run  # noqa: E402
+from irscope.tui.app import IrscopeApp  # noqa: E402
+from irscope.tui.screens import PickerScreen, SourceViewScreen  # noqa: E402
+
+SIZE = (140, 40)
+GELU = "triton_poi_fused_add_mul_pow_tanh_view_6"
+
+
+@pytest.fixture(scope="module")
+def gpt2(tmp_path_factory):
+    return copy_sample("gpt2_provenance", tmp_path_factory.mktemp("tui-prov") / "gpt2")
+
+
+async def open_at(app, pilot, stage_name: str, text: str):
+    await until(pilot, lambda: app.shown is not None)
+    with Run.open(app.run_path) as run:
+        stage = next(s for s in run.stages(run.unit("[1/0] forward").id)
+                     if s.name == stage_name)
+    app.navigator.select_stage(stage)
+    await until(pilot, lambda: app.shown is not None and app.shown.id == stage.id)
+    app.viewer.focus()
+    app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                             if line.strip().startswith(text))
+    return stage
+
+
+@synchronous
+async def test_one_node_in_forward_and_backward_opens_a_picker(gpt2):
+    app = IrscopeApp(gpt2)
+    async with app.run_test(size=SIZE) as pilot:
+        joint = await open_at(app, pilot, "aot_joint_graph", "mul_8: ")
+        line = app.viewer.cursor
+        await pilot.press("right_square_bracket")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        assert [label.split(" · ")[-1] for label in app.screen.labels] == [
+            "AOT graph (aot_forward_graph) (forward)", "AOT graph (aot_backward_graph) (backward)"]
+        await pilot.press("down", "enter")  # the backward
+        await until(pilot, lambda: app.shown is not None and app.shown.name == "aot_backward_graph")
+        assert app.viewer.current_line.strip().startswith("mul_8: ")
+        await pilot.press("b")  # back to the joint graph's line
+        await until(pilot, lambda: app.shown.id == joint.id)
+        assert app.viewer.cursor == line
+
+
+@synchronous
+async def test_source_view_lists_a_lines_kernels_and_opens_one(gpt2):
+    """`[` from the Dynamo graph's GELU node: the source view of activations.py at line 66
+    (not on this machine: the lines the records name, with their kernels); enter on it lists
+    the 2 forward and 6 backward launches; one opens its kernel."""
+    app = IrscopeApp(gpt2)
+    async with app.run_test(size=SIZE) as pilot:
+        await open_at(app, pilot, "dynamo_output_graph", "mul: ")
+        await pilot.press("left_square_bracket")
+        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        screen = app.screen
+        viewer = screen.query_one("#source-view")
+        assert viewer.cursor == 65 and 65 in viewer.marks
+        assert "2 fwd · 6 bwd" in viewer.current_line
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        labels = app.screen.labels
+        assert len(labels) == 8 and labels[0].startswith("forward") and GELU in labels[0]
+        assert sum(label.startswith("backward") for label in labels) == 6
+        await pilot.press("enter")
+        await until(pilot, lambda: app.shown is not None and app.units[
+            app.shown.unit_id].name.startswith(GELU))
+        assert not isinstance(app.screen, SourceViewScreen)
+
+
+@synchronous
+async def test_files_key_lists_the_files_the_records_name(gpt2):
+    app = IrscopeApp(gpt2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None)
+        await pilot.press("S")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        files = app.screen.labels
+        assert any(f.endswith("transformers/models/gpt2/modeling_gpt2.py") for f in files)
+        await pilot.press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, PickerScreen))
