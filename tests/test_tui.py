@@ -18,7 +18,7 @@ from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
 from irscope.tui.bindings import ACTIONS  # noqa: E402
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen,  # noqa: E402
-                                 SourceScreen)
+                                 SourceViewScreen)
 
 SIZE = (120, 36)
 
@@ -138,12 +138,13 @@ async def test_python_source_opens_at_the_kernel_line(run_path):
         app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
                                  if "tt.load" in line)
         app.viewer.focus()
-        await pilot.press("p")
-        await until(pilot, lambda: isinstance(app.screen, SourceScreen))
-        source_viewer = app.screen.query_one("#source-viewer")
+        await pilot.press("p")  # the source view: the kernel's lines, each with its kernel
+        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        source_viewer = app.screen.query_one("#source-view")
         assert "tl.load(in_ptr" in source_viewer.current_line
+        assert "1 kernel" in source_viewer.current_line
         await pilot.press("escape")
-        assert not isinstance(app.screen, SourceScreen)
+        assert not isinstance(app.screen, SourceViewScreen)
 
 
 @synchronous
