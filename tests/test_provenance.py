@@ -317,3 +317,68 @@ def test_diff_pairs_a_renamed_kernel_with_itself_by_provenance(tmp_path):
     renamed = pairs[(gelu, gelu[:-1] + "8")]
     assert renamed.matched_by == "provenance" and not renamed.changes
     assert pairs[(other, gelu)].matched_by == "provenance"
+
+
+def test_aot_triton_kernel_line_to_ptx_and_sass_and_back(tmp_path):
+    """matmul_kernel compiled here ahead of time for sm_90 (Triton keeps line info in the
+    cubin): its `tl.dot` line reaches TTIR, PTX and SASS lines by their own locations, and
+    SASS leads back to the line."""
+    from kernels import compile_aot, kernels_module
+    from tui_helpers import file_kernel
+
+    compiled = compile_aot("matmul_kernel", arch=90)
+    source = kernels_module().matmul_kernel.src  # the function as Triton read it
+    run = Run.create(tmp_path / "aot", {"name": "aot"})
+    with run.transaction() as writer:
+        unit = file_kernel(writer, "matmul_kernel", compiled)
+        writer.add_stage(unit, "python_source", source[source.index("def "):])
+    run.close()
+    view = open_view(tmp_path / "aot")
+    step = follower(view)
+    stages = {s.kind: s for s in view.stages(view.unit("matmul_kernel").id)}
+    lines = view.read_text(stages["python_source"]).splitlines()
+    dot = next(i for i, t in enumerate(lines) if "tl.dot(" in t)
+    found, stage, line = {}, stages["python_source"], dot
+    for _ in range(5):  # python -> ttir -> ttgir -> llir -> ptx -> sass
+        result = step.follow(stage, line, 1)
+        assert result.lines, (stage.kind, result.note)
+        stage, line = result.target, result.lines[0]
+        found[stage.kind] = result.lines
+    assert set(found) == {"ttir", "ttgir", "llir", "ptx", "sass"}
+    sass = view.read_text(stages["sass"]).splitlines()
+    assert any("HGMMA" in sass[n] or "WGMMA" in sass[n] for n in found["sass"])
+    back = step.follow(stages["sass"], found["sass"][0], -1)
+    assert back.target.kind == "ptx" and back.lines
+
+
+def test_xla_fusion_steps_into_its_kernel_ir_and_back(gpu_run):
+    view = RunView(gpu_run("jax_cuda"))
+    unit = view.unit("jit_post_norm_block")
+    hlo = next(s for s in view.stages(unit.id) if s.kind == "hlo_after_opt")
+    lines = view.read_text(hlo).splitlines()
+    at = next(i for i, t in enumerate(lines) if t.strip().startswith("%loop_multiply_fusion ="))
+    step = follower(view)
+    down = step.follow(hlo, at, 1)
+    assert down.target.name == "ir-no-opt · loop_multiply_fusion"
+    assert step.follow(down.target, 0, 1).target.name == "ir-with-opt · loop_multiply_fusion"
+    back = step.follow(down.target, 0, -1)
+    assert back.target.id == hlo.id and at in back.lines
+    (path,) = provenance_graph(view).paths_named("seed_jax.py")
+    fusions = {h.node.name for h in source_hits(view, path, 29)}
+    assert fusions == {"gemm_fusion_dot_general.2", "loop_multiply_fusion",
+                       "gemm_fusion_dot_general.3"}
+
+
+def test_thunder_region_steps_into_its_nvfuser_kernels_and_back(gpu_run):
+    view = RunView(gpu_run("thunder_cuda"))
+    unit = view.unit("Sequential")
+    backward = next(s for s in view.stages(unit.id) if s.name == "backward execution")
+    lines = view.read_text(backward).splitlines()
+    at = next(i for i, t in enumerate(lines) if "= nvFusion1(" in t)
+    step = follower(view)
+    found = step.follow(backward, at, 1)  # the region compiled two kernels: a picker
+    kernels = sorted(c.stage.unit_id for c in found.choices)
+    assert [view.unit_by_id(k).name for k in kernels] == [
+        "Sequential nvFusion1 pointwise_f0_c1_r0_g1", "Sequential nvFusion1 reduction_f0_c1_r0_g0"]
+    back = step.follow(found.choices[0].stage, 0, -1)
+    assert back.target.id == backward.id and at in back.lines

@@ -290,7 +290,7 @@ class Follower:
                  [e.src for e in graph.upstream(kernel) if e.src.kind == "kernel_def"]
         by_stage: dict[int, list[int]] = {}
         for node in places:
-            by_stage.setdefault(node.stage_id, []).extend(graph.lines_of(node)[-1:])
+            by_stage.setdefault(node.stage_id, []).append(node.line)
         stages = {s.id: s for unit_id in {n.unit_id for n in places}
                   for s in self.stages_by_unit.get(unit_id, ())}
         choices = [Choice(self.label(stages[sid]), stages[sid], tuple(n - 1 for n in lines),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from irscope.read.view import RunView
-from irscope.store import Stage, Unit
+from irscope.store import Unit
 
 SOURCE = "source"  # a line of a user's file: name is the path as recorded, line the line
 FX = "fx"  # an FX node of a graph stage
