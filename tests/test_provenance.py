@@ -382,3 +382,22 @@ def test_thunder_region_steps_into_its_nvfuser_kernels_and_back(gpu_run):
         "Sequential nvFusion1 pointwise_f0_c1_r0_g1", "Sequential nvFusion1 reduction_f0_c1_r0_g0"]
     back = step.follow(found.choices[0].stage, 0, -1)
     assert back.target.id == backward.id and at in back.lines
+
+
+def test_where_command_prints_text_and_json_and_one_line_errors(cli):
+    sample = GPU_SAMPLES / "gpt2_provenance"
+    text = cli("where", sample, f"modeling_gpt2.py:{GELU}")
+    assert text.returncode == 0, text.stderr
+    assert "Launches and kernels (2 forward, 6 backward; 6 kernel units)" in text.stdout
+    doc = json.loads(cli("where", sample, f"modeling_gpt2.py:{GELU}", "--json").stdout)
+    assert doc["line"] == GELU and len(doc["rows"]) == 8
+    assert {k["unit"] for row in doc["rows"] for k in row["kernels"]} >= {
+        "triton_poi_fused_add_mul_pow_tanh_view_6"}
+    lines = json.loads(cli("where", sample, "activations.py", "--json").stdout)["lines"]
+    assert lines == [{"line": 66, "forward": 2, "backward": 6, "inference": 0, "other": 0,
+                      "kernels": 4, "instructions": 624}]
+    for bad, message in (("nope.py:3", "no file of that name"),
+                         ("modeling_gpt2.py:x", "no file of that name")):
+        result = cli("where", sample, bad)
+        assert result.returncode == 1 and message in result.stderr
+        assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1

@@ -12,6 +12,7 @@ from irscope.reports import json_report, markdown, table
 from irscope.reports.common import middle
 from irscope.reports.build import build_report
 from irscope.reports.records import Report, StageRecord, UnitRecord
+from irscope.reports.common import SOURCE_LINES_SHOWN
 from irscope.store import Run
 
 SAMPLES = Path(__file__).parent.parent / "samples" / "gpu"
@@ -40,6 +41,7 @@ def test_every_row_is_one_line_at_the_terminals_width(sample, width):
     stages = sum(len(u.stages) for u in report.units)
     expected = len(report.units) + (stages if stages <= table.MAX_STAGE_ROWS else 0)
     expected += sum(len(u.passes) for u in report.units)  # the passes that changed the IR
+    expected += min(len(report.source_lines), SOURCE_LINES_SHOWN)  # the busiest source lines
     assert len(rows(text)) == expected
 
 
