@@ -24,10 +24,12 @@ spent filing after the script ended.
 ``--provenance`` adds what Inductor's provenance records cost, which inspect turns on
 (INDUCTOR_PROVENANCE=1 unless the user set it): inspect as it is against inspect with them off
 (INDUCTOR_PROVENANCE=0, which inspect respects), warm caches (the setting is part of
-Inductor's cache key: both were filled first), on the torch workloads. On an H100 a warm
-12-layer GPT-2 training run took 37.7 s with TORCH_TRACE alone and 38.1 s with TORCH_TRACE and
-INDUCTOR_PROVENANCE=1, steady steps 28.65 and 29.20 ms (single runs, /work/raw/times.txt from
-samples/scripts/capture_timing_gpu.sh).
+Inductor's cache key: both were filled first), on the torch workloads. On an H100 (torch
+2.11), a warm 12-layer GPT-2 training run of 6 steps (benchmarks/workloads/gpt2_train.py,
+4 FX graph cache hits) took 47.4/48.1/47.9 s with TORCH_TRACE alone and 49.5/50.3/51.2 s with
+TORCH_TRACE and INDUCTOR_PROVENANCE=1, three alternating rounds: +2.4 s (+5%) of compile
+time, all of it before the first step ends; the steady steps were the same (28.5-31.5 ms both
+ways). An earlier single pair of 8-step runs took 37.7 and 38.1 s (capture_timing_gpu.sh).
 
 Run: python benchmarks/bench_inspect.py [--repeat 3] [--states warm,cold] [--bytecode-as-is]
          [--provenance] [WORKLOAD ...]      (e.g. jax_train seed_jax: the JAX workloads only)
