@@ -21,9 +21,8 @@ ratio; the load average before and after is printed (the machine may be shared).
 seeds). ``filing`` is the median ``filing_s`` of the inspected runs (run.json): the time
 spent filing after the script ended.
 
-``--provenance`` adds what Inductor's provenance records cost, which inspect turns on
-(INDUCTOR_PROVENANCE=1 unless the user set it): inspect as it is against inspect with them off
-(INDUCTOR_PROVENANCE=0, which inspect respects), warm caches (the setting is part of
+``--provenance`` adds what Inductor's provenance records cost (``inspect --provenance``):
+inspect without them against inspect with them, warm caches (the setting is part of
 Inductor's cache key: both were filled first), on the torch workloads. On an H100 (torch
 2.11), a warm 12-layer GPT-2 training run of 6 steps (benchmarks/workloads/gpt2_train.py,
 4 FX graph cache hits) took 47.4/48.1/47.9 s with TORCH_TRACE alone and 49.5/50.3/51.2 s with
@@ -134,11 +133,11 @@ def measure(workload: str, state: str, repeat: int, workdir: Path) -> dict[str, 
 
 
 def measure_provenance(workload: str, repeat: int, workdir: Path) -> tuple[float, float]:
-    """Median wall seconds of irscope inspect with Inductor's provenance records off and on
-    (its default), alternating, over warm caches both filled first."""
+    """Median wall seconds of irscope inspect with Inductor's provenance records off (its
+    default) and on (--provenance), alternating, over warm caches both filled first."""
     (script, *args), _, _ = WORKLOADS[workload]
     env = cache_env(workdir / f"caches-{workload}-provenance")
-    arms = {"off": {**env, "INDUCTOR_PROVENANCE": "0"}, "on": env}
+    arms = {"off": env, "on": {**env, "INDUCTOR_PROVENANCE": "1"}}
     runs = iter(range(10**6))
 
     def inspected(arm: str) -> float:

@@ -216,7 +216,7 @@ def cpu_torch(tmp_path_factory):
     """`irscope inspect` of a training step under torch.compile on the CPU (C++ kernels)."""
     folder = tmp_path_factory.mktemp("cpu")
     script = write(folder, "train.py", CPU_TRAIN)
-    result = inspect(script, run=folder / "run", options=["--only", "torch"],
+    result = inspect(script, run=folder / "run", options=["--only", "torch", "--provenance"],
                      env={"TORCHINDUCTOR_CACHE_DIR": str(folder / "inductor")})  # cold
     assert result.returncode == 0, result.stderr[-3000:]
     return open_view(folder / "run"), script
@@ -242,7 +242,7 @@ print("done", flush=True)
 def test_cpu_inductor_cpp_kernels_forward_and_backward(cpu_torch):
     view, script = cpu_torch
     graph = provenance_graph(view)
-    assert not graph.notes  # inspect turned Inductor's provenance on
+    assert not graph.notes  # inspect --provenance turned Inductor's provenance on
     defs = {n for spans in graph.spans.values() for _, _, n in spans if n.kind == KERNEL_DEF}
     assert len(defs) == 4 and all(n.name.startswith("cpp_fused") for n in defs)
     for node in defs:  # every C++ kernel: its FX nodes, and its launch's stack trace
@@ -401,3 +401,28 @@ def test_where_command_prints_text_and_json_and_one_line_errors(cli):
         result = cli("where", sample, bad)
         assert result.returncode == 1 and message in result.stderr
         assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_without_inductors_provenance_records_the_comments_still_lead_to_the_lines(tmp_path):
+    """inspect asks for Inductor's provenance records only with --provenance (and a warm
+    cache logs them empty): the FX graphs' and output code's own comments must still lead
+    every Triton kernel of the GPT-2 sample to the source lines it comes from."""
+    import shutil
+    import sqlite3
+
+    from irscope.store import Run
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(GPU_SAMPLES / "gpt2_provenance", run_dir)
+    meta = json.loads((run_dir / "run.json").read_text())
+    (run_dir / "run.json").write_text(json.dumps({**meta, "read_only": False}))
+    db = sqlite3.connect(run_dir / "index.sqlite")
+    db.execute("DELETE FROM stages WHERE kind = 'inductor_provenance'")
+    db.commit()
+    db.close()
+    with Run.open(run_dir, read_only=True) as run:
+        view = RunView(run)
+        kernels = view.units("triton")
+        assert kernels
+        for unit in kernels:
+            assert kernel_sources(view, unit.id), unit.name

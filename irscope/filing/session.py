@@ -24,7 +24,7 @@ class Session:
     """A run being collected: create it, hand out the staging environment, file it at the end."""
 
     def __init__(self, output: str | os.PathLike | None, name: str, only: tuple[str, ...],
-                 meta: dict[str, Any], replace: bool = False):
+                 meta: dict[str, Any], replace: bool = False, provenance: bool = False):
         path = Path(output) if output else _claim_run_dir(name)
         # One writer per run: a second collection into the same folder is refused at once.
         self._lock = WriterLock(path).acquire()
@@ -38,6 +38,7 @@ class Session:
             self._lock.release()
             raise
         self.only = only
+        self.provenance = provenance  # ask Inductor for its provenance records
         self.started = time.time()
         self.user_env = user_environment(dict(os.environ))  # not an enclosing collection's
         self._path = path
@@ -84,7 +85,7 @@ class Session:
 
     def env(self) -> dict[str, str]:
         """Variables to add to the environment of whatever compiles (child or this process)."""
-        return collection_env(self.staging, self.only, self.user_env)
+        return collection_env(self.staging, self.only, self.user_env, self.provenance)
 
     def finish(self, status: dict[str, Any], keep_staging: bool = False,
                progress=None, passes: bool = False) -> list[str]:

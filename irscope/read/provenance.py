@@ -299,3 +299,19 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
 def _hit_order(hit: Hit) -> tuple:
     return (hit.graph.id if hit.graph else 1 << 60, hit.node.stage_id, hit.node.line,
             hit.node.name)
+
+
+def source_lines(view: RunView, unit_id: int, output_code: str | None = None,
+                 line: int | None = None) -> tuple[str, ...]:
+    """The user source lines ("file:line") behind a launch, for measured time: the launch at
+    1-based ``line`` of the graph unit's output code named ``output_code``, else every launch
+    of the kernel unit ``unit_id``. Innermost frames only (no stack trace's callers)."""
+    found: dict[tuple[str, int], tuple[str, ...]] = {}
+    if output_code is not None and line is not None:
+        stage = next((s for s in view.stages(unit_id) if s.name == output_code
+                      and s.kind == "inductor_output_code"), None)
+        if stage is not None:
+            found = launch_sources(view, stage.id, line)
+    else:
+        found = kernel_sources(view, unit_id)
+    return tuple(f"{path}:{number}" for path, number in found)

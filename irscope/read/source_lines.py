@@ -27,6 +27,7 @@ class LineRow:
     other: int = 0  # user kernels, XLA fusions, Thunder regions
     kernels: int = 0
     instructions: int = 0
+    gpu_time_ns: int | None = None  # measured (inspect --profile): the kernels it feeds
 
     def summary(self) -> str:
         """`2 fwd · 3 bwd · 4 kernels · 1,234 instr`, for the gutter and `where FILE`."""
@@ -37,6 +38,8 @@ class LineRow:
             parts.append(f"{self.kernels} kernel{'s' * (self.kernels != 1)}")
         if self.instructions:
             parts.append(f"{self.instructions:,} instr")
+        if self.gpu_time_ns:
+            parts.append(f"{self.gpu_time_ns / 1000:,.1f} µs")
         return " · ".join(parts)
 
 
@@ -44,6 +47,7 @@ def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineR
     """Each line of ``path`` that feeds something, with its figures; ``callers`` False counts
     only what a line does itself (not the kernels of the code it calls)."""
     count = kernel_instructions(view)
+    times = line_times(view, callers)
     rows = {}
     for line, hits in hits_by_line(view, path, callers).items():
         roles = [hit.role if hit.graph is not None else "" for hit in hits]
@@ -51,8 +55,37 @@ def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineR
         counted = {role: roles.count(role) for role in ("forward", "backward", "inference")}
         rows[line] = LineRow(path, line, tuple(hits), **counted,
                              other=len(hits) - sum(counted.values()), kernels=len(units),
-                             instructions=sum(count(unit) for unit in units.values()))
+                             instructions=sum(count(unit) for unit in units.values()),
+                             gpu_time_ns=times.get((path, line)))
     return rows
+
+
+def line_times(view: RunView, callers: bool = True) -> dict[tuple[str, int], int]:
+    """Measured GPU time (ns) per source line (``inspect --profile``): each kernel row's time
+    to the lines its launch comes from (with the lines that call them when ``callers``);
+    empty for a run with no profile."""
+    def build() -> dict[tuple[str, int], int]:
+        from irscope.read.provenance import kernel_sources, launch_sources
+        from irscope.read.timing import read_time
+
+        measured = read_time(view)
+        if measured is None:
+            return {}
+        totals: dict[tuple[str, int], int] = {}
+        codes = {(s.unit_id, s.name): s.id for s in view.stages(kinds=("inductor_output_code",))}
+        for kernel in measured.kernels:
+            owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
+            if kernel.kind != "kernel" or owner is None:
+                continue
+            stage = codes.get((owner, kernel.output_code))
+            found = (launch_sources(view, stage, kernel.line, callers)
+                     if stage is not None and kernel.line is not None
+                     else kernel_sources(view, owner, callers))
+            for key in found:
+                totals[key] = totals.get(key, 0) + kernel.total_ns
+        return totals
+
+    return view.derived(f"line times {callers}", build)
 
 
 def run_line_rows(view: RunView) -> list[LineRow]:
