@@ -163,3 +163,31 @@ def test_measured_kernel_times_are_exported_with_the_traces_total(tmp_path):
     totals = report_of("torch_profile")["totals"]
     assert rows > 0 and total / 1000 == pytest.approx(totals["gpu_time_us"], abs=1)
     assert unjoined / 1000 == pytest.approx(totals["gpu_time_unjoined_us"], abs=1)
+
+
+def test_provenance_edges_lead_from_source_lines_to_kernels(tmp_path):
+    """The GPT-2 sample's provenance graph in the export: a source line reaches a kernel
+    unit through the edges alone (a recursive query, as a team would write it)."""
+    out = tmp_path / "dataset"
+    done = irscope_cli("export", str(SAMPLES / "gpu" / "gpt2_provenance"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    ((edges, sources),) = query(out, "SELECT count(*), count(*) FILTER (WHERE src_kind = "
+                                     "'source') FROM {provenance}")
+    assert edges > 0 and sources > 0
+    reached = query(out, """
+        WITH RECURSIVE r(kind, unit_id, stage_id, name, line) AS (
+          SELECT src_kind, src_unit_id, src_stage_id, src_name, src_line FROM {provenance}
+          WHERE src_kind = 'source' AND src_name LIKE '%activations.py' AND src_line = 66
+          UNION
+          SELECT p.dst_kind, p.dst_unit_id, p.dst_stage_id, p.dst_name, p.dst_line
+          FROM {provenance} p JOIN r ON p.src_kind = r.kind AND p.src_unit_id = r.unit_id
+           AND p.src_stage_id = r.stage_id AND p.src_name = r.name AND p.src_line = r.line)
+        SELECT DISTINCT unit_id FROM r WHERE kind = 'kernel'""")
+    from irscope.read.provenance import provenance_graph, source_hits
+
+    with irscope.open_run(SAMPLES / "gpu" / "gpt2_provenance") as run:
+        path = next(p for p in provenance_graph(run.view).files()
+                    if p.endswith("activations.py"))
+        expected = {u.id for hit in source_hits(run.view, path, 66, callers=False)
+                    for u in hit.kernels}
+    assert {unit_id for (unit_id,) in reached} == expected and expected

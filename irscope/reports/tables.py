@@ -60,6 +60,10 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                      ("op", "string"), ("rank", "int64"), ("device", "string"),
                      ("launches", "int64"), ("total_ns", "int64"), ("min_ns", "int64"),
                      ("max_ns", "int64")),
+    "provenance": (("run_id", "string"), ("src_kind", "string"), ("src_unit_id", "int64"),
+                   ("src_stage_id", "int64"), ("src_name", "string"), ("src_line", "int64"),
+                   ("dst_kind", "string"), ("dst_unit_id", "int64"), ("dst_stage_id", "int64"),
+                   ("dst_name", "string"), ("dst_line", "int64"), ("via", "string")),
     "figures": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
                 ("figure", "string"), ("value", "float64")),
     "histograms": (("run_id", "string"), ("unit_id", "int64"), ("unit", "string"),
@@ -93,7 +97,7 @@ def run_tables(run: RunView, report: Report | None = None
     return {name: rows for name, rows in (
         ("runs", _runs(run, rid)), ("units", _units(run, rid)), ("stages", _stages(run, rid)),
         ("kernels", _kernels(run, rid)), ("launches", _launches(run, rid)),
-        ("kernel_times", _kernel_times(run, rid)),
+        ("kernel_times", _kernel_times(run, rid)), ("provenance", _provenance(run, rid)),
         ("figures", _figures(run, report, rid)), ("histograms", _histograms(run, report, rid)),
         ("lint", _lint(run, rid)), ("rank_divergences", _divergences(run, rid)))}
 
@@ -170,6 +174,19 @@ def _kernel_times(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
     columns = [name for name, _ in COLUMNS["kernel_times"] if name != "run_id"]
     for kernel in measured.kernels if measured is not None else ():
         yield {"run_id": rid, **{name: getattr(kernel, name) for name in columns}}
+
+
+def _provenance(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
+    """The provenance graph's edges (docs/architecture.md, "Provenance"): each from the place
+    nearer the user's code (a source line, an FX node, a launch...) to the place it became,
+    with the compiler record that says so; ids 0 and lines 0 where a node has none."""
+    from irscope.read.provenance import provenance_graph
+
+    for edge in provenance_graph(run).edges:
+        yield {"run_id": rid, "via": edge.via,
+               **{f"{side}_{field}": getattr(node, "name" if field == "name" else field)
+                  for side, node in (("src", edge.src), ("dst", edge.dst))
+                  for field in ("kind", "unit_id", "stage_id", "name", "line")}}
 
 
 def _figures(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
