@@ -89,9 +89,10 @@ def _sql(path: Path, statement: str) -> None:
 
 
 def _kept(path: Path) -> int:
+    """How many report records are kept (other roll-ups, the source-line rows, aside)."""
     db = sqlite3.connect(f"file:{path / 'index.sqlite'}?mode=ro", uri=True)
     try:
-        return db.execute("SELECT count(*) FROM rollups").fetchone()[0]
+        return db.execute("SELECT count(*) FROM rollups WHERE key LIKE 'report:%'").fetchone()[0]
     finally:
         db.close()
 

@@ -59,7 +59,7 @@ def kept_rows(run: RunView, name: str, build: Callable[[], list[dict]]) -> list[
     if data is not None:
         try:
             rows = json.loads(data)
-        except ValueError:
+        except (ValueError, RecursionError):  # damaged or crafted: built again
             rows = None
         if isinstance(rows, list) and all(isinstance(r, dict) and all(
                 isinstance(v, (str, *_NUMBER)) for v in r.values()) for r in rows):
