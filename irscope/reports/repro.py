@@ -122,9 +122,10 @@ def checked_function(function: str, name: str) -> str:
     script starts); else ``UnsafeKernel`` saying why."""
     try:
         tree = ast.parse(function)
-    except SyntaxError as exc:
-        raise UnsafeKernel(f"its `def {name}` does not parse ({exc.msg}, line {exc.lineno} of "
-                           f"the function)") from None
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte, on some Pythons
+        where = f", line {exc.lineno} of the function" if getattr(exc, "lineno", None) else ""
+        raise UnsafeKernel(f"its `def {name}` does not parse "
+                           f"({getattr(exc, 'msg', exc)}{where})") from None
     node = tree.body[0] if len(tree.body) == 1 else None
     if not isinstance(node, ast.FunctionDef) or node.name != name:
         raise UnsafeKernel(f"the recorded `def {name}` is followed by other statements")
