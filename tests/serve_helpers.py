@@ -25,6 +25,9 @@ SEQUENCE = re.compile(rb"\x1b(?:\[[0-9;?$<>=]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|
                       rb"|[\r\n]")
 APP_MARK = "irscope.commands.serve"  # the module each viewer's app process runs
 WAIT_S = 45.0  # an upper bound for a state to be reached on a loaded machine
+SOCKET_S = 10.0  # a handshake or a close that takes longer counts as none
+KEEP_BYTES = 4 << 20  # of an app's output, what is kept to measure its lines
+MESSAGE_BYTES = 64 << 20  # a larger frame from the server ends the socket (a runaway app)
 MEMORY_BYTES = 3 << 30  # address space of the server and of each app: a leak dies, not the machine
 
 
@@ -101,37 +104,62 @@ def wait_until(probe, timeout: float = WAIT_S, interval: float = 0.1):
 async def connect(session: aiohttp.ClientSession, port: int, query: str = "",
                   origin: str | None = "own", host: str | None = None):
     """A WebSocket to the server's /ws as a page of ``origin`` ("own": the server's) would
-    open it, with ``host`` as its Host header; the handshake's status when refused."""
+    open it, with ``host`` as its Host header; the handshake's status when refused, 0 when
+    none came within ``SOCKET_S``."""
     headers = {"Host": host} if host is not None else {}
     if origin == "own":
         origin = f"http://127.0.0.1:{port}"
     try:
-        return await session.ws_connect(f"http://127.0.0.1:{port}/ws{query}", origin=origin,
-                                        headers=headers, max_msg_size=0)
+        return await asyncio.wait_for(session.ws_connect(
+            f"http://127.0.0.1:{port}/ws{query}", origin=origin, headers=headers,
+            max_msg_size=MESSAGE_BYTES, timeout=aiohttp.ClientWSTimeout(ws_close=SOCKET_S)),
+            SOCKET_S)
     except aiohttp.WSServerHandshakeError as refused:
         return refused.status
+    except (asyncio.TimeoutError, aiohttp.ClientError):
+        return 0
+
+
+async def close(ws) -> None:
+    """Close a socket (if ``connect`` gave one), waiting at most ``SOCKET_S`` for the server
+    to agree."""
+    if isinstance(ws, int):
+        return
+    try:
+        await asyncio.wait_for(ws.close(), SOCKET_S)
+    except (asyncio.TimeoutError, aiohttp.ClientError, ConnectionError):
+        pass
 
 
 async def drawn(ws, until_rows: int | None = None, timeout: float = WAIT_S) -> tuple[int, int]:
     """(rows, columns) of the screen an app draws: the lowest row its output moves the cursor
-    to, and the most cells it writes from one move to the next, read until it has drawn
-    ``until_rows`` rows (or for a quiet second)."""
-    data = b""
-    rows = 0
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    to, and the most cells it writes from one move to the next (in its first ``KEEP_BYTES``),
+    read until it has drawn ``until_rows`` rows, for a quiet second, or ``timeout`` seconds;
+    (0, 0) without a socket."""
+    if isinstance(ws, int):
+        return 0, 0
+    seen = [0, 0]  # rows, columns so far
+    try:
+        await asyncio.wait_for(_drawn(ws, until_rows, seen), timeout)
+    except asyncio.TimeoutError:
+        pass
+    return seen[0], seen[1]
+
+
+async def _drawn(ws, until_rows: int | None, seen: list[int]) -> None:
+    kept, rows, columns = bytearray(), 0, 0
+    while True:
         try:
-            wait = 1.0 if data else max(0.1, deadline - time.monotonic())
-            message = await ws.receive(timeout=wait)
+            message = await ws.receive(timeout=1.0 if kept else None)
         except asyncio.TimeoutError:
-            if data:
-                break
-            continue
+            break
         if message.type != aiohttp.WSMsgType.BINARY:
             break
-        data += message.data
-        rows = max((int(r) for r, _ in CURSOR_MOVE.findall(data)), default=0)
+        rows = max([rows, *(int(r) for r, _ in CURSOR_MOVE.findall(message.data))])
+        if len(kept) < KEEP_BYTES:
+            kept += message.data
+            runs = [SEQUENCE.sub(b"", piece) for piece in CURSOR_MOVE.split(bytes(kept))[::3]]
+            columns = max((len(r.decode("utf-8", "replace")) for r in runs), default=0)
+        seen[:] = rows, columns
         if until_rows is not None and rows >= until_rows:
             break
-    runs = [SEQUENCE.sub(b"", piece) for piece in CURSOR_MOVE.split(data)[::3]]
-    return rows, max((len(r.decode("utf-8", "replace")) for r in runs), default=0)

@@ -18,7 +18,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from fuzz_helpers import SAMPLES, Checks, rng
-from serve_helpers import app_processes, connect, drawn, served, wait_until
+from serve_helpers import app_processes, close, connect, drawn, served, wait_until
 
 pytestmark = pytest.mark.fuzz  # make test runs the campaign; make test-fast leaves it out
 pytest.importorskip("textual_serve")
@@ -67,7 +67,7 @@ def test_pages_of_other_sites_and_hosts_are_refused(run):
                 got = await connect(session, port, origin=origin)
                 found = [] if got == 403 else ["a page of another origin got a viewer"]
                 if not isinstance(got, int):
-                    await got.close()
+                    await close(got)
                 found += _apps_left(run)
                 checks(f"serve/origin/{case}", found)
             for case, host in FOREIGN_HOSTS.items():
@@ -75,7 +75,7 @@ def test_pages_of_other_sites_and_hosts_are_refused(run):
                 got = await connect(session, port, host=host, origin=f"http://{host}")
                 found = [] if got == 403 else ["a request for another host got a viewer"]
                 if not isinstance(got, int):
-                    await got.close()
+                    await close(got)
                 status, _, _ = await asyncio.to_thread(_get, port, "/", host)
                 if status != 403:
                     found.append(f"a request for another host got the page ({status})")
@@ -97,7 +97,7 @@ def test_terminal_sizes_and_messages_are_bounded(run):
             for case, ((width, height), expected) in SIZES.items():
                 ws = await connect(session, port, f"?width={width}&height={height}")
                 found = _size_problems(await drawn(ws, until_rows=MAX_ROWS + 1), expected)
-                await ws.close()
+                await close(ws)
                 checks(f"serve/size/{case}", found)
             ws = await connect(session, port)
             await drawn(ws, until_rows=24)
@@ -137,11 +137,14 @@ def _size_problems(size: tuple[int, int], expected: tuple[int, int]) -> list[str
     return []
 
 
-async def _reply(ws):
-    """The next text message's JSON, the close code, or "closed"."""
+async def _reply(ws, timeout: float = 30.0):
+    """The next text message's JSON, the close code, "closed", or "no answer" when none came
+    within ``timeout`` seconds (frames of the screen go by)."""
+    deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
-            message = await ws.receive(timeout=30)
+            message = await ws.receive(timeout=max(0.1, deadline - asyncio.get_running_loop()
+                                                   .time()))
         except asyncio.TimeoutError:
             return "no answer"
         if message.type == aiohttp.WSMsgType.TEXT:
@@ -163,14 +166,14 @@ def test_viewers_beyond_the_cap_are_refused_clearly(run):
                 found.append(f"the page beyond the cap said {status} {text[:60]!r}")
             if len(app_processes(run)) > 2:
                 found.append(f"{len(app_processes(run))} app processes for 2 viewers")
-            await first.close()
+            await close(first)
             wait_until(lambda: len(app_processes(run)) < 2)
             again = await connect(session, port)
             if isinstance(again, int):
                 found.append(f"a viewer after one left was refused ({again})")
             else:
-                await again.close()
-            await second.close()
+                await close(again)
+            await close(second)
             checks("serve/viewers/cap", found)
 
     with Checks() as checks:
@@ -218,7 +221,7 @@ def test_an_app_ends_when_its_viewer_leaves(run):
         async with aiohttp.ClientSession() as session:
             ws = await connect(session, port, "?width=100000&height=100000")
             await drawn(ws, until_rows=24, timeout=15)
-            await ws.close()
+            await close(ws)
             gone = await asyncio.to_thread(wait_until, lambda: not app_processes(run), 15)
             return [] if gone else ["the app kept running after its viewer left"]
 

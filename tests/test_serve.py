@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from serve_helpers import (app_processes, connect, drawn, free_port, served, wait_for_port,
-                           wait_until)
+from serve_helpers import (app_processes, close, connect, drawn, free_port, served,
+                           wait_for_port, wait_until)
 
 from irscope.commands.serve import app_words, served_app
 from irscope.errors import RunError
@@ -222,7 +222,7 @@ def test_a_page_of_another_site_is_refused_and_starts_no_app(tmp_path):
             started = len(app_processes(run))
             own = await connect(session, port)
             rows, _ = await drawn(own, until_rows=24)
-            await own.close()
+            await close(own)
             return refused + [started], rows
 
     with served(run) as (_, port):
@@ -246,7 +246,7 @@ def test_an_oversize_terminal_is_clamped(tmp_path):
             await ws.send_json(["resize", {"width": 10**9, "height": 10**9}])
             await ws.send_json(["stdin", "j"])  # something to draw after the resize
             later = await drawn(ws, timeout=10)
-            await ws.close()
+            await close(ws)
             return [first, later]
 
     with served(run) as (_, port):
