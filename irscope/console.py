@@ -1,8 +1,9 @@
 """The one place that writes to the terminal: stdout results, stderr messages, progress.
 
 Names in a run or a file (kernels, units, paths) may hold anything, so nothing written here
-reaches the terminal as a control character: escape sequences would retitle, clear or
-rewrite the user's terminal. They are shown as the Unicode control pictures (ESC as ␛).
+reaches the terminal as a control character or an invisible one: escape sequences would
+retitle, clear or rewrite the user's terminal, bidi overrides reorder what it shows. They
+are made visible by ``escaping.printable`` (ESC as ␛, U+202E as ``<U+202E>``).
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
+
+from irscope.escaping import printable, unsafe
 
 
 def color_enabled(stream=None) -> bool:
@@ -24,20 +26,6 @@ def color_enabled(stream=None) -> bool:
     if os.environ.get("FORCE_COLOR"):
         return True
     return hasattr(stream, "isatty") and stream.isatty()
-
-
-# C0 controls but tab and newline, DEL, C1 controls: "\x1b[2J" clears a terminal
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def _picture(match: re.Match) -> str:
-    code = ord(match.group())
-    return chr(0x2400 + code) if code < 0x20 else "\u2421" if code == 0x7F else "\ufffd"
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character but tab and newline shown as a picture of it."""
-    return CONTROL.sub(_picture, text)
 
 
 def out(text: str = "") -> None:
@@ -75,14 +63,15 @@ def print_json(data: Any) -> None:
 
 def rich_console(stderr: bool = False):
     """A Rich console that respects NO_COLOR, fits the terminal width and shows control
-    characters in what it prints as pictures (its own styling still colours the output)."""
+    and invisible characters in what it prints visible (its own styling still colours the
+    output)."""
     from rich.console import Console
     from rich.segment import Segment
 
     class PrintableConsole(Console):
         def _render_buffer(self, buffer):
             return super()._render_buffer(
-                segment if segment.control or not CONTROL.search(segment.text)
+                segment if segment.control or not unsafe(segment.text)
                 else Segment(printable(segment.text), segment.style) for segment in buffer)
 
     stream = sys.stderr if stderr else sys.stdout

@@ -10,7 +10,6 @@ itself (and a kernel's card) in Jupyter, with no request to the network.
 
 from __future__ import annotations
 
-import html
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 from irscope.analysis.figures import RunFigures
 from irscope.analysis.kernels import KernelRecord
 from irscope.errors import MissingDependency
+from irscope.escaping import html_text, one_line
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit, locate_run
 
@@ -30,14 +30,14 @@ class KernelCard:
     rows: tuple[tuple[str, str], ...]
 
     def _repr_html_(self) -> str:
-        cells = "".join(f"<tr><th style='text-align:left'>{html.escape(label)}</th>"
-                        f"<td>{html.escape(value)}</td></tr>" for label, value in self.rows)
-        return f"<table><caption>{html.escape(self.unit)}</caption>{cells}</table>"
+        cells = "".join(f"<tr><th style='text-align:left'>{html_text(label)}</th>"
+                        f"<td>{html_text(value)}</td></tr>" for label, value in self.rows)
+        return f"<table><caption>{html_text(self.unit)}</caption>{cells}</table>"
 
     def __repr__(self) -> str:
         width = max((len(label) for label, _ in self.rows), default=0)
-        return "\n".join([self.unit, *(f"  {label:<{width}}  {value}"
-                                       for label, value in self.rows)])
+        return "\n".join([one_line(self.unit), *(f"  {label:<{width}}  {one_line(value)}"
+                                                 for label, value in self.rows)])
 
 
 class OpenRun:

@@ -72,6 +72,7 @@ class Browser:
         self.page = Page(socket)
         await self.page.call("Runtime.enable")
         await self.page.call("Log.enable")
+        await self.page.call("Network.enable")
         return self.page
 
     async def __aexit__(self, *exc) -> None:
@@ -87,8 +88,9 @@ class Page:
     def __init__(self, socket) -> None:
         self.socket = socket
         self.next_id = 0
-        self.errors: list[str] = []  # console errors and failed loads
+        self.errors: list[str] = []  # console errors and failed loads, with their URL
         self.exceptions: list[str] = []  # uncaught script exceptions
+        self.requests: list[str] = []  # the URL of every request the page made
 
     async def call(self, method: str, **params):
         self.next_id += 1
@@ -112,7 +114,9 @@ class Page:
             self.errors.append(" ".join(str(a.get("value", a.get("description")))
                                         for a in params.get("args", [])))
         elif event.get("method") == "Log.entryAdded" and params["entry"]["level"] == "error":
-            self.errors.append(params["entry"]["text"])
+            self.errors.append(f"{params['entry']['text']} {params['entry'].get('url', '')}")
+        elif event.get("method") == "Network.requestWillBeSent":
+            self.requests.append(params["request"]["url"])
 
     async def goto(self, url: str) -> None:
         await self.call("Page.enable")

@@ -50,3 +50,46 @@ def test_fish_completes_commands_and_options(tmp_path):
     out = run("fish", "-c", f"source {path}; complete -C'irscope se'; "
               "complete -C'irscope serve --po'")
     assert out.splitlines()[0].startswith("serve\t") and "--port\t" in out
+
+
+# -- quoting: names and help texts never run as commands -----------------------------------------
+def hostile_table(marker) -> list:
+    """A parser table whose every name and help text would run a command if left unquoted."""
+    run = f"$(id>{marker}1)`id>{marker}2`"  # no space: bash splits compgen's words
+    return [(f"x{run}", f"it's \\ {run} [a]:b\nnext", [(f"--o{run}", f"h\\'\\ {run}")]),
+            ("plain", "a 'quoted' help\\", [("--p", "ends in \\")])]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_names_and_help_texts_enter_the_script_as_text(tmp_path, shell):
+    from irscope.commands import completion
+
+    if shutil.which(shell) is None:
+        pytest.skip(f"{shell} is not installed")
+    marker = tmp_path / "RAN"
+    table = hostile_table(marker)
+    path = tmp_path / f"irscope.{shell}"
+    path.write_text({"bash": completion.bash_script, "zsh": completion.zsh_script,
+                     "fish": completion.fish_script}[shell](table))
+    name = table[0][0]
+    if shell == "bash":  # complete the commands, then the options of the hostile one
+        out = run("bash", "-c", f"source {path}; COMP_WORDS=(irscope x); COMP_CWORD=1; "
+                  "_irscope; printf '%s\\n' \"${COMPREPLY[@]}\"; "
+                  f"COMP_WORDS=(irscope {shlex_quote(name)} --); COMP_CWORD=2; _irscope; "
+                  "printf '%s\\n' \"${COMPREPLY[@]}\"")
+        assert out.splitlines() == [name, table[0][2][0][0]]
+    elif shell == "zsh":
+        run("zsh", "-n", str(path))
+        run("zsh", "-c", f"autoload -U compinit; compinit -u -D; source {path}")
+    else:
+        run("fish", "-n", str(path))
+        out = run("fish", "-c", f"source {path}; complete -C'irscope '; "
+                  f"complete -C{shlex_quote('irscope ' + name + ' --')}")
+        assert f"{name}\t" in out and "--p" not in out
+    assert not list(tmp_path.glob("RAN*")), "a name in the completion script ran"
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)

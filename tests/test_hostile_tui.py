@@ -35,9 +35,10 @@ STUCK_READS = ("import sys, time\n"
                "sys.exit(main(['open', sys.argv[1]]))\n")
 
 
-def _open_in_terminal(argv: list[str], cwd: Path) -> tuple[str, float | None]:
-    """Start ``argv`` in a 100x30 pseudo-terminal, press q once the app is up, and return
-    (everything it drew, seconds from q to its exit or None when it did not exit)."""
+def _open_in_terminal(argv: list[str], cwd: Path, keys: bytes = b"q") -> tuple[str, float | None]:
+    """Start ``argv`` in a 100x30 pseudo-terminal, type ``keys`` (q, and what follows it at
+    once) when the app is up, and return (everything it drew, seconds from q to its exit or
+    None when it did not exit)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
@@ -73,7 +74,7 @@ def _open_in_terminal(argv: list[str], cwd: Path) -> tuple[str, float | None]:
     time.sleep(0.5)
     pressed = time.monotonic()
     try:
-        os.write(master, b"q")
+        os.write(master, keys)
         proc.wait(timeout=QUIT_LIMIT_S)
         took = time.monotonic() - pressed
     except (subprocess.TimeoutExpired, OSError):
@@ -120,6 +121,18 @@ def test_open_a_run_with_hostile_blobs_and_quit(tmp_path, how):
     if "Traceback" in screen:
         found.append("traceback")
     check(f"tui/blob-{how}", found)
+
+
+@pytest.mark.parametrize("keys", [b"qe", b"qi"])
+def test_a_key_typed_right_after_q_quits_cleanly(tmp_path, keys):
+    """q then e (problems) or i (passes) in one go: the screen the second key asks for is
+    not pushed into the closing app (it failed there with a NoMatches traceback)."""
+    screen, took = _open_in_terminal([sys.executable, "-m", "irscope", "open",
+                                      str(SAMPLES / "gpu" / "triton_kernels")], tmp_path, keys)
+    found = [] if took is not None else [f"hang: {keys!r} did not end the app"]
+    if "Traceback" in screen or "NoMatches" in screen:
+        found.append("traceback on exit")
+    check(f"tui/quit-then-{keys.decode()[1]}", found)
 
 
 @pytest.mark.slow  # waits out a worker stuck on purpose

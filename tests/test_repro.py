@@ -3,6 +3,7 @@ on a GPU launch and time the kernel; writing one never runs the run's code."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import sys
 import pytest
 
 from conftest import GPU_SAMPLES, run_cli
+from irscope.escaping import one_line
 from irscope.reports import repro
 from irscope.store import Run
 
@@ -113,6 +115,46 @@ def test_writing_a_repro_runs_nothing_of_the_run(tmp_path):
     assert not marker.exists()
     assert "def evil_kernel(x_ptr, BLOCK: tl.constexpr):" in script.read_text()
     assert "open(" not in script.read_text().split("@triton.jit", 1)[1].split("# --", 1)[0]
+
+
+def test_hostile_names_enter_the_script_as_text_and_none_runs(tmp_path):
+    """Run, unit, graph and version names that end a docstring or a string and go on in
+    Python: the script written runs (--help) without running any of it, and shows them."""
+    pytest.importorskip("triton")
+    marker = tmp_path / "RAN"
+    payload = f"\nimport pathlib; pathlib.Path({str(marker)!r}).touch()\n"
+    names = {"run": f'r"""{payload}"""', "unit": f"u'{payload}'", "graph": f'g"{payload}"',
+             "version": f"v\\{payload}\x1b[2J"}
+    run = Run.create(tmp_path / "run", {"name": names["run"]})
+    with run.transaction() as w:
+        unit = w.add_unit(names["unit"], "triton", attrs={
+            "kernel": "k", "constexprs": {"BLOCK": 4}, "signature": {"x_ptr": "*fp32"}})
+        w.add_stage(unit, "python_source", "def k(x_ptr, BLOCK: tl.constexpr):\n    pass\n",
+                    name="python_source")
+        w.add_stage(unit, "metadata", json.dumps({"triton_version": names["version"]}),
+                    name="metadata")
+        graph = w.add_unit(names["graph"], "torch")
+        w.add_stage(graph, "inductor_output_code", "    buf0 = empty_strided_cuda((64, ), (1, "
+                    "), torch.float32)\n    k.run(buf0, stream=stream0)\n")
+        w.add_relation(graph, "launches", unit)
+    script, _ = write_repro(tmp_path, tmp_path / "run", str(unit))
+    result = run_script(script, "--help")
+    assert result.returncode == 0, result.stderr
+    assert not marker.exists(), "Python from a name ran"
+    shown = result.stdout.replace("\n", "")  # argparse wraps the description
+    for name in names.values():
+        assert one_line(name).replace(" ", "") in shown.replace(" ", "")
+
+
+def test_a_kernel_whose_def_would_run_code_is_refused(tmp_path):
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as w:
+        unit = w.add_unit("k", "triton", attrs={"signature": {"x_ptr": "*fp32"}})
+        w.add_stage(unit, "python_source", "def k(x_ptr=print('ran')):\n    pass\n",
+                    name="python_source")
+    done = run_cli("repro", tmp_path / "run", "k", "-o", tmp_path / "repro.py")
+    assert done.returncode == 1 and "would run when the script starts" in done.stderr
+    assert not (tmp_path / "repro.py").exists()
 
 
 def test_unknown_constexprs_are_asked_for(tmp_path):

@@ -71,6 +71,7 @@ class IrscopeApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "irscope"
     BINDINGS = bindings("app")
+    exiting = False  # set by exit(): keys typed after q act no more
 
     def __init__(self, run_path: str | Path, show_all: bool = False,
                  compare_with: str | Path | None = None) -> None:
@@ -611,8 +612,17 @@ class IrscopeApp(App[None]):
         self.status.update(Text("  │  ".join(parts), no_wrap=True, overflow="ellipsis"))
 
     # -- actions ----------------------------------------------------------------------------
+    def exit(self, *args, **kwargs) -> None:
+        """Quit; a key typed right after q (``e``, ``i``) would otherwise push a screen that
+        mounts into the closing app and fails."""
+        self.exiting = True
+        super().exit(*args, **kwargs)
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The main screen's keys do nothing while another screen is on top of it."""
+        """The main screen's keys do nothing while another screen is on top of it, nor
+        once the app is quitting."""
+        if self.exiting:
+            return False
         if action not in GLOBAL_ACTIONS and len(self.screen_stack) > 1:
             return False
         return True

@@ -1,15 +1,19 @@
 """`irscope completion SHELL`: a completion script for bash, zsh or fish, made from the parser.
 
 The script lists every subcommand with its options, so it is regenerated with irscope:
-`irscope completion bash > ~/.local/share/bash-completion/completions/irscope`.
+`irscope completion bash > ~/.local/share/bash-completion/completions/irscope`. Every name
+and help text enters quoted for the shell that reads it, twice where the shell evaluates the
+text again when completing (bash's ``compgen -W``, fish's ``-a`` and ``-n``).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 
 SHELLS = ("bash", "zsh", "fish")
+FISH_PLAIN = re.compile(r"[\w.,:/=+@-]+")  # a word fish reads as it is written
 INSTALL = {
     "bash": "irscope completion bash > ~/.local/share/bash-completion/completions/irscope",
     "zsh": "irscope completion zsh > ~/.zfunc/_irscope  (with fpath+=~/.zfunc before compinit)",
@@ -41,10 +45,15 @@ def commands(build_parser) -> list[tuple[str, str, list[tuple[str, str]]]]:
     return out
 
 
+def _bash_words(words) -> str:
+    """Words for ``compgen -W``, which expands its list again: each quoted, then the list."""
+    return shlex.quote(" ".join(shlex.quote(w) for w in words))
+
+
 def bash_script(table) -> str:
-    cases = "\n".join(f"        {name}) opts={shlex.quote(' '.join(o for o, _ in options))} ;;"
+    cases = "\n".join(f"        {shlex.quote(name)}) opts={_bash_words(o for o, _ in options)} ;;"
                       for name, _, options in table)
-    names = " ".join(name for name, _, _ in table)
+    names = _bash_words([*(name for name, _, _ in table), "--help", "--version"])
     return f"""# bash completion for irscope (irscope completion bash)
 _irscope() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" command="" opts="" i
@@ -52,7 +61,7 @@ _irscope() {{
         case "${{COMP_WORDS[i]}}" in -*) ;; *) command="${{COMP_WORDS[i]}}"; break ;; esac
     done
     if [[ -z "$command" ]]; then
-        COMPREPLY=($(compgen -W "{names} --help --version" -- "$cur"))
+        COMPREPLY=($(compgen -W {names} -- "$cur"))
         return
     fi
     case "$command" in
@@ -73,10 +82,11 @@ def _zsh_quote(text: str) -> str:
 
 
 def zsh_script(table) -> str:
-    described = "\n".join(f"    '{name}:{_zsh_quote(help_)}'" for name, help_, _ in table)
+    described = "\n".join(f"    '{_zsh_quote(name)}:{_zsh_quote(help_)}'"
+                          for name, help_, _ in table)
     cases = "\n".join(
-        f"        {name}) _arguments '*:file:_files' "
-        + " ".join(f"'{opt}[{_zsh_quote(h).replace('[', '(').replace(']', ')')}]'"
+        f"        {shlex.quote(name)}) _arguments '*:file:_files' "
+        + " ".join(f"'{_zsh_quote(opt)}[{_zsh_quote(h).replace('[', '(').replace(']', ')')}]'"
                    for opt, h in options) + " ;;"
         for name, _, options in table)
     return f"""#compdef irscope
@@ -102,15 +112,26 @@ fi
 """
 
 
+def _fish_quote(text: str) -> str:
+    """``text`` as one fish word: as it is when plain, else single-quoted with its
+    backslashes and quotes escaped (fish reads ``\\`` and ``\'`` inside single quotes,
+    unlike POSIX shells)."""
+    if FISH_PLAIN.fullmatch(text):
+        return text
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def fish_script(table) -> str:
     lines = ["# fish completion for irscope (irscope completion fish)",
              "complete -c irscope -f -n __fish_use_subcommand -l version -d 'print the version'"]
     for name, help_, options in table:
-        lines.append(f"complete -c irscope -f -n __fish_use_subcommand -a {name} "
-                     f"-d {shlex.quote(help_)}")
+        word = _fish_quote(name)  # -a and -n are read again as fish when completing
+        lines.append(f"complete -c irscope -f -n __fish_use_subcommand -a {_fish_quote(word)} "
+                     f"-d {_fish_quote(help_)}")
+        seen = _fish_quote(f"__fish_seen_subcommand_from {word}")
         for option, option_help in options:
-            lines.append(f"complete -c irscope -n '__fish_seen_subcommand_from {name}' "
-                         f"-l {option[2:]} -d {shlex.quote(option_help.split(';')[0][:80])}")
+            lines.append(f"complete -c irscope -n {seen} -l {_fish_quote(option[2:])} "
+                         f"-d {_fish_quote(option_help.split(';')[0][:80])}")
     return "\n".join(lines) + "\n"
 
 

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import keyword
+import os
 from pathlib import Path
+
 from irscope.console import note, out
-from irscope.errors import InputError
+from irscope.errors import InputError, UsageError
+
+_TEMPORARY_NAMES = itertools.count()
 
 
 def add_parser(subparsers) -> None:
@@ -32,24 +38,47 @@ def run(args) -> int:
     from irscope.reports import repro
     from irscope.store import Run, locate_run
 
+    if args.arch and not repro.ARCH_RE.fullmatch(args.arch):
+        raise UsageError(f"--arch {args.arch!r}: expected sm_80, sm_90a, sm_100a, ...")
     with Run.open(locate_run(args.run)) as run_:
-        spec = read_spec(run_, run_.unit(args.unit))
+        unit = run_.unit(args.unit)
+        spec = read_spec(run_, unit)
     if args.arch:
         spec = repro.ReproSpec(**{**spec.__dict__, "arch": args.arch})
-    script = repro.render(spec)
+    try:
+        script = repro.render(spec)
+    except repro.UnsafeKernel as exc:
+        raise InputError(f"{unit.name}: {exc}") from None
     if not args.output:
         out(script.rstrip("\n"))
         return 0
-    try:
-        Path(args.output).write_text(script, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{args.output}: cannot write ({exc.strerror})") from None
+    write_whole(Path(args.output), script)
     launch = "with its captured launch" if spec.launch else "launch not captured (defaults)"
     note(f"wrote {args.output}: {spec.kernel} for {spec.arch}, {launch}; "
          f"`python {args.output} --arch {spec.arch}` compiles it, `--run` launches it")
     for message in spec.notes:
         note(f"note: {message}")
     return 0
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` written to ``path`` whole or not at all: into a new file beside it, synced,
+    then renamed over it (a full disk leaves ``path`` as it was and no partial file)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY_NAMES)}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc}); nothing was "
+                         f"written") from None
 
 
 def read_spec(run, unit):
@@ -64,18 +93,26 @@ def read_spec(run, unit):
     attrs = unit.attrs
     metadata = _json_stage(run, by_name.get("metadata") or stages.get("metadata"))
     name = str(attrs.get("kernel") or metadata.get("name") or unit.name.split("-")[0])
+    if not name.isidentifier() or keyword.iskeyword(name):
+        raise InputError(f"{unit.name}: the kernel's name {name!r} is not a Python name")
     text = run.read_text(stages["python_source"])
     function = repro.kernel_function(text, name)
     if function is None:
         raise InputError(f"{unit.name}: no `def {name}(` in its python_source stage")
+    try:
+        function = repro.checked_function(function, name)
+    except repro.UnsafeKernel as exc:
+        raise InputError(f"{unit.name}: {exc}") from None
     ttir_types, divisible = repro.ttir_arguments(
         run.read_text(stages["ttir"])) if "ttir" in stages else ({}, ())
     recorded = attrs.get("signature") or repro.meta_signature(text) or {}
+    recorded = {str(k): str(v) for k, v in recorded.items()} if isinstance(recorded, dict) else {}
     signature = repro.full_signature(repro.parameters(function), recorded, ttir_types)
     divisible = divisible or tuple(k for k, v in recorded.items() if str(v).endswith(":16"))
     best = _json_stage(run, by_name.get("best_config"))  # Inductor's autotuning choice
-    constexprs = {k: v for k, v in {**best, **(attrs.get("constexprs") or {})}.items()
-                  if signature.get(k) == "constexpr"}
+    given = attrs.get("constexprs") if isinstance(attrs.get("constexprs"), dict) else {}
+    constexprs = {k: v for k, v in {**best, **given}.items()
+                  if signature.get(k) == "constexpr" and repro.plain_value(v)}
     config = attrs.get("config") if isinstance(attrs.get("config"), dict) else {}
 
     def setting(key: str, default: int) -> int:  # as a capture, a sweep or Inductor filed it
@@ -108,8 +145,10 @@ def _json_stage(run, stage) -> dict:
 
 def _arch(attrs, metadata) -> str:
     """"sm_90a" for a capture on sm_90 (Triton compiles sm_90a there), else sm_<N>."""
+    from irscope.reports.repro import ARCH_RE
+
     arch = attrs.get("arch")
-    if isinstance(arch, str) and arch.startswith("sm_"):
+    if isinstance(arch, str) and ARCH_RE.fullmatch(arch):
         return arch
     target = attrs.get("target") or metadata.get("target") or {}
     number = target.get("arch") if isinstance(target, dict) else None

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from irscope.analysis.kernels import KernelRecord
-from irscope.console import printable as console_printable
 from irscope.parsers import registry
 from irscope.read.view import RunView
 from irscope.reports.diff import Diff, FigureDelta
@@ -30,13 +29,6 @@ STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers"
 PROBLEM_EVENTS = {"graph_break": "graph break", "recompile": "recompile",
                   "compile_failure": "compile failure"}
 EVENT_RULES = frozenset({"graph_break", "recompile"})  # lint rules that restate an event
-
-
-def printable(name: str) -> str:
-    """A name from a run on one line: every control character shown as its picture (ESC as
-    ␛, as the console does), tab and newline too, so it can neither move a terminal's cursor
-    nor break a table row."""
-    return console_printable(name).replace("\n", "\u2424").replace("\t", "\u2409")
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,21 @@
-"""Reports and diffs as tidy CSV: one row per unit × stage × figure, ready for a dataframe."""
+"""Reports and diffs as tidy CSV: one row per unit × stage × figure, ready for a dataframe.
+
+Text cells go through ``escaping.csv_cell``: one visible line (a CR or newline in a name
+would start a row in some readers) and no formula a spreadsheet would evaluate.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
 
+from irscope.escaping import csv_cell
 from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 
 REPORT_HEADER = ("unit", "framework", "source_file", "source_line", "stage", "stage_name",
                  "section", "key", "value")
-# What a spreadsheet reads as the start of a formula in a text cell.
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 DIFF_HEADER = ("status", "unit_a", "unit_b", "framework", "matched_by", "figure", "a", "b",
                "delta", "percent")
 
@@ -64,19 +67,11 @@ def diff_rows(diff: Diff):
             yield (unit.status, *names, d.name, blank(d.a), blank(d.b), blank(d.delta), pct(d))
 
 
-def inert(value):
-    """A cell a spreadsheet shows as written: text starting like a formula (``=HYPERLINK(...)``
-    as a kernel name) gets a leading apostrophe, as OWASP advises; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
-        return "'" + value
-    return value
-
-
 def _csv(header, rows) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
-    writer.writerows([inert(value) for value in row] for row in rows)
+    writer.writerows([csv_cell(value) for value in row] for row in rows)
     return buffer.getvalue()
 
 

@@ -1,9 +1,9 @@
 """Reports and diffs as one self-contained HTML file: inline CSS, SVG bars and one small
 sorting script, no network access.
 
-Every name from a run goes through ``text()`` (HTML-escaped, control characters shown as
-their Unicode pictures), so a kernel called ``<script>`` or one carrying terminal escapes is
-shown as the text it is.
+Every name from a run goes through ``text()`` (``escaping.html_text``: HTML-escaped, on one
+line, control and invisible characters shown), so a kernel called ``<script>`` or one
+carrying terminal escapes or bidi overrides is shown as the text it is.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from __future__ import annotations
 import base64
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from html import escape
 
+from irscope.escaping import html_text as text
 from irscope.reports.common import (SOURCE_LINE_HEADER, Details, Rendering, kernel_rows,
-                                    number, percent, printable, run_total_changes, signed,
+                                    number, percent, run_total_changes, signed,
                                     source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
@@ -76,11 +76,6 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
   });
 });
 """
-
-
-def text(value: object) -> str:
-    """``value`` as HTML text: escaped, quotes included, control characters made visible."""
-    return escape(printable(str(value)))
 
 
 def _td(value: object, numeric: bool = False, css: str = "") -> str:

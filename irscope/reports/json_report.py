@@ -1,7 +1,8 @@
 """Reports and diffs as JSON documents (schemas irscope.report/1 and irscope.diff/1).
 
 Top-level keys are indented; each unit is one compact line, so a 1,000-unit report stays
-quick to write (Python's C encoder) and line-diffable.
+quick to write (Python's C encoder) and line-diffable. Values are exact: characters a
+terminal or an editor would act on or hide are written as JSON's own ``\\uXXXX`` escapes.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from irscope.escaping import json_text
 from irscope.reports.common import Rendering
 from irscope.reports.diff import Diff, diff_to_json
 from irscope.reports.records import Report, report_to_json
@@ -39,7 +41,7 @@ def dumps(doc: Mapping[str, Any]) -> str:
         else:
             text = json.dumps(value, ensure_ascii=False)
         lines.append(f"  {json.dumps(key)}: {text}")
-    return "{\n" + ",\n".join(lines) + "\n}\n"
+    return json_text("{\n" + ",\n".join(lines) + "\n}\n")
 
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:

@@ -1,10 +1,14 @@
-"""Reports and diffs as GitHub-flavoured Markdown: summary tables, a <details> block per unit."""
+"""Reports and diffs as GitHub-flavoured Markdown: summary tables, a <details> block per unit.
+
+Every name from a run goes through ``cell()`` (``escaping.markdown_text``): it stays the text
+it is, never a link, an image, markup or a row of its own.
+"""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Iterable, Sequence
 
+from irscope.escaping import markdown_text
 from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, number, percent,
                                     run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_title,
@@ -15,9 +19,7 @@ from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
 
 
-def cell(text: object) -> str:
-    """Text safe inside a table cell: HTML escaped, pipes and newlines neutralised."""
-    return html.escape(str(text)).replace("|", "&#124;").replace("\n", " ")
+cell = markdown_text  # every table cell, heading and summary of this module
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]],
@@ -31,7 +33,8 @@ def table(header: Sequence[str], rows: Iterable[Sequence[object]],
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     columns, totals = unit_columns(report), stage_columns(report)
-    lines = [f"## irscope report: {cell(report.run)}", "", cell(summary_line(report)), ""]
+    lines = [f"## irscope report: {cell(report.run)}", "",
+             cell(summary_line(report), line_start=True), ""]
     lines += time_section(report)
     lines += table(["Unit", "Framework", *(t for _, t in columns)],
                    ([u.name, u.framework, *(number(u.headline.get(k)) for k, _ in columns)]
@@ -68,8 +71,8 @@ def time_section(report: Report) -> list[str]:
     """Where the GPU time goes, first: totals, top kernels, lines, graphs, what is unjoined."""
     if report.time is None:
         return []
-    lines = ["### Where the time goes", "", cell(headline(report.time)), ""]
-    lines += [f"- {cell(note)}" for note in report.time.notes]
+    lines = ["### Where the time goes", "", cell(headline(report.time), line_start=True), ""]
+    lines += [f"- {cell(note, line_start=True)}" for note in report.time.notes]
     for title, header, rows in section_tables(report.time):
         lines += ["", f"**{cell(title)}**", ""]
         lines += table(header, rows, numeric_from=numeric_from(header))
@@ -103,7 +106,8 @@ def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
              f"**{diff.count('matched')} matched**, {diff.count('added')} added, "
              f"{diff.count('removed')} removed", ""]
     if rendering.failures:
-        lines += ["### Failed gates", "", *(f"- {cell(f)}" for f in rendering.failures), ""]
+        lines += ["### Failed gates", "",
+                  *(f"- {cell(f, line_start=True)}" for f in rendering.failures), ""]
     totals = run_total_changes(diff)
     if totals:
         lines += ["### Run totals", ""]

@@ -6,16 +6,25 @@ sizes, grid); ``render`` fills the script template with it. Helpers here read wh
 recorded texts say (an Inductor module's ``triton_meta`` signature, the TTIR's argument types,
 an output code's call of the kernel) with regular expressions and ``ast.literal_eval`` of
 plain literals: the run's code is data, never imported or run.
+
+Nothing of the run becomes code in the script but the kernel's own ``def``, checked to be one
+undecorated function whose defaults and annotations are plain names and constants (they are
+evaluated when the script starts; its body only when Triton compiles it). Names and values
+enter as Python literals (``repr``), the docstring's text escaped, and the script is checked
+to hold the template's statements and no other.
 """
 
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from string import Template
 from typing import Any
+
+from irscope.escaping import one_line
 
 DEFAULT_SIZE = 1024  # integer arguments whose value is unknown; buffers get SIZE**2 elements
 # "    triton_meta={'signature': {'in_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, ..."
@@ -36,9 +45,22 @@ ASSERT_RE = re.compile(r"assert_size_stride\((\w+),\s*\(([^()]*)\),\s*\(([^()]*)
 REUSE_RE = re.compile(r"^\s*(\w+)\s*=\s*(\w+)\s*;\s*del\s+\w+\s*#\s*reuse")
 # "reinterpret_tensor(buf3, (32, 64), (64, 1), 0)"
 REINTERPRET_RE = re.compile(r"reinterpret_tensor\((\w+),\s*\(([^()]*)\),\s*\(([^()]*)\)")
+# "sm_90a", "sm_80": what --arch and a run's ``arch`` attribute may say
+ARCH_RE = re.compile(r"sm_\d+[a-z]?")
 TTIR_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i1": "i1",
               "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "f8E4M3FN": "fp8e4nv",
               "f8E5M2": "fp8e5"}
+
+
+# What a default or annotation of the copied ``def`` may be made of: ``BLOCK: tl.constexpr =
+# 128``, ``eps=-1e-5``, ``"tl.constexpr"``; a call or an operator on objects would run code.
+PLAIN_NODES = (ast.Constant, ast.Name, ast.Attribute, ast.Load, ast.UnaryOp, ast.USub,
+               ast.UAdd, ast.Tuple)
+
+
+class UnsafeKernel(ValueError):
+    """The recorded kernel cannot be copied into a script without running more of the run
+    than its ``def``."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +114,31 @@ def kernel_function(source: str, name: str) -> str | None:
             end = i
             break
     return "\n".join(lines[start:end]).rstrip() + "\n"
+
+
+def checked_function(function: str, name: str) -> str:
+    """``function`` when it is one undecorated ``def name(...)`` whose defaults and
+    annotations are plain names, attributes and constants (Python evaluates those when the
+    script starts); else ``UnsafeKernel`` saying why."""
+    try:
+        tree = ast.parse(function)
+    except (SyntaxError, ValueError) as exc:  # ValueError: a NUL byte, on some Pythons
+        where = f", line {exc.lineno} of the function" if getattr(exc, "lineno", None) else ""
+        raise UnsafeKernel(f"its `def {name}` does not parse "
+                           f"({getattr(exc, 'msg', exc)}{where})") from None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not isinstance(node, ast.FunctionDef) or node.name != name:
+        raise UnsafeKernel(f"the recorded `def {name}` is followed by other statements")
+    args = node.args
+    evaluated = [*args.defaults, *args.kw_defaults, node.returns, *node.decorator_list,
+                 *(a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                          args.vararg, args.kwarg) if a is not None)]
+    for expr in (e for e in evaluated if e is not None):
+        if not all(isinstance(n, PLAIN_NODES) for n in ast.walk(expr)):
+            shown = ast.unparse(expr)
+            raise UnsafeKernel(f"`def {name}` holds `{shown[:60]}`, which would run when the "
+                               f"script starts (only plain defaults and annotations are copied)")
+    return function
 
 
 def parameters(function: str) -> list[str]:
@@ -194,9 +241,17 @@ def _split_args(text: str) -> list[str]:
 def _number(text: str) -> int | float | None:
     try:
         value = ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError):
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
         return None
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return value if plain_value(value) and isinstance(value, (int, float)) \
+        and not isinstance(value, bool) else None
+
+
+def plain_value(value: Any) -> bool:
+    """Whether ``value`` is a scalar whose ``repr`` reads back as itself (``inf`` does not)."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or isinstance(value, (bool, int, str))
 
 
 def _storage(shape: str, stride: str) -> int:
@@ -227,7 +282,17 @@ def _inductor_grid(args: Mapping[str, Any], constexprs: Mapping[str, Any]
 
 # -- the script ------------------------------------------------------------------------------
 def render(spec: ReproSpec) -> str:
-    """The script's text."""
+    """The script's text: ``spec``'s names and values as literals, checked to hold the
+    template's statements and no other."""
+    script = _script(spec)
+    if _statements(script, spec.kernel) != _statements(
+            _script(_PLAIN_SPEC, spec.source), _PLAIN_SPEC.kernel):
+        raise UnsafeKernel("the script would hold statements of its own making; nothing "
+                           "was written")
+    return script
+
+
+def _script(spec: ReproSpec, helpers_of: str | None = None) -> str:
     launch = spec.launch
     if launch and (launch.buffer_numel or launch.args):
         described = (f"captured from the call at {launch.origin}: argument values and buffer "
@@ -238,18 +303,28 @@ def render(spec: ReproSpec) -> str:
                      f"buffers hold --numel elements ({DEFAULT_SIZE}**2) of "
                      f"random data, and the grid is cdiv(--size, BLOCK) per program axis; set "
                      f"--arg NAME=VALUE, --grid and --numel for your workload")
-    notes = "".join(f"\nNote: {n}" for n in spec.notes)
+    notes = "".join(f"\nNote: {one_line(n)}" for n in spec.notes)
+    docstring = DOCSTRING.substitute(
+        kernel=one_line(spec.kernel), run=one_line(spec.run or "?"),
+        unit=one_line(spec.unit or spec.kernel),
+        version=one_line(spec.triton_version or "unknown"), launch_text=one_line(described),
+        notes=notes)
     return TEMPLATE.substitute(
-        kernel=spec.kernel, run=spec.run or "?", unit=spec.unit or spec.kernel,
-        version=spec.triton_version or "unknown", launch_text=described, notes=notes,
+        docstring=_string_block(docstring), kernel=repr(spec.kernel),
         signature=_literal(dict(spec.signature)), constexprs=_literal(dict(spec.constexprs)),
         divisible=repr(tuple(spec.divisible)), num_warps=spec.num_warps,
         num_stages=spec.num_stages, arch=repr(spec.arch),
         launch_args=_literal(dict(launch.args) if launch else {}),
         buffer_numel=_literal(dict(launch.buffer_numel) if launch else {}),
         grid=repr(launch.grid if launch else None), size=DEFAULT_SIZE,
-        axes=spec.program_axes, helpers=_helpers(spec.source),
+        axes=spec.program_axes, helpers=_helpers(helpers_of or spec.source),
         source=spec.source.rstrip() + "\n")
+
+
+def _string_block(text: str) -> str:
+    """``text`` as a triple-quoted literal: its backslashes and quotes escaped, so that
+    nothing in it ends the string."""
+    return '"""' + text.replace("\\", "\\\\").replace('"', '\\"') + '"""'
 
 
 def _literal(value: Mapping[str, Any]) -> str:
@@ -259,6 +334,23 @@ def _literal(value: Mapping[str, Any]) -> str:
         return text
     body = "".join(f"    {k!r}: {v!r},\n" for k, v in value.items())
     return "{\n" + body + "}"
+
+
+def _statements(script: str, kernel: str) -> list[tuple[str, ...]]:
+    """The script's top-level statements: each one's kind and the names it binds (the
+    kernel's as ``<kernel>``)."""
+    shape = []
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.FunctionDef):
+            names = ("<kernel>" if node.name == kernel else node.name,)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = tuple(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Assign):
+            names = tuple(ast.unparse(t) for t in node.targets)
+        else:
+            names = ()
+        shape.append((type(node).__name__, *names))
+    return shape
 
 
 def _helpers(source: str) -> str:
@@ -278,9 +370,7 @@ except ImportError:
     triton_helpers = None  # a kernel calling it needs torch installed
 '''
 
-TEMPLATE = Template('''\
-#!/usr/bin/env python3
-"""Reproduce the Triton kernel ${kernel} (run ${run}, unit ${unit}).
+DOCSTRING = Template('''Reproduce the Triton kernel ${kernel} (run ${run}, unit ${unit}).
 
 Made by `irscope repro` from what the run recorded; captured with Triton ${version}.
 
@@ -289,7 +379,11 @@ Made by `irscope repro` from what the run recorded; captured with Triton ${versi
   python repro.py --run             on a GPU: allocate the arguments, launch, check, time
 
 Launch ${launch_text}.${notes}
-"""
+''')
+
+TEMPLATE = Template('''\
+#!/usr/bin/env python3
+${docstring}
 
 import argparse
 import os
@@ -302,7 +396,7 @@ import tempfile
 import triton
 import triton.language as tl
 ${helpers}
-KERNEL = "${kernel}"
+KERNEL = ${kernel}
 SIGNATURE = ${signature}
 CONSTEXPRS = ${constexprs}
 DIVISIBLE = ${divisible}  # parameters the compile saw divisible by 16
@@ -504,3 +598,7 @@ def main():
 if __name__ == "__main__":
     sys.exit(main())
 ''')
+
+# A spec of nothing but plain names: the statements of its script are the template's own.
+_PLAIN_SPEC = ReproSpec(kernel="kernel", source="def kernel(x):\n    pass\n", signature={},
+                        constexprs={})

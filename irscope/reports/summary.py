@@ -3,12 +3,11 @@ Rich lines on the terminal, plain text, and an HTML block for Jupyter."""
 
 from __future__ import annotations
 
-import html
-
 from rich.console import Group
 from rich.text import Text
 
 from irscope.console import rich_console
+from irscope.escaping import html_text, one_line
 from irscope.read.summary import RunSummary
 from irscope.reports.common import middle
 from irscope.reports.timing import short_name
@@ -95,11 +94,12 @@ def render(data: RunSummary, stderr: bool = False) -> None:
 
 
 def to_text(data: RunSummary) -> str:
-    return "\n".join(line.plain for line in lines(data))
+    """The summary as plain lines, a run's names on their line and visible."""
+    return "\n".join(one_line(line.plain) for line in lines(data))
 
 
 def to_html(data: RunSummary) -> str:
     """A small self-contained HTML block for Jupyter."""
-    body = "<br>".join(html.escape(line.plain).replace("  ", "&nbsp;&nbsp;")
+    body = "<br>".join(html_text(line.plain).replace("  ", "&nbsp;&nbsp;")
                        for line in lines(data))
     return f'<div style="font-family: monospace; white-space: pre-wrap">{body}</div>'

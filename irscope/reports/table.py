@@ -8,11 +8,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from irscope.reports.common import (SOURCE_LINE_HEADER, middle, number, percent, printable,
-                                    run_total_changes, signed, source_line_rows,
+from irscope.escaping import one_line, printable
+from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows, middle, number,
+                                    percent, run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_summary,
                                     stage_title, summary_line, unit_columns)
-from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
@@ -39,6 +39,13 @@ def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, in
     return kept
 
 
+def _text(value: object, width: int | None = None) -> Text:
+    """A cell or title from a run's names: one visible line (a newline in a name would fake
+    a row, an escape sequence reach the file), cut in the middle to ``width``."""
+    line = one_line(value)
+    return Text(line if width is None else middle(line, width))
+
+
 def _fixed(table: Table, title: str, width: int, justify: str = "left") -> None:
     table.add_column(title, justify=justify, no_wrap=True, overflow="ellipsis", width=width,
                      min_width=width, max_width=width)
@@ -49,21 +56,22 @@ def report_renderable(report: Report, width: int = 120,
     """A headline table (one row per unit) and a stage table (one row per unit × stage), each
     row one line at ``width`` columns: as many figure columns as fit, long names shortened in
     the middle (--format md/json keep them whole)."""
-    names = [printable(u.name) for u in report.units]
+    names = [one_line(u.name) for u in report.units]
+    frameworks = [one_line(u.framework) for u in report.units]
     longest = min(max((len(n) for n in names), default=NAME_MIN), NAME_MAX)
-    framework = max([len("Framework"), *(len(u.framework) for u in report.units)])
+    framework = max([len("Framework"), *(len(f) for f in frameworks)])
     columns = fitting(unit_columns(report), [u.headline for u in report.units], width,
                       1 + 2 * CELL_PADDING + framework + min(longest, NAME_RESERVED))
     name_width = max(NAME_MIN, width - 1 - CELL_PADDING * (2 + len(columns)) - framework
                      - sum(w for *_, w in columns))
     name_width = min(name_width, max(longest, len("Unit")))
-    units = Table(title=Text(summary_line(report)), title_justify="left")
+    units = Table(title=_text(summary_line(report)), title_justify="left")
     _fixed(units, "Unit", name_width)
     _fixed(units, "Framework", framework)
     for _, title, need in columns:
         _fixed(units, title, need, "right")
-    for unit, name in zip(report.units, names):
-        units.add_row(Text(middle(name, name_width)), Text(unit.framework),
+    for unit, name, framework_name in zip(report.units, names, frameworks):
+        units.add_row(_text(name, name_width), _text(framework_name),
                       *(number(unit.headline.get(key)) for key, *_ in columns))
 
     stage_rows = sum(len(u.stages) for u in report.units)
@@ -72,7 +80,7 @@ def report_renderable(report: Report, width: int = 120,
                     "--format md/html/csv for every op count", style="italic")
         return Group(*_time_tables(report, width), units, note)
     records = [s for u in report.units for s in u.stages]
-    stage_longest = max([len("Stage"), *(len(stage_title(s)) for s in records)])
+    stage_longest = max([len("Stage"), *(len(one_line(stage_title(s))) for s in records)])
     stage_width = min(STAGE_MAX, stage_longest)
     unit_width = min(longest, max(NAME_MIN, width // 4))
     totals = fitting(stage_columns(report), [s.totals for s in records], width,
@@ -90,10 +98,9 @@ def report_renderable(report: Report, width: int = 120,
     _fixed(stages, "Top ops", top_width)
     for unit, name in zip(report.units, names):
         for stage in unit.stages:
-            stages.add_row(Text(middle(name, unit_width)),
-                           Text(middle(stage_title(stage), stage_width)),
+            stages.add_row(_text(name, unit_width), _text(stage_title(stage), stage_width),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
-                           Text(stage_summary(stage)))
+                           _text(stage_summary(stage)))
     return Group(*_time_tables(report, width), units, stages, *_passes_table(report),
                  *_source_lines_table(report, width), *_history_table(rendering))
 
@@ -108,7 +115,7 @@ def _history_table(rendering: Rendering) -> list[Table]:
     for title in ("Unit", "Figure", "Values"):
         table.add_column(title, overflow="fold")
     for unit, figure, values in changed:
-        table.add_row(Text(printable(unit)), Text(figure), Text(values))
+        table.add_row(_text(unit), _text(figure), _text(values))
     return [table]
 
 
@@ -117,8 +124,8 @@ def _time_tables(report: Report, width: int) -> list:
     names cut in the middle, the figure columns that fit at ``width``."""
     if report.time is None:
         return []
-    found: list = [Text("Where the time goes: " + headline(report.time), style="bold")]
-    found += [Text(f"  {note}", style="italic") for note in report.time.notes]
+    found: list = [Text(one_line("Where the time goes: " + headline(report.time)), style="bold")]
+    found += [Text(one_line(f"  {note}"), style="italic") for note in report.time.notes]
     for title, header, rows in section_tables(report.time):
         first = numeric_from(header)
         needs = [max([len(name), *(len(row[i]) for row in rows)])
@@ -140,8 +147,7 @@ def _time_tables(report: Report, width: int) -> list:
             else:
                 _fixed(table, header[index], needs[index], "right")
         for row in rows:
-            table.add_row(*(Text(middle(printable(row[i]), names[i] if i < first else
-                                        needs[i])) for i in kept))
+            table.add_row(*(_text(row[i], names[i] if i < first else needs[i]) for i in kept))
         found.append(table)
     return found
 
@@ -159,7 +165,7 @@ def _source_lines_table(report: Report, width: int) -> list[Table]:
         _fixed(table, title, max(len(title), 6), "right")
     for location, *values in source_line_rows(report):  # the file's name: md, html keep paths
         shown = location.rsplit("/", 1)[-1]
-        table.add_row(Text(middle(printable(shown), place)), *(number(v) for v in values))
+        table.add_row(_text(shown, place), *(number(v) for v in values))
     return [table]
 
 
@@ -177,8 +183,8 @@ def _passes_table(report: Report) -> list[Table]:
                          min_width=least)
     for unit in units:
         for r in unit.passes:
-            table.add_row(Text(middle(printable(unit.name), NAME_MIN)), str(r.index),
-                          Text(r.pipeline), Text(r.name), f"+{r.added} -{r.removed}",
+            table.add_row(_text(unit.name, NAME_MIN), str(r.index),
+                          _text(r.pipeline), _text(r.name), f"+{r.added} -{r.removed}",
                           "" if r.op_delta is None else f"{r.op_delta:+d}")
     return [table]
 
@@ -190,25 +196,25 @@ def diff_renderable(diff: Diff, width: int | None = None) -> Group:
     width = Console().width if width is None else width
     title = (f"{diff.a.run} -> {diff.b.run}: {diff.count('matched')} matched, "
              f"{diff.count('added')} added, {diff.count('removed')} removed")
-    stage_lists = [_stage_list(u.stages_changed) for u in diff.units]
+    stage_lists = [one_line(_stage_list(u.stages_changed)) for u in diff.units]
     fixed = [max([len("Status"), *(len(u.status) for u in diff.units)]),
              min(16, max([len("Matched by"), *(len(u.matched_by or "") for u in diff.units)])),
              len("Figures Δ"),
              min(16, max([len("Stages Δ"), *(len(s) for s in stage_lists)]))]
     name_width = max(NAME_MIN, width - 1 - CELL_PADDING * 5 - sum(fixed))
-    units = Table(title=Text(title), title_justify="left")
+    units = Table(title=_text(title), title_justify="left")
     _fixed(units, "Status", fixed[0])
     _fixed(units, "Unit", name_width)
     _fixed(units, "Matched by", fixed[1])
     _fixed(units, "Figures Δ", fixed[2], "right")
     _fixed(units, "Stages Δ", fixed[3])
     for unit, stages in zip(diff.units, stage_lists):
-        units.add_row(Text(unit.status), Text(middle(printable(unit.name), name_width)),
-                      Text(unit.matched_by or ""),
+        units.add_row(_text(unit.status), _text(unit.name, name_width),
+                      _text(unit.matched_by or ""),
                       str(len(unit.changes)) if unit.status == "matched" else "", Text(stages))
 
     rows = [("(run total)", d) for d in run_total_changes(diff)]
-    rows += [(printable(u.name), d) for u in diff.units for d in u.changes]
+    rows += [(one_line(u.name), d) for u in diff.units for d in u.changes]
     if not rows:
         return Group(units, Text("No figure changed.", style="italic"))
     cells = [(number(d.a), number(d.b), signed(d.delta), percent(d)) for _, d in rows]
@@ -222,8 +228,8 @@ def diff_renderable(diff: Diff, width: int | None = None) -> Group:
     for name, need in zip(("A", "B", "Δ", "%"), numbers):
         _fixed(changes, name, need, "right")
     for (name, delta), numbers_of_row in zip(rows, cells):
-        changes.add_row(Text(middle(name, unit_width)),
-                        Text(middle(printable(delta.name), figure_width)), *numbers_of_row)
+        changes.add_row(_text(name, unit_width), _text(delta.name, figure_width),
+                        *numbers_of_row)
     return Group(units, changes)
 
 
@@ -232,11 +238,12 @@ def _stage_list(names: tuple[str, ...], limit: int = 3) -> str:
 
 
 def render_text(renderable, width: int = 120) -> str:
-    """Plain text of a renderable at ``width`` columns (for -o FILE and tests)."""
+    """Plain text of a renderable at ``width`` columns (for -o FILE and tests), with nothing
+    a terminal would act on, as on stdout."""
     buffer = io.StringIO()
     Console(file=buffer, width=width, no_color=True, color_system=None,
             highlight=False).print(renderable)
-    return buffer.getvalue()
+    return printable(buffer.getvalue())
 
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
