@@ -114,6 +114,65 @@ class Writer:
             n += 1
             candidate = f"{name} ({n})"
 
+    def remove_stage(self, unit_id: int, kind: str, name: str) -> None:
+        """Drop one stage of a unit (its blob stays while another stage names it)."""
+        self.db.execute("DELETE FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                        (unit_id, kind, name))
+
+    def copy_unit(self, unit_id: int, name: str, source_file: str | None = None,
+                  attrs: dict[str, Any] | None = None) -> int:
+        """A unit named ``name`` holding every stage of ``unit_id`` (the same blobs, stored
+        once), with its attributes updated by ``attrs``."""
+        unit = self.run.unit_by_id(unit_id)
+        copy = self.add_unit(name, unit.framework, source_file or unit.source_file,
+                             unit.source_line, {**unit.attrs, **(attrs or {})})
+        self.db.execute("INSERT OR IGNORE INTO stages (unit_id, kind, name, position, blob, size, "
+                        "origin) SELECT ?, kind, name, position, blob, size, origin FROM stages "
+                        "WHERE unit_id=?", (copy, unit_id))
+        return copy
+
+    def merge_unit(self, src: int, dst: int) -> None:
+        """Fold unit ``src`` into ``dst`` and drop it: its stages (one already held, same
+        name and bytes, once; another of a held name filed beside it), events (as
+        ``add_event`` adds them), relations and attributes (``dst``'s win)."""
+        if src == dst:
+            return
+        for kind, name, blob in self.db.execute(
+                "SELECT kind, name, blob FROM stages WHERE unit_id=? ORDER BY position, id",
+                (src,)).fetchall():
+            free = self._free_name(dst, kind, name, blob)
+            held = self.db.execute("SELECT 1 FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                                   (dst, kind, free)).fetchone()
+            if held:
+                self.remove_stage(src, kind, name)
+            else:
+                self.db.execute("UPDATE stages SET unit_id=?, name=? WHERE unit_id=? AND kind=? "
+                                "AND name=?", (dst, free, src, kind, name))
+        for kind, data in self.db.execute("SELECT kind, data FROM events WHERE unit_id=? "
+                                          "ORDER BY id", (src,)).fetchall():
+            self.add_event(kind, json_object(data), dst)
+        self.db.execute("DELETE FROM events WHERE unit_id=?", (src,))
+        for column in ("src", "dst"):
+            self.db.execute(f"UPDATE OR IGNORE relations SET {column}=? WHERE {column}=?",
+                            (dst, src))
+        self.db.execute("DELETE FROM relations WHERE src=? OR dst=?", (src, src))
+        gone, kept = self.run.unit_by_id(src), self.run.unit_by_id(dst)
+        self.remove_unit(src)
+        self.add_unit(kept.name, kept.framework, kept.source_file or gone.source_file,
+                      kept.source_line or gone.source_line, {**gone.attrs, **kept.attrs})
+
+    def remove_unit(self, unit_id: int) -> None:
+        """Drop a unit with its stages, events and relations (its blobs stay while another
+        stage names them)."""
+        self.db.execute("DELETE FROM events WHERE unit_id=?", (unit_id,))
+        self.db.execute("DELETE FROM relations WHERE src=? OR dst=?", (unit_id, unit_id))
+        self.db.execute("DELETE FROM stages WHERE unit_id=?", (unit_id,))
+        self.db.execute("DELETE FROM units WHERE id=?", (unit_id,))
+
+    def remove_relations(self, src: int, kind: str) -> None:
+        """Drop the relations of ``kind`` that lead from ``src`` (a pass that links anew)."""
+        self.db.execute("DELETE FROM relations WHERE src=? AND kind=?", (src, kind))
+
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
         """Link two units (kept once per source, kind and destination)."""
         self.db.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",

@@ -1,0 +1,52 @@
+"""The committed raw GPU dumps (samples/gpu/dumps/*.tar.gz) unpacked, filed, and what a run holds
+of them in a form two runs can be compared by."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+from conftest import GPU_SAMPLES
+
+from irscope.ingest import ingest
+from irscope.store import Run
+
+DUMPS = GPU_SAMPLES / "dumps"
+# Attributes that name where a source lay, not what it held.
+WHERE = frozenset({"origin", "trace"})
+
+
+def unpack(name: str, into: Path) -> Path:
+    """``samples/gpu/dumps/<name>.tar.gz`` unpacked under ``into``: its one top folder."""
+    with tarfile.open(DUMPS / f"{name}.tar.gz") as archive:
+        archive.extractall(into, filter="data")
+        top = archive.getnames()[0].split("/")[0]
+    return into / top
+
+
+def file_one_by_one(paths, run_path: Path) -> Run:
+    """A run made by one `irscope ingest` per path, in the order given."""
+    run = Run.create(run_path)
+    for path in paths:
+        ingest(run, [path])
+    return run
+
+
+def filed(run: Run) -> dict:
+    """Everything a run holds but where its files lay: units (framework, name, attributes),
+    stages (kind, name, content), events and relations, each unit named, never numbered."""
+    units = {u.id: u for u in run.units()}
+
+    def name(unit_id):
+        return None if unit_id is None else f"{units[unit_id].framework}:{units[unit_id].name}"
+
+    return {
+        "units": {name(u.id): {k: v for k, v in u.attrs.items() if k not in WHERE}
+                  for u in units.values()},
+        "stages": sorted((name(s.unit_id), s.kind, s.name, s.blob) for s in run.stages()),
+        "events": sorted((name(e.unit_id) or "", e.kind, json.dumps(e.data, sort_keys=True))
+                         for e in run.events()),
+        "relations": sorted((name(r.src), r.kind, name(r.dst), json.dumps(r.attrs, sort_keys=True))
+                            for r in run.relations()),
+    }
