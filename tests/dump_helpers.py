@@ -25,6 +25,13 @@ def unpack(name: str, into: Path) -> Path:
     return into / top
 
 
+def filed_dump(name: str, into: Path) -> Run:
+    """A run under ``into`` of ``samples/gpu/dumps/<name>.tar.gz`` filed in one ingest."""
+    run = Run.create(into / "run")
+    ingest(run, [unpack(name, into)])
+    return run
+
+
 def file_one_by_one(paths, run_path: Path) -> Run:
     """A run made by one `irscope ingest` per path, in the order given."""
     run = Run.create(run_path)

@@ -168,7 +168,7 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
             step(folder.name)
         graphs.join_repeated_graphs(writer)  # sources of one graph met in any order
         single_file.place_waiting(writer, report)
-        linking.link(run, writer, report)
+        linking.link(run, writer, report, _touched_ranks(writer))
         single_file.place_waiting(writer, report)  # modules of the ranks' kernels
         triton_cache.name_compiles(writer)
         report.artifacts += _file_profiles(writer, plan.profiles, report, rank, step)
@@ -189,6 +189,19 @@ def _show_sources(report: IngestReport, opened: archives.Expansions) -> None:
     report.sources = [(opened.shown(p), kind) for p, kind in report.sources]
     report.skipped = [(opened.shown(p), opened.shown(why)) for p, why in report.skipped]
     report.warnings = [opened.shown(w) for w in report.warnings]
+
+
+def _touched_ranks(writer) -> set[int | None] | None:
+    """The ranks whose graphs an ingest may link anew: those of the units it filed or
+    changed; every rank when one of them is of no rank (a single process's, a kernel of a
+    cache the ranks share)."""
+    ranks = set()
+    for unit_id in writer.touched:
+        rank = writer.run.unit_by_id(unit_id).attrs.get("rank")
+        if not isinstance(rank, int):
+            return None
+        ranks.add(rank)
+    return ranks
 
 
 def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None):

@@ -15,7 +15,7 @@ from . import single_file
 DEVICE_INDEX = re.compile(GPU_INDEX)
 
 
-def link(run: Run, writer: Writer, report) -> None:
+def link(run: Run, writer: Writer, report, ranks: set[int | None] | None = None) -> None:
     """For every torch unit with output code, file its C++ kernels and link launched kernels.
 
     A Triton kernel is linked by identity, never by name alone (Inductor reuses names across
@@ -26,10 +26,12 @@ def link(run: Run, writer: Writer, report) -> None:
     multi-process run each rank's graphs launch that rank's kernels: a kernel filed for no
     rank (one Triton cache the ranks shared) becomes the lowest launching rank's, and every
     other rank that launches it gets a unit of its own holding the same stages (stored once).
+    ``ranks``: link only the graphs of these ranks (None: every graph).
     """
     from irscope.parsers import inductor
 
     rows = [(unit, stage) for unit in run.units("torch")
+            if ranks is None or _rank(unit) in ranks
             for stage in run.stages(unit.id, kinds=("inductor_output_code",))]
     parsed: dict[str, object] = {}
     triton = _TritonUnits(run)

@@ -25,6 +25,7 @@ class Writer:
         self.run = run
         self.db = run.db
         self.keep_all = False
+        self.touched: set[int] = set()  # units this writer added to or changed
 
     def collect_orphans(self, keep: Iterable[str] = ()) -> int:
         """Delete what a killed writer left under blobs/: blob files no stage names and
@@ -63,16 +64,19 @@ class Writer:
             self.db.execute("UPDATE units SET attrs=?, source_file=?, source_line=? WHERE id=?",
                             (json.dumps(merged, default=str), source_file or row[2],
                              source_line or row[3], row[0]))
+            self.touched.add(row[0])
             return row[0]
         cur = self.db.execute(
             "INSERT INTO units (name, framework, source_file, source_line, attrs) "
             "VALUES (?, ?, ?, ?, ?)",
             (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
+        self.touched.add(cur.lastrowid)
         return cur.lastrowid
 
     def rename_unit(self, unit_id: int, name: str) -> None:
         """Give the unit another name (unique within its framework, like every name)."""
         self.db.execute("UPDATE units SET name=? WHERE id=?", (name, unit_id))
+        self.touched.add(unit_id)
 
     def update_attrs(self, unit_id: int, attrs: dict[str, Any]) -> None:
         """Merge ``attrs`` into the unit's attributes."""
@@ -96,6 +100,7 @@ class Writer:
         name = name or kind
         if self.keep_all:
             name = self._free_name(unit_id, kind, name, blob)
+        self.touched.add(unit_id)
         cur = self.db.execute(
             "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
@@ -118,6 +123,7 @@ class Writer:
         """Drop one stage of a unit (its blob stays while another stage names it)."""
         self.db.execute("DELETE FROM stages WHERE unit_id=? AND kind=? AND name=?",
                         (unit_id, kind, name))
+        self.touched.add(unit_id)
 
     def copy_unit(self, unit_id: int, name: str, source_file: str | None = None,
                   attrs: dict[str, Any] | None = None) -> int:
@@ -168,6 +174,7 @@ class Writer:
         self.db.execute("DELETE FROM relations WHERE src=? OR dst=?", (unit_id, unit_id))
         self.db.execute("DELETE FROM stages WHERE unit_id=?", (unit_id,))
         self.db.execute("DELETE FROM units WHERE id=?", (unit_id,))
+        self.touched.discard(unit_id)
 
     def remove_relations(self, src: int, kind: str) -> None:
         """Drop the relations of ``kind`` that lead from ``src`` (a pass that links anew)."""
