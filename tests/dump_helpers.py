@@ -4,6 +4,7 @@ of them in a form two runs can be compared by."""
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 from pathlib import Path
 
@@ -57,3 +58,31 @@ def filed(run: Run) -> dict:
         "relations": sorted((name(r.src), r.kind, name(r.dst), json.dumps(r.attrs, sort_keys=True))
                             for r in run.relations()),
     }
+
+
+# "rank": 0 in every record of a TORCH_TRACE written by rank 0 of a torchrun job
+TRACE_RANK = re.compile(rb'"rank": \d+')
+
+
+def many_rank_job(into: Path, ranks: int) -> list[tuple[int, list[Path]]]:
+    """A job of ``ranks`` ranks made from the real 2-rank NCCL captures: rank 0 of
+    ddp_buckets copied as ranks 0..ranks-2 (each trace's records renumbered), and rank 1 of
+    ddp_branch (which runs tanh where the others run relu) as the last rank; each rank with
+    the Triton cache of its job. Returns each rank's (rank, paths) to file with that rank."""
+    buckets, branch = unpack("ddp_buckets", into), unpack("ddp_branch", into)
+    job = []
+    for rank in range(ranks):
+        source, own = (branch, 1) if rank == ranks - 1 else (buckets, 0)
+        (trace,) = (source / "trace").glob(f"*_rank_{own}_*.log")
+        folder = into / "job" / f"rank_{rank}"
+        folder.mkdir(parents=True)
+        copy = folder / f"dedicated_log_torch_trace_rank_{rank}.log"
+        copy.write_bytes(TRACE_RANK.sub(f'"rank": {rank}'.encode(), trace.read_bytes()))
+        job.append((rank, [copy, source / "triton_cache"]))
+    return job
+
+
+def file_job(job: list[tuple[int, list[Path]]], run: Run) -> None:
+    """File each rank's dumps as that rank's, one ingest a rank (as `inspect` files ranks)."""
+    for rank, paths in job:
+        ingest(run, paths, rank=rank)

@@ -267,8 +267,9 @@ class RunRollup:
 
 def roll_up(units: Iterable[tuple[str, Mapping[str, float], int]]) -> RunRollup:
     """Combine ``(unit name, figures, launches)`` rows into run figures (see LARGEST,
-    LOWEST): ties go to the first unit, the mean weighs each unit by its launches (one at
-    least: a kernel compiled was launched)."""
+    LOWEST): a tie goes to the unit whose name sorts first, whatever order units come in;
+    the mean weighs each unit by its launches (one at least: a kernel compiled was
+    launched)."""
     values: dict[str, float] = {}
     set_by: dict[str, str] = {}
     weighted: dict[str, list[float]] = {}
@@ -277,7 +278,8 @@ def roll_up(units: Iterable[tuple[str, Mapping[str, float], int]]) -> RunRollup:
             how = combining(figure)
             old = values.get(figure)
             if how != "sum":
-                if old is None or (value > old if how == "largest" else value < old):
+                better = old is None or (value > old if how == "largest" else value < old)
+                if better or (value == old and name < set_by[figure]):
                     values[figure], set_by[figure] = value, name
                 if how == "lowest":
                     total = weighted.setdefault(figure, [0.0, 0.0])

@@ -166,11 +166,12 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
         for folder in plan.thunder_folders:
             report.artifacts += thunder_traces.ingest_folder(writer, folder, report, thunder_units)
             step(folder.name)
-        graphs.join_repeated_graphs(writer)  # sources of one graph met in any order
+        ranks = _touched_ranks(writer)  # the passes below read these ranks' units alone
+        graphs.join_repeated_graphs(writer, ranks)  # sources of one graph met in any order
         single_file.place_waiting(writer, report)
-        linking.link(run, writer, report, _touched_ranks(writer))
+        linking.link(run, writer, report, ranks)
         single_file.place_waiting(writer, report)  # modules of the ranks' kernels
-        triton_cache.name_compiles(writer)
+        triton_cache.name_compiles(writer, ranks)
         report.artifacts += _file_profiles(writer, plan.profiles, report, rank, step)
         for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report, names[named[path]])
@@ -191,10 +192,11 @@ def _show_sources(report: IngestReport, opened: archives.Expansions) -> None:
     report.warnings = [opened.shown(w) for w in report.warnings]
 
 
-def _touched_ranks(writer) -> set[int | None] | None:
-    """The ranks whose graphs an ingest may link anew: those of the units it filed or
-    changed; every rank when one of them is of no rank (a single process's, a kernel of a
-    cache the ranks share)."""
+def _touched_ranks(writer) -> set[int] | None:
+    """The ranks an ingest filed or changed units of, whose units the passes after filing
+    (joining graphs, linking, naming compiles) read, so that filing one rank of many reads
+    that rank's units; None (every rank) when one of them is of no rank (a single
+    process's, a kernel of a cache the ranks share)."""
     ranks = set()
     for unit_id in writer.touched:
         rank = writer.run.unit_by_id(unit_id).attrs.get("rank")

@@ -120,12 +120,13 @@ def replace_output_code(writer: Writer, unit: int, key: str) -> None:
         writer.remove_stage(unit, OUTPUT_CODE, name)
 
 
-def join_repeated_graphs(writer: Writer) -> None:
+def join_repeated_graphs(writer: Writer, ranks: set[int] | None = None) -> None:
     """One unit per graph whatever the order its sources came in: a unit of no compile id
     (a TORCH_COMPILE_DEBUG folder, an output code from Inductor's cache) that holds the
     output code of a compile's unit is folded into that unit, as it would have joined it had
-    the compile come first; a log's own unit gives such a code up to it."""
-    units = writer.run.units("torch")
+    the compile come first; a log's own unit gives such a code up to it. ``ranks``: only
+    the units of these ranks (and of no rank) are looked at (None: every unit)."""
+    units = writer.run.units_of_ranks("torch", ranks)
     holders: dict[str, dict[int, int]] = {}  # output-code key -> rank -> first unit holding it
     for unit in units:
         if unit.attrs.get("compile_id"):

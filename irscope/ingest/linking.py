@@ -15,7 +15,7 @@ from . import single_file
 DEVICE_INDEX = re.compile(GPU_INDEX)
 
 
-def link(run: Run, writer: Writer, report, ranks: set[int | None] | None = None) -> None:
+def link(run: Run, writer: Writer, report, ranks: set[int] | None = None) -> None:
     """For every torch unit with output code, file its C++ kernels and link launched kernels.
 
     A Triton kernel is linked by identity, never by name alone (Inductor reuses names across
@@ -26,15 +26,15 @@ def link(run: Run, writer: Writer, report, ranks: set[int | None] | None = None)
     multi-process run each rank's graphs launch that rank's kernels: a kernel filed for no
     rank (one Triton cache the ranks shared) becomes the lowest launching rank's, and every
     other rank that launches it gets a unit of its own holding the same stages (stored once).
-    ``ranks``: link only the graphs of these ranks (None: every graph).
+    ``ranks``: link only the graphs of these ranks (and of no rank) to their kernels (None:
+    every graph).
     """
     from irscope.parsers import inductor
 
-    rows = [(unit, stage) for unit in run.units("torch")
-            if ranks is None or _rank(unit) in ranks
+    rows = [(unit, stage) for unit in run.units_of_ranks("torch", ranks)
             for stage in run.stages(unit.id, kinds=("inductor_output_code",))]
     parsed: dict[str, object] = {}
-    triton = _TritonUnits(run)
+    triton = _TritonUnits(run, ranks)
     links: list[tuple[int, int | None, int, str | None, dict]] = []
     for unit, stage in rows:
         if stage.blob not in parsed:
@@ -57,7 +57,7 @@ def link(run: Run, writer: Writer, report, ranks: set[int | None] | None = None)
                 links.append((unit.id, rank, kernel_id, kernel.path, attrs))
     for unit_id in dict.fromkeys(u.id for u, _ in rows):
         writer.remove_relations(unit_id, "launches")
-    ranks = _RankCopies(writer, links)
+    ranks = _RankCopies(writer, links, triton.units)
     for graph, rank, kernel_id, path, attrs in links:
         writer.add_relation(graph, "launches", ranks.unit(kernel_id, rank, path), attrs)
 
@@ -71,9 +71,8 @@ class _RankCopies:
     """Each rank's unit of a Triton kernel its graphs launch (see ``link``): every copy is
     made before the lowest rank takes the unit itself, so copies hold what the unit held."""
 
-    def __init__(self, writer: Writer, links):
+    def __init__(self, writer: Writer, links, units):
         self.writer = writer
-        units = {u.id: u for u in writer.run.units("triton")}
         wanted: dict[int, dict[int, str | None]] = {}  # kernel -> rank -> that rank's module
         for _, rank, kernel_id, path, _ in links:
             kernel = units.get(kernel_id)
@@ -115,12 +114,13 @@ class _RankCopies:
 class _TritonUnits:
     """The run's Triton kernel units, found by their module file or by name and code."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, ranks: set[int] | None = None):
         self.run = run
+        self.units = {u.id: u for u in run.units_of_ranks("triton", ranks)}
         self.by_file: dict[str, list[int]] = {}
         self.by_name: dict[str, list] = {}
         self.rank: dict[int, int | None] = {}
-        for unit in run.units("triton"):
+        for unit in self.units.values():
             if unit.source_file:  # Inductor names a kernel's module by its content's hash
                 self.by_file.setdefault(Path(unit.source_file).name, []).append(unit.id)
             self.by_name.setdefault(split_rank(unit.name)[0].split("-")[0], []).append(unit)

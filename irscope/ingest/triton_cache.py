@@ -144,14 +144,15 @@ def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
     return writer.add_unit(name, "triton", source_file, attrs=attrs)
 
 
-def name_compiles(writer: Writer) -> None:
+def name_compiles(writer: Writer, ranks: set[int] | None = None) -> None:
     """Name every Triton compile as it is named in a run of any filing order: several
     compiles of one kernel name on one rank (autotuning configurations) are told apart by
     their compile hash (the metadata's, else the folder's), the smallest keeping the plain
     name and the others ``name-<hash8>``, so a warm run, or a dump filed before its cache
-    entry, names them as the cold run did."""
+    entry, names them as the cold run did. ``ranks``: only these ranks' compiles (and those
+    of no rank) are named anew (None: every compile)."""
     groups: dict[tuple[str, int | None], list] = {}
-    for unit in writer.run.units("triton"):
+    for unit in writer.run.units_of_ranks("triton", ranks):
         base, _ = split_rank(unit.name)
         rank = unit.attrs.get("rank")
         kernel = str(unit.attrs.get("kernel") or base)

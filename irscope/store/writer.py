@@ -35,8 +35,11 @@ class Writer:
         root = self.run.path / BLOBS
         if not root.is_dir() or root.is_symlink():
             return 0
-        named = {row[0] for row in self.db.execute("SELECT DISTINCT blob FROM stages")}
-        named.update(keep)
+        keep = set(keep)
+
+        def named(blob: str) -> bool:  # asked file by file: blob files are few, stages many
+            return blob in keep or self.db.execute(
+                "SELECT 1 FROM stages WHERE blob=? LIMIT 1", (blob,)).fetchone() is not None
         removed = 0
         for top in os.scandir(root):
             if top.name.startswith(".tmp-") and top.is_file(follow_symlinks=False):
@@ -45,7 +48,7 @@ class Writer:
                 continue
             for entry in os.scandir(top.path):
                 stray = entry.name.startswith(".tmp-") or (
-                    BLOB_NAME.fullmatch(entry.name) is not None and entry.name not in named)
+                    BLOB_NAME.fullmatch(entry.name) is not None and not named(entry.name))
                 if stray and not entry.is_dir(follow_symlinks=False):
                     removed += unlink_quietly(entry.path)
         for entry in os.scandir(self.run.path):
