@@ -139,6 +139,30 @@ async def time_side_by_side(path: Path, stage) -> float:
         return time.perf_counter() - start
 
 
+def frame_probes(navigator) -> dict[str, float]:
+    """When the navigator's filter box and tree were last drawn, and the tree last filled:
+    a key's result is on screen once the tree drawn after its fill (and the box) is."""
+    tree = navigator.stage_tree
+    drawn = {"filter": 0.0, "tree": 0.0, "filled": 0.0}
+    for name, widget in (("filter", navigator.filter), ("tree", tree)):
+        original = widget.render_lines
+
+        def render_lines(crop, name=name, original=original):
+            lines = original(crop)
+            drawn[name] = time.perf_counter()
+            return lines
+
+        widget.render_lines = render_lines
+    fill = tree.fill
+
+    def timed_fill(*args, **kwargs):
+        fill(*args, **kwargs)
+        drawn["filled"] = time.perf_counter()
+
+    tree.fill = timed_fill
+    return drawn
+
+
 async def time_filter_keys(path: Path) -> list[float]:
     """Seconds from each key of ``FILTER`` typed into the navigator's filter to the frame that
     shows its result: the filter box redrawn with the key and, when the units kept changed,
@@ -155,23 +179,7 @@ async def time_filter_keys(path: Path) -> list[float]:
         assert len(app.units) >= MANY_UNITS
         navigator.filter.focus()
         await pilot.pause()
-        drawn = {"filter": 0.0, "tree": 0.0, "filled": 0.0}
-        for name, widget in (("filter", navigator.filter), ("tree", tree)):
-            original = widget.render_lines
-
-            def render_lines(crop, name=name, original=original):
-                lines = original(crop)
-                drawn[name] = time.perf_counter()
-                return lines
-
-            widget.render_lines = render_lines
-        fill = tree.fill
-
-        def timed_fill(*args, **kwargs):
-            fill(*args, **kwargs)
-            drawn["filled"] = time.perf_counter()
-
-        tree.fill = timed_fill
+        drawn = frame_probes(navigator)
         times = []
         for i, char in enumerate(FILTER):
             start = time.perf_counter()

@@ -1,47 +1,385 @@
-"""Check a run's roll-ups against independent counts and print them side by side.
+"""Every figure of docs/figures.md, irscope's beside one recomputed from sources that share no
+code with irscope's figures, in one table: figure / irscope / independent / source / match.
 
 Run: python benchmarks/check_truth.py RUN [--kernels N]
 
-For each graph: kernels generated, launched and extern calls against the output code's own
-definitions and call() lines; run totals against the sum over distinct graphs; for each
-Triton kernel: registers and static shared memory against `cuobjdump -res-usage`, spill bytes
-and stack frame against `ptxas -v`, and SASS instructions against `nvdisasm -c`. Exits 1 on
-any mismatch.
+The run's own files are read with plain SQL (units, events) and this file's regexes (output
+code, TTGIR, PTX), the kernels with NVIDIA's tools (`cuobjdump -res-usage`, `ptxas -v`,
+`nvdisasm -c`), and occupancy with the CUDA driver's occupancy calculator when a GPU is
+there (cuda-python or CuPy; else the row says so). Which kernels run is read from Inductor's
+`.best_config` files the run holds. Lint, pass and rank-divergence counts have no source
+outside irscope: they are checked against the command that lists them (`irscope lint`,
+`passes`, `ranks`). Per-graph and per-kernel rows are printed only where they differ. Exits 1
+on any mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import json
+import re
+import sqlite3
+import subprocess
 import sys
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from truth_helpers import (DEFINITION, PTXAS_FRAME, RES_USAGE, SASS_INSTRUCTION,  # noqa: E402
-                           TARGET, call_launches, distinct_output_codes, run_tool)
+from truth_helpers import (AOT_ID, DEFINITION, KERNEL_PATH, PTXAS_FRAME, RES_USAGE,  # noqa: E402
+                           SASS_INSTRUCTION, TARGET, call_launches, distinct_output_codes,
+                           run_tool)
 
+from irscope.read.summary import read_summary  # noqa: E402
 from irscope.reports.build import build_report  # noqa: E402
-from irscope.read.figures import read_run_figures  # noqa: E402
 from irscope.store import Run, locate_run  # noqa: E402
 
+# triton_poi_fused_gelu_1.run(buf3, ...)
+LAUNCH = re.compile(r"^\s+(\w+)\.run\(", re.M)
+# %3 = ttg.convert_layout %2 : ...
+CONVERT = re.compile(r"\bttg\.convert_layout\b")
+MAX_SHARED_PER_BLOCK = {90: 232448, 100: 232448, 80: 166912, 86: 101376, 89: 101376}
+SQL_RANK = "json_extract(attrs, '$.rank')"
 
-def kernel_truth(item):
-    """(registers, static shared, spill stores, spill loads, stack frame, SASS instructions)."""
-    name, ptx, cubin = item
+
+class Table:
+    """The rows printed, and how many did not match."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[str, str, str, str, str]] = []
+        self.mismatches = 0
+
+    def add(self, figure: str, irscope, independent, source: str, quiet: bool = False) -> None:
+        match = _same(irscope, independent)
+        if independent is None:
+            verdict = "n/a"
+        else:
+            verdict = "yes" if match else "NO"
+            self.mismatches += not match
+        if not (quiet and (match or independent is None)):
+            self.rows.append((figure, _text(irscope), _text(independent), source, verdict))
+
+    def print(self) -> None:
+        head = ("figure", "irscope", "independent", "source", "match")
+        widths = [max(len(r[i]) for r in (head, *self.rows)) for i in range(5)]
+        for row in (head, *self.rows):
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+        print(f"mismatches: {self.mismatches}")
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(float(a) - float(b)) < 1e-4
+    return a == b
+
+
+def _text(value) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+# -- what the run's files say -------------------------------------------------------------
+def sql(run: Run, query: str, *args):
+    with sqlite3.connect(f"file:{run.path / 'index.sqlite'}?mode=ro", uri=True) as db:
+        return db.execute(query, args).fetchall()
+
+
+def graph_codes(run: Run) -> dict[int, list[str]]:
+    """Graph unit id -> its distinct output codes."""
+    found = {u.id: distinct_output_codes(run, u) for u in run.units("torch")}
+    return {unit: codes for unit, codes in found.items() if codes}
+
+
+def kernel_units(run: Run) -> list:
+    return [u for u in run.units() if any(s.kind == "cubin" for s in run.stages(u.id))]
+
+
+def running(run: Run, kernels) -> dict[int, bool]:
+    """Kernel unit -> whether it runs: of the compiles of one kernel (name, module, rank),
+    the one a .best_config beside its module names, all when none does."""
+    groups: dict[tuple, list] = {}
+    for unit in kernels:
+        key = (unit.attrs.get("kernel") or unit.name.split(" (rank")[0].split("-")[0],
+               unit.source_file, unit.attrs.get("rank"))
+        groups.setdefault(key, []).append(unit)
+    runs = {}
+    for units in groups.values():
+        named = set()
+        for unit in units:
+            for stage in run.stages(unit.id):
+                if stage.name.startswith("best_config") and stage.origin and (
+                        unit.source_file is None or Path(stage.origin).parent.name
+                        == Path(unit.source_file).parent.name):
+                    named.add(json.loads(run.read_blob(stage.blob))["triton_cache_hash"])
+        for unit in units:
+            folder = _cache_folder(str(unit.attrs.get("hash", "")))
+            runs[unit.id] = len(units) < 2 or not named or folder in named
+    return runs
+
+
+def _cache_folder(compile_hash: str) -> str:
+    try:
+        return base64.b32encode(bytes.fromhex(compile_hash)).decode().rstrip("=")
+    except ValueError:
+        return compile_hash
+
+
+def kernel_truth(item) -> dict:
+    """A kernel's figures from NVIDIA's tools: registers and static shared memory
+    (cuobjdump), spills and stack frame (ptxas), SASS instructions (nvdisasm)."""
+    name, ptx, cubin, dynamic = item
     usage = {m[0]: tuple(map(int, m[1:])) for m in RES_USAGE.findall(
         run_tool("cuobjdump", ["-res-usage"], cubin, ".cubin"))}
     registers, _stack, shared, _local = usage[name]
-    spills = (None, None, None)
+    truth = {"registers": registers, "shared_static_bytes": shared,
+             "shared_dynamic_bytes": dynamic, "shared_bytes": shared + dynamic,
+             "sass.instructions": len(SASS_INSTRUCTION.findall(
+                 run_tool("nvdisasm", ["-c"], cubin, ".cubin")))}
     if ptx:
         arch = TARGET.search(ptx.decode()).group(1)
-        found = PTXAS_FRAME.search(run_tool("ptxas", ["-v", f"--gpu-name={arch}", "-o",
-                                                       "/dev/null"], ptx, ".ptx"))
-        frame, stores, loads = map(int, found.groups())
-        spills = (stores, loads, frame)
-    instructions = len(SASS_INSTRUCTION.findall(run_tool("nvdisasm", ["-c"], cubin, ".cubin")))
-    return (registers, shared, *spills, instructions)
+        frame, stores, loads = map(int, PTXAS_FRAME.search(run_tool(
+            "ptxas", ["-v", f"--gpu-name={arch}", "-o", "/dev/null"], ptx, ".ptx")).groups())
+        truth.update(spills=stores + loads, stack_frame_bytes=frame)
+    return truth
+
+
+class Occupancy:
+    """The CUDA driver's occupancy calculator on this machine's GPU 0, if there is one."""
+
+    def __init__(self) -> None:
+        self.why = None
+        try:
+            from cuda.bindings import driver as cu
+        except ImportError:
+            try:
+                from cuda import cuda as cu
+            except ImportError:
+                cu, self.why = None, "no GPU (cuda-python missing)"
+        self.cu = cu
+        if cu is not None:
+            try:
+                self._check(cu.cuInit(0))
+                self.device = self._check(cu.cuDeviceGet(0))
+                self._check(cu.cuCtxSetCurrent(self._check(
+                    cu.cuDevicePrimaryCtxRetain(self.device))))
+                self.threads = self._check(cu.cuDeviceGetAttribute(
+                    cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                    self.device))
+            except Exception as exc:  # noqa: BLE001  no GPU here: occupancy rows say so
+                self.cu, self.why = None, f"no GPU ({exc})"
+
+    def _check(self, result):
+        err, *value = result if isinstance(result, tuple) else (result,)
+        if int(err) != 0:
+            raise RuntimeError(f"CUDA error {err}")
+        return value[0] if value else None
+
+    def of(self, cubin: bytes, name: str, threads: int, dynamic: int) -> float | None:
+        if self.cu is None:
+            return None
+        cu = self.cu
+        module = self._check(cu.cuModuleLoadData(cubin))
+        try:
+            func = self._check(cu.cuModuleGetFunction(module, name.encode()))
+            if dynamic > 48 << 10:
+                self._check(cu.cuFuncSetAttribute(
+                    func, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    dynamic))
+            blocks = self._check(cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                func, threads, dynamic))
+        finally:
+            cu.cuModuleUnload(module)
+        return round(blocks * threads / self.threads, 4)
+
+
+# -- the checks ---------------------------------------------------------------------------
+def check_graphs(run: Run, report, table: Table) -> None:
+    codes = graph_codes(run)
+    units = {u.id: u for u in run.units()}
+    records = {u.name: u for u in report.units}
+    totals = Counter()
+    for unit_id, texts in codes.items():
+        want = Counter()
+        for code in texts:
+            role = AOT_ID.search(code)
+            launched, extern = call_launches(code)
+            generated = len(DEFINITION.findall(code))
+            want.update(kernels_generated=generated, kernels_launched=launched,
+                        extern_calls=extern)
+            if role and len(texts) > 1:
+                want.update({f"{role.group(1)}.kernels_generated": generated,
+                             f"{role.group(1)}.kernels_launched": launched})
+        headline = records[units[unit_id].name].headline
+        for figure, value in want.items():
+            table.add(f"{units[unit_id].name} {figure}", headline.get(figure), value,
+                      "output code: definitions, call()", quiet=True)
+        totals.update(want)
+        rank = units[unit_id].attrs.get("rank")
+        if isinstance(rank, int):
+            totals.update({f"rank{rank}.graphs": 1,
+                           f"rank{rank}.kernels_launched": want["kernels_launched"]})
+    figures = report.figures()
+    table.add("graphs", report.totals.get("graphs"), len(codes) or None,
+              "torch units with output code")
+    for figure in ("kernels_generated", "kernels_launched"):
+        table.add(figure, report.totals.get(figure), totals[figure] if codes else None,
+                  "output code: definitions, call()")
+    for figure in sorted(f for f in totals if "." in f and not f.startswith("rank")):
+        table.add(figure, figures.get(figure), totals[figure], "output code of each role")
+    table.add("extern_calls", figures.get("extern_calls"), totals["extern_calls"] if codes
+              else None, "output code: extern and ATen calls")
+    for figure in sorted(f for f in totals if f.startswith("rank")):
+        table.add(figure, report.totals.get(figure), totals[figure], "output code per rank")
+
+
+def check_events(run: Run, report, table: Table) -> None:
+    breaks = sql(run, "SELECT count(*) FROM events WHERE kind='graph_break'")[0][0]
+    table.add("graph_breaks", report.totals.get("graph_breaks"), breaks, "events table")
+    placed = sql(run, "SELECT count(DISTINCT unit_id) FROM events WHERE kind='recompile' "
+                 "AND unit_id IS NOT NULL")[0][0]
+    loose = sql(run, "SELECT count(*) FROM events WHERE kind='recompile' AND unit_id IS NULL")
+    table.add("recompiles", report.totals.get("recompiles"), placed + loose[0][0],
+              "events table: compiles with a failed guard")
+    per_rank = sql(run, f"SELECT {SQL_RANK}, count(DISTINCT units.id) FROM events JOIN units ON "
+                   f"units.id = events.unit_id WHERE kind='recompile' GROUP BY {SQL_RANK}")
+    ranks = {r for r, in sql(run, f"SELECT DISTINCT {SQL_RANK} FROM units")
+             if isinstance(r, int)}
+    if len(ranks) > 1:
+        counted = dict(per_rank)
+        for rank in sorted(ranks):
+            table.add(f"rank{rank}.recompiles", report.totals.get(f"rank{rank}.recompiles"),
+                      counted.get(rank, 0), "events table per rank")
+    failures = sql(run, "SELECT count(*) FROM events WHERE kind='compile_failure'")[0][0]
+    table.add("compile_failures", read_summary(run).compile_failures, failures, "events table")
+    units = sql(run, "SELECT count(*) FROM units WHERE json_extract(attrs, '$.eager_op') "
+                "IS NOT 1")[0][0]
+    table.add("units", report.totals.get("units"), units, "units table, eager ops left out")
+
+
+def check_kernels(run: Run, report, table: Table, limit: int) -> dict[int, dict]:
+    kernels = kernel_units(run)
+    runs = running(run, kernels)
+    launched = [u for u in kernels if runs[u.id]][:limit or None]
+    table.add("launched kernels", sum(1 for u in report.units if u.framework != "torch"
+                                      and not u.candidate and any(
+                                          s.kind == "cubin" for s in u.stages)),
+              sum(runs.values()), ".best_config beside each kernel's module")
+    items = []
+    for unit in launched:
+        stages = {s.kind: s for s in run.stages(unit.id)}
+        name = next(iter(unit.attrs.get("resources") or {}), unit.name)
+        ptx = run.read_blob(stages["ptx"].blob) if "ptx" in stages else None
+        items.append((name, ptx, run.read_blob(stages["cubin"].blob),
+                      int(unit.attrs.get("shared") or 0)))
+    with ThreadPoolExecutor() as pool:
+        truths = dict(zip((u.id for u in launched), pool.map(kernel_truth, items)))
+    records = {u.name: u for u in report.units}
+    for unit in launched:
+        for figure, value in truths[unit.id].items():
+            got = records[unit.name].headline.get(figure) if figure != "sass.instructions" \
+                else next((s.totals.get("instructions") for s in records[unit.name].stages
+                           if s.kind == "sass"), None)
+            table.add(f"{unit.name} {figure}", got, value, "cuobjdump, ptxas, nvdisasm",
+                      quiet=True)
+    figures, doc_units = report.figures(), report.headline().set_by
+    for figure in ("registers", "spills", "shared_bytes", "shared_static_bytes",
+                   "shared_dynamic_bytes", "stack_frame_bytes"):
+        held = [(t[figure], u.name) for u in launched if figure in (t := truths[u.id])]
+        if held:
+            value = max(v for v, _ in held)
+            table.add(figure, figures.get(figure), value, "cuobjdump / ptxas / metadata, max")
+            table.add(f"{figure} set by", doc_units.get(figure),
+                      min(n for v, n in held if v == value), "the kernel with the max")
+    table.add("sass.instructions", figures.get("sass.instructions"),
+              sum(t["sass.instructions"] for t in truths.values()) if truths else None,
+              "nvdisasm -c, summed")
+    ttgir = sum(len(CONVERT.findall(run.read_text(s))) for u in launched
+                for s in run.stages(u.id) if s.kind == "ttgir")
+    table.add("layout_conversions", figures.get("layout_conversions"),
+              ttgir if launched else None, "TTGIR ttg.convert_layout, summed")
+    check_occupancy(run, figures, launched, truths, table)
+    return truths
+
+
+def launch_counts(run: Run) -> dict[int, int]:
+    """Kernel unit -> launches per call: each output code's `<kernel>.run(` lines, joined to
+    the kernel compiled from the module its `# kernel path:` names (that rank's)."""
+    by_module: dict[tuple, list] = {}
+    for unit in kernel_units(run):
+        if unit.source_file:
+            by_module.setdefault((Path(unit.source_file).name, unit.attrs.get("rank")),
+                                 []).append(unit.id)
+    counts: Counter = Counter()
+    units = {u.id: u for u in run.units()}
+    for graph, texts in graph_codes(run).items():
+        for code in texts:
+            runs = Counter(LAUNCH.findall(code))
+            for path, name in KERNEL_PATH.findall(code):
+                for kernel in by_module.get((Path(path).name, units[graph].attrs.get("rank")),
+                                            ()):
+                    counts[kernel] += runs[name]
+    return counts
+
+
+def check_occupancy(run: Run, figures, launched, truths, table: Table) -> None:
+    calculator = Occupancy()
+    source = "CUDA occupancy calculator" + (f": {calculator.why}" if calculator.why else "")
+    found = {}
+    for unit in launched:
+        threads = int(unit.attrs.get("num_warps") or 0) * 32
+        cubin = run.read_blob(next(s for s in run.stages(unit.id) if s.kind == "cubin").blob)
+        name = next(iter(unit.attrs.get("resources") or {}), unit.name)
+        if threads:
+            found[unit.id] = calculator.of(cubin, name, threads,
+                                           truths[unit.id]["shared_dynamic_bytes"])
+    have = [v for v in found.values() if v is not None]
+    table.add("occupancy", figures.get("occupancy"), min(have) if have else None, source)
+    weights = launch_counts(run)
+    if have:
+        weight = {k: max(weights.get(k, 0), 1) for k in found}
+        mean = sum(found[k] * weight[k] for k in found) / sum(weight.values())
+        table.add("occupancy.mean", figures.get("occupancy.mean"), round(mean, 4),
+                  source + ", weighted by `.run(` lines")
+    else:
+        table.add("occupancy.mean", figures.get("occupancy.mean"), None, source)
+
+
+def check_consistency(run: Run, report, table: Table) -> None:
+    """Figures only irscope computes: against the commands that list them."""
+    figures = report.figures()
+    listed = json.loads(_irscope("lint", run.path, "--json"))["counts"]
+    for rule in sorted(set(listed) | {f for f in figures if f.startswith("lint.")}):
+        table.add(rule, figures.get(rule), listed.get(rule, 0), "irscope lint --json")
+    ranks = json.loads(_irscope("ranks", run.path, "--json"))
+    if len(ranks["ranks"]) > 1:
+        table.add("ranks", report.totals.get("ranks"), len(ranks["ranks"]),
+                  "irscope ranks --json")
+        table.add("ranks.diverge", report.totals.get("ranks.diverge"),
+                  len(ranks["divergences"]), "irscope ranks --json")
+    for figure in ("passes.total", "passes.changed"):
+        if figure in figures:
+            table.add(figure, figures[figure], _pass_count(run, figure),
+                      "irscope passes --json")
+
+
+def _pass_count(run: Run, figure: str) -> int:
+    total = 0
+    for unit in run.units():
+        out = subprocess.run([sys.executable, "-m", "irscope", "passes", str(run.path),
+                              str(unit.id), "--json"], capture_output=True, text=True)
+        if out.returncode == 0:
+            listed = json.loads(out.stdout)
+            total += listed["total" if figure == "passes.total" else "changed"]
+    return total
+
+
+def _irscope(*args) -> str:
+    return subprocess.run([sys.executable, "-m", "irscope", *map(str, args)], check=True,
+                          capture_output=True, text=True).stdout
 
 
 def main() -> int:
@@ -49,59 +387,15 @@ def main() -> int:
     ap.add_argument("run")
     ap.add_argument("--kernels", type=int, default=0, help="check only the first N kernels")
     args = ap.parse_args()
-    run = Run.open(locate_run(args.run))
-    figures = read_run_figures(run)
-    by_id = {u.unit_id: u for u in figures.units}
-    bad = 0
-    rows = [("figure", "irscope", "independent")]
-    generated = launched = 0
-    for unit in run.units("torch"):
-        codes = distinct_output_codes(run, unit)
-        if not codes:
-            continue
-        got = by_id[unit.id]
-        want = (sum(len(DEFINITION.findall(c)) for c in codes),
-                sum(call_launches(c)[0] for c in codes), sum(call_launches(c)[1] for c in codes))
-        generated, launched = generated + want[0], launched + want[1]
-        have = (got.kernels_generated, got.kernels_launched, got.extern_calls)
-        roles = "+".join(c.role or c.stage for c in got.output_codes)
-        rows.append((f"{unit.name} [{roles}] generated/launched/extern", "/".join(map(str, have)),
-                     "/".join(map(str, want))))
-        bad += have != want
+    run = Run.open(locate_run(args.run), read_only=True)
     report = build_report(run)
-    for key, want in (("kernels_generated", generated), ("kernels_launched", launched)):
-        have = report.totals.get(key, 0)
-        rows.append((f"run {key}", str(have), str(want)))
-        bad += have != want
-    kernels = sorted(run.units("triton"), key=lambda u: u.name)
-    kernels = kernels[:args.kernels] if args.kernels else kernels
-    items = []
-    for unit in kernels:
-        stages = {s.kind: s for s in run.stages(unit.id)}
-        (kernel,) = by_id[unit.id].kernels
-        ptx = run.read_blob(stages["ptx"].blob) if "ptx" in stages else None
-        items.append((kernel.name, ptx, run.read_blob(stages["cubin"].blob)))
-    with ThreadPoolExecutor() as pool:
-        truths = list(pool.map(kernel_truth, items))
-    mismatched = 0
-    for unit, truth in zip(kernels, truths):
-        (kernel,) = by_id[unit.id].kernels
-        stages = {s.kind: s for s in run.stages(unit.id)}
-        sass = run.parsed(stages["sass"]).totals["instructions"]
-        have = (kernel.registers, kernel.shared_static_bytes, kernel.spill_store_bytes,
-                kernel.spill_load_bytes, kernel.stack_frame_bytes, sass)
-        if have != truth:
-            mismatched += 1
-            rows.append((f"{unit.name} regs/smem/spill st/spill ld/frame/SASS",
-                         "/".join(map(str, have)), "/".join(map(str, truth))))
-    rows.append((f"kernels checked (registers, shared, spills, frame, SASS instructions)",
-                 f"{len(kernels) - mismatched} equal", f"{len(kernels)}"))
-    bad += mismatched
-    width = max(len(r[0]) for r in rows)
-    for name, have, want in rows:
-        print(f"{name:<{width}}  {have:>12}  {want:>12}")
-    print("mismatches:", bad)
-    return 1 if bad else 0
+    table = Table()
+    check_graphs(run, report, table)
+    check_events(run, report, table)
+    check_kernels(run, report, table, args.kernels)
+    check_consistency(run, report, table)
+    table.print()
+    return 1 if table.mismatches else 0
 
 
 if __name__ == "__main__":

@@ -316,6 +316,45 @@ def test_the_cap_on_kept_ir_is_said_and_passes_stay_listed(tmp_path, monkeypatch
     assert changed[-1].stage is None and changed[0].stage  # figures kept, IR past the cap not
 
 
+def test_ir_over_the_cap_is_named_and_the_snapshots_around_it_kept(tmp_path, monkeypatch, cli):
+    """The largest snapshot of a real emitter log is dropped under a cap one byte short of
+    it: the snapshot before it and the one after it (smaller) keep their IR, the warning
+    names the pass, its size and the cap, and the diffs that would need the dropped IR say
+    so instead of diffing against nothing."""
+    from irscope.ingest.passes import file_mlir_dump
+    from irscope.read.passes import unkept_ir
+
+    _, name, text = next(log for log in xla_logs() if log[1].endswith("triton-to-llvm.txt"))
+
+    def filed(folder: str):
+        run = Run.create(tmp_path / folder, {"name": folder})
+        with run.transaction() as writer:
+            file_mlir_dump(writer, writer.add_unit("k", "jax"), name, text.splitlines())
+        return run, unit_passes(run, run.unit("k"))
+
+    _, whole = filed("whole")
+    sizes = {r.stage: s.size for r in whole.rows if r.stage
+             for s in _.stages(_.unit("k").id) if s.name == r.stage}
+    largest = max((r for r in whole.rows if r.stage), key=lambda r: sizes[r.stage])
+    before = sum(sizes[r.stage] for r in whole.rows if r.stage and r.index < largest.index)
+    before += sum(s.size for s in _.stages(_.unit("k").id) if s.name.endswith(" · input"))
+    cap = before + sizes[largest.stage] - 1
+    monkeypatch.setenv("IRSCOPE_PASS_BYTES", str(cap))
+    run, capped = filed("capped")
+    rows = {r.index: r for r in capped.rows}
+    dropped = rows[largest.index]
+    assert dropped.stage is None and dropped.dropped == sizes[largest.stage]
+    assert rows[largest.index].before  # the IR it received is kept
+    later = [r for r in capped.rows if r.changed and r.index > largest.index]
+    assert later[0].stage  # and the IR the next pass left, smaller than the cap's rest
+    warnings = [d for d in capped.diagnostics if largest.name in d]
+    assert f"{sizes[largest.stage]:,} bytes" in warnings[0] and f"{cap:,} bytes" in warnings[0]
+    assert "left by ConvertTritonGPUToLLVM" in unkept_ir(capped.rows, later[0])
+    assert "was not kept" in unkept_ir(capped.rows, dropped)
+    out = cli("passes", run.path, "k", str(later[0].index))
+    assert out.returncode == 0 and "was not kept" in out.stderr and not out.stdout
+
+
 def test_compare_counts_moved_lines_and_ignores_locations():
     before = '%0 = tt.load %p : f32 loc(#loc1)\n%1 = arith.addf %0, %0 : f32 loc(#loc2)\n'
     after = '%0 = tt.load %p : f32 loc(#loc7)\n'

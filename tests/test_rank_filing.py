@@ -1,6 +1,6 @@
-"""Filing the staging folders of a multi-process run rank by rank: a Triton kernel a compile
-hook saw on one rank only is that rank's unit; one every rank compiled is shared, with the
-ranks that compiled it, and its cache events say which rank had them."""
+"""Filing the staging folders of a multi-process run rank by rank: every Triton kernel a rank
+compiled is a unit of that rank (one per rank where several compiled it, their identical
+files stored once), with that rank's cache events."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _stage_kernel(staging: Staging, name: str, kernel_hash: str, cache_hit: bool
                                               "cache_hit": cache_hit}))
 
 
-def test_hook_seen_kernels_carry_the_rank_that_alone_compiled_them(tmp_path):
+def test_hook_seen_kernels_are_each_ranks_own(tmp_path):
     root = Staging(tmp_path / "staging")
     ranks = {rank: root.for_rank(rank).create() for rank in (0, 1)}
     _stage_kernel(ranks[0], "add_kernel", "a" * 64, cache_hit=False)
@@ -42,21 +42,25 @@ def test_hook_seen_kernels_carry_the_rank_that_alone_compiled_them(tmp_path):
         notes, complete = file_staging(run, staging, rank=rank)
         assert complete and not notes
     units = {u.name: u for u in run.units("triton")}
-    assert set(units) == {"add_kernel", "mul_kernel", "sub_kernel"}
-    assert units["add_kernel"].attrs["ranks"] == [0, 1]
-    assert units["add_kernel"].attrs.get("rank") is None  # shared, as Inductor's kernels are
-    assert units["mul_kernel"].attrs["rank"] == 1 and units["mul_kernel"].attrs["ranks"] == [1]
-    events = {(e.kind, e.data.get("rank")) for e in run.events()
-              if e.unit_id == units["add_kernel"].id}
-    assert events == {("cache_miss", 0), ("cache_hit", 1)}
+    assert set(units) == {"add_kernel", "add_kernel (rank 1)", "mul_kernel (rank 1)",
+                          "sub_kernel"}
+    assert {name: u.attrs["rank"] for name, u in units.items()} == {
+        "add_kernel": 0, "add_kernel (rank 1)": 1, "mul_kernel (rank 1)": 1, "sub_kernel": 0}
+    events = {name: {(e.kind, e.data.get("rank")) for e in run.events() if e.unit_id == u.id}
+              for name, u in units.items() if name.startswith("add_kernel")}
+    assert events == {"add_kernel": {("cache_miss", 0)}, "add_kernel (rank 1)": {("cache_hit", 1)}}
+    both = [{s.kind: s.blob for s in run.stages(units[n].id)} for n in ("add_kernel",
+                                                                          "add_kernel (rank 1)")]
+    assert both[0] == both[1]  # the same files, stored once
     divergences = {(d.unit, d.aspect): d.ranks for d in read_rank_comparison(run).divergences}
     assert divergences == {("mul_kernel", "presence"): (1,), ("sub_kernel", "presence"): (1,)}
     run.close()
 
 
-def test_two_ranks_copies_of_one_cache_entry_file_one_set_of_stages(tmp_path):
+def test_two_ranks_copies_of_one_cache_entry_file_one_unit_each(tmp_path):
     """Two ranks stage one Inductor kernel from one Triton cache entry, each copy's PTX naming
-    the kernel's source file of its own rank: one unit, shared, with one stage per IR."""
+    the kernel's source file of its own rank: one unit per rank with one stage per IR, the
+    files they share (all but the PTX) stored once."""
     from conftest import ROOT
 
     with Run.open(ROOT / "samples" / "gpu" / "triton_kernels", read_only=True) as sample:
@@ -80,18 +84,22 @@ def test_two_ranks_copies_of_one_cache_entry_file_one_set_of_stages(tmp_path):
     run = Run.create(tmp_path / "run", {"name": "ranks"})
     for rank in (0, 1):
         assert file_staging(run, root.for_rank(rank), rank=rank)[1]
-    [filed] = run.units("triton")
-    names = [s.name for s in run.stages(filed.id)]
-    assert len(names) == len(set(names)) and not [n for n in names if n.endswith("(2)")]
-    assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
-    assert filed.attrs["ranks"] == [0, 1] and filed.attrs.get("rank") is None
+    filed = run.units("triton")
+    assert [(u.name, u.attrs["rank"]) for u in filed] == [(unit.name, 0),
+                                                          (f"{unit.name} (rank 1)", 1)]
+    stages = [{s.name: s.blob for s in run.stages(u.id)} for u in filed]
+    for names in stages:
+        assert {"ttir", "ttgir", "llir", "ptx", "cubin", "sass"} <= set(names)
+        assert not [n for n in names if n.endswith("(2)")]
+    assert [k for k in stages[0] if stages[0][k] != stages[1][k]] == ["ptx"]
     run.close()
 
 
-def test_each_ranks_graph_launches_the_kernel_the_ranks_share(tmp_path):
-    """DDP over NCCL on two H200s: one compiled kernel a unit for both ranks, though each
-    rank's output code names a module of its own (they differ in the GPU's index alone).
-    Linked again from scratch, both ranks' graphs launch all four kernels."""
+def test_each_ranks_graph_launches_its_own_unit_of_a_shared_kernel(tmp_path):
+    """DDP over NCCL on two H200s, filed when a kernel the ranks shared was one unit of no
+    rank, though each rank's output code names a module of its own (they differ in the GPU's
+    index alone). Linked again, each rank's graph launches that rank's unit of each of the
+    four kernels: rank 0 keeps the unit, rank 1 has a copy of it (the same stages)."""
     import shutil
     import sqlite3
 
@@ -115,7 +123,13 @@ def test_each_ranks_graph_launches_the_kernel_the_ranks_share(tmp_path):
         graphs = {u.id: u.name for u in run.units("torch") if u.name.startswith("[4/0]")}
         launched = {name: sorted(run.unit_by_id(r.dst).name for r in run.relations("launches")
                                  if r.src == graph) for graph, name in graphs.items()}
-    assert launched["[4/0] forward"] == launched["[4/0] forward (rank 1)"] == [
-        "triton_poi_fused_addmm_relu_0", "triton_poi_fused_sum_0", "triton_poi_fused_sum_2",
-        "triton_poi_fused_threshold_backward_1"]
+        kernels = {u.name: u for u in run.units("triton")}
+        stages = {name: sorted((s.kind, s.blob) for s in run.stages(u.id))
+                  for name, u in kernels.items()}
+    names = ["triton_poi_fused_addmm_relu_0", "triton_poi_fused_sum_0", "triton_poi_fused_sum_2",
+             "triton_poi_fused_threshold_backward_1"]
+    assert launched["[4/0] forward"] == names
+    assert launched["[4/0] forward (rank 1)"] == [f"{name} (rank 1)" for name in names]
+    assert all(stages[name] == stages[f"{name} (rank 1)"] for name in names)
+    assert {kernels[name].attrs["rank"] for name in names} == {0}
     assert not Report.warnings

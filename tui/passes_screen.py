@@ -20,6 +20,7 @@ from irscope.parsers import registry
 from irscope.store import Unit
 from irscope.tui.viewer import IrViewer
 from irscope.browse.line_diff import aligned_diff
+from irscope.read.passes import unkept_ir
 
 # the lexer a pipeline's IR is highlighted with
 FAMILY_KINDS = {"mlir": "ttir", "hlo": "hlo_before_opt", "fx": "fx_graph"}
@@ -129,6 +130,10 @@ class PassesScreen(Screen[None]):
         self.shown_pass = message.row
         if message.row.changed is None:
             viewer.show_message(f"{message.row.name}: the dump does not hold the IR it left")
+            return
+        gap = unkept_ir(self.rows, message.row)
+        if gap:
+            viewer.show_message(gap)
             return
         lines, marks = diff_lines(message.before.splitlines(), message.after.splitlines())
         kind = FAMILY_KINDS.get(self.families.get(message.row.pipeline, "mlir"), "text")

@@ -5,18 +5,23 @@ records rather than picking figures out of parser JSON itself, so one figure has
 everywhere:
 
 - a graph's kernels generated / launched / extern calls are summed over its distinct output
-  codes (forward, backward, inference), each counted once whatever the number of sources;
+  codes, and over those of each role (forward, backward, inference: the DDP optimizer's
+  buckets are parts of one role), each counted once whatever the number of sources;
 - spills are the bytes ptxas reports, never STL/LDL traffic (local arrays are not spills);
 - shared memory is one figure, per block: static plus the dynamic shared memory asked for at
   launch, with both parts kept;
-- run totals are sums over distinct graphs and kernels.
+- a run's counts are sums over distinct graphs and kernels; a quantity of one block or
+  thread (registers, shared memory, stack frame, spills) is the largest over kernels, with the
+  kernel that has it; occupancy is the lowest and the mean weighted by launches
+  (``roll_up``), all over the kernels that run: autotuning candidates another configuration
+  beat are kept and shown but left out (``lost_candidates``). docs/figures.md lists them.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, is_dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from .kernels import KernelRecord
@@ -71,6 +76,8 @@ class UnitFigures:
     kernels: tuple[KernelRecord, ...] = ()
     events: Mapping[str, int] = field(default_factory=dict)
     launch_links: int = 0  # kernel units this graph is linked to
+    autotune_lost: bool = False  # a configuration autotuning compiled and did not choose
+    launches: int = 0  # a kernel's launches per call of the graphs that launch it
 
     @property
     def is_graph(self) -> bool:
@@ -107,8 +114,8 @@ class UnitFigures:
 
     @property
     def spill_bytes(self) -> int | None:
-        values = [k.spill_bytes for k in self.kernels if k.spill_bytes is not None]
-        return sum(values) if values else None
+        """ptxas's spill bytes per thread (stores and loads) of the kernel that spills most."""
+        return self._peak("spill_bytes")
 
     @property
     def occupancy(self) -> float | None:
@@ -137,10 +144,12 @@ class UnitFigures:
             frames = [k.stack_frame_bytes for k in self.kernels if k.stack_frame_bytes is not None]
             if frames:
                 out["stack_frame_bytes"] = max(frames)
-        for code in self.output_codes:  # each output code's own, labelled by its role
-            if code.role and len(self.output_codes) > 1:
-                out[f"{code.role}.kernels_generated"] = code.kernels_generated
-                out[f"{code.role}.kernels_launched"] = code.kernels_launched
+        if len(self.output_codes) > 1:  # each role's, over every output code of that role
+            for code in self.output_codes:
+                if code.role:
+                    for figure in ("kernels_generated", "kernels_launched"):
+                        key = f"{code.role}.{figure}"
+                        out[key] = out.get(key, 0) + getattr(code, figure)
         if self.launch_links and "kernels_launched" not in out:
             out["kernels_launched"] = self.launch_links
         out.update(self.events)
@@ -177,7 +186,8 @@ class RunFigures:
 
 
 def unit_figures(unit, output_codes: Iterable[tuple[str, str, OutputCode]],
-                 events: Mapping[str, int] = {}, launch_links: int = 0) -> UnitFigures:
+                 events: Mapping[str, int] = {}, launch_links: int = 0,
+                 autotune_lost: bool = False, launches: int = 0) -> UnitFigures:
     """A unit's figures. ``output_codes``: (identity key, stage name, parsed result) of each
     output-code stage; stages with a key seen before (another source of the same code) are
     counted once."""
@@ -188,23 +198,132 @@ def unit_figures(unit, output_codes: Iterable[tuple[str, str, OutputCode]],
             continue
         seen.add(key)
         codes.append(output_code_figures(stage_name, parsed))
-    attrs = unit.attrs if isinstance(unit.attrs, Mapping) else {}
+    kernels = unit_kernels(unit.attrs if isinstance(unit.attrs, Mapping) else {})
+    return UnitFigures(unit.id, unit.name, unit.framework, tuple(codes), kernels,
+                       dict(events), launch_links, autotune_lost, launches)
+
+
+def unit_kernels(attrs: Mapping[str, Any]) -> tuple[KernelRecord, ...]:
+    """The kernel records a unit keeps (``attrs["resources"]``), read with its launch
+    metadata."""
     resources = attrs.get("resources")
     metadata = {k: attrs[k] for k in ("shared", "num_warps", "target", "arch") if k in attrs}
     if isinstance(attrs.get("metadata"), Mapping):
         metadata = {**attrs["metadata"], **metadata}
-    kernels = tuple(KernelRecord.from_entry(str(name), entry, metadata)
-                    for name, entry in (resources.items() if isinstance(resources, Mapping)
-                                        else ()) if isinstance(entry, Mapping))
-    return UnitFigures(unit.id, unit.name, unit.framework, tuple(codes), kernels,
-                       dict(events), launch_links)
+    return tuple(KernelRecord.from_entry(str(name), entry, metadata)
+                 for name, entry in (resources.items() if isinstance(resources, Mapping)
+                                     else ()) if isinstance(entry, Mapping))
+
+
+def lost_candidates(compiles: Iterable[tuple[int, tuple, bool, tuple[KernelRecord, ...]]]
+                    ) -> frozenset[int]:
+    """The compiles autotuning tried and did not run, of ``(unit id, kernel key, chosen,
+    kernel records)`` rows: where several compiles share a kernel key (a kernel's name,
+    module and rank), those autotuning did not choose when it chose one (Inductor's
+    ``.best_config``), and those that cannot launch at all (a block needs more shared memory,
+    registers or threads than the GPU has)."""
+    groups: dict[tuple, list] = {}
+    for row in compiles:
+        groups.setdefault(row[1], []).append(row)
+    lost = set()
+    for rows in groups.values():
+        if len(rows) < 2:
+            continue
+        chosen = any(row[2] for row in rows)
+        for unit_id, _, best, kernels in rows:
+            unlaunchable = any(k.occupancy_limiter == "unlaunchable" for k in kernels)
+            if unlaunchable or (chosen and not best):
+                lost.add(unit_id)
+    return frozenset(lost)
+
+
+# How a run combines what its units report, by a figure's last name part: a quantity of one
+# block or thread is the largest over kernels, occupancy the lowest (and its launch-weighted
+# mean as ``occupancy.mean``), every other figure a count summed over units.
+LARGEST = frozenset({"registers", "spills", "shared_bytes", "shared_static_bytes",
+                     "shared_dynamic_bytes", "stack_frame_bytes", "stack_bytes", "local_bytes",
+                     "const_bytes", "threads_per_block", "barriers"})
+LOWEST = frozenset({"occupancy"})
+MEAN = "mean"
+COUNTS = frozenset({"lint", "passes", "op", "category"})  # name parts of figures that count
+
+
+def combining(figure: str) -> str:
+    """How a run combines ``figure`` over its units: "largest", "lowest" or "sum"."""
+    parts = figure.split(".")
+    if COUNTS.intersection(parts[:-1]):
+        return "sum"
+    return "largest" if parts[-1] in LARGEST else "lowest" if parts[-1] in LOWEST else "sum"
+
+
+@dataclass(frozen=True)
+class RunRollup:
+    """A run's figures from its units' (``roll_up``): each value, and for a largest or
+    lowest one the unit that has it."""
+
+    values: Mapping[str, float]
+    set_by: Mapping[str, str]
+
+
+def roll_up(units: Iterable[tuple[str, Mapping[str, float], int]]) -> RunRollup:
+    """Combine ``(unit name, figures, launches)`` rows into run figures (see LARGEST,
+    LOWEST): a tie goes to the unit whose name sorts first, whatever order units come in;
+    the mean weighs each unit by its launches (one at least: a kernel compiled was
+    launched)."""
+    values: dict[str, float] = {}
+    set_by: dict[str, str] = {}
+    weighted: dict[str, list[float]] = {}
+    for name, figures, launches in units:
+        for figure, value in figures.items():
+            how = combining(figure)
+            old = values.get(figure)
+            if how != "sum":
+                better = old is None or (value > old if how == "largest" else value < old)
+                if better or (value == old and name < set_by[figure]):
+                    values[figure], set_by[figure] = value, name
+                if how == "lowest":
+                    total = weighted.setdefault(figure, [0.0, 0.0])
+                    total[0] += value * max(launches, 1)
+                    total[1] += max(launches, 1)
+            else:
+                values[figure] = value if old is None else old + value
+    for figure, (total, weight) in weighted.items():
+        values[f"{figure}.{MEAN}"] = round(total / weight, 4)
+    return RunRollup(values, set_by)
 
 
 def count_events(events: Iterable) -> dict[int | None, dict[str, int]]:
-    """Unit id -> {graph_breaks, recompiles, compile_failures}: how many of each it has."""
+    """Unit id -> {graph_breaks, recompiles, compile_failures}: how many of each it has. A
+    unit is one compile, so it is one recompilation however many guards failed (each is a
+    ``recompile`` event); an event of no unit is one of each."""
     counts: dict[int | None, Counter] = {}
     for event in events:
         figure = EVENT_FIGURES.get(event.kind)
         if figure:
             counts.setdefault(event.unit_id, Counter())[figure] += 1
+    for unit, counted in counts.items():
+        if unit is not None and counted.get("recompiles"):
+            counted["recompiles"] = 1
     return {unit: dict(c) for unit, c in counts.items()}
+
+
+def one_per_recompile(events: Iterable) -> list:
+    """``events`` with the ``recompile`` events of one unit (one per failed guard) folded
+    into the first, whose ``reason`` lists every failed guard (``data["guards"]`` counts
+    them): a recompilation is one compile whatever the number of its guards that failed."""
+    events = list(events)
+    reasons: dict[int, list[str]] = {}
+    for event in events:
+        if event.kind == "recompile" and event.unit_id is not None:
+            reasons.setdefault(event.unit_id, []).append(
+                " ".join(str((event.data or {}).get("reason") or "").split()))
+    out, seen = [], set()
+    for event in events:
+        if event.kind != "recompile" or event.unit_id is None:
+            out.append(event)
+        elif event.unit_id not in seen:
+            seen.add(event.unit_id)
+            guards = [r for r in reasons[event.unit_id] if r] or [""]
+            data = {**(event.data or {}), "reason": "; ".join(guards), "guards": len(guards)}
+            out.append(replace(event, data=data) if is_dataclass(event) else (event.kind, data))
+    return out

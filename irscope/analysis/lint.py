@@ -19,12 +19,14 @@ from irscope.parsers.base import ParseResult
 from . import lint_text as text_of
 from .figures import UnitFigures
 from .kernels import KernelRecord
-from .occupancy import limits_for, occupancy
+from .occupancy import LIMITER_JOIN, limits_for, occupancy
 
 DOCS = "docs/lint.md"
+RUN_WIDE_UNIT = "(run)"  # the unit findings of events that belong to no unit are filed under
 SEVERITIES = ("warning", "info")
 LINES_KEPT = 12  # evidence lines kept per finding; the count of all is in its figures
 OCCUPANCY_LIMIT = 0.5  # below this, a register or shared-memory limit is reported
+LIMITER_WORDS = {"registers": "registers", "shared_memory": "shared memory"}
 LAYOUT_CONVERSION_LIMIT = 4  # this many ttg.convert_layout in one kernel is "many"
 THREAD_LOCAL_LIMIT_BYTES = 1024  # an XLA thread-local buffer this large is reported
 MMA_ARCH = 80  # Triton lowers tt.dot to tensor cores from sm_80 on
@@ -42,6 +44,8 @@ PRECISION_RE = re.compile(r"inputPrecision\s*=\s*(\w+)")
 OPERAND_TYPE_RE = re.compile(r":\s*tensor<(?:\d+x)+(\w+)")
 # "#blocked1 = #ttg.blocked<{sizePerThread = [1, 4], ..., warpsPerCTA = [4, 1], order = [1, 0]}>"
 WARPS_RE = re.compile(r"warpsPerCTA\s*=\s*\[([\d, ]+)\]")
+# "st.shared.v4.b32 [%r5+0], {%r1, %r2, %r3, %r4};" / "st.shared.b16 [%r9], %rs1;"
+SHARED_STORE_RE = re.compile(r"^\s*(?:@!?%p\d+\s+)?st\.shared\b")
 # "#ttg.slice<{dim = 1, parent = #blocked}>"
 SLICE_PARENT_RE = re.compile(r"parent\s*=\s*(#[\w]+)")
 
@@ -182,8 +186,9 @@ def local_memory(unit: LintInput) -> Iterable[Finding]:
             "ptxas's spill figures are missing: spills or an array")
         yield _finding(
             "local_memory", unit, ptx, lines,
-            f"{_kernel_label(unit, k)}{frame} bytes of stack frame and {traffic} bytes of "
-            f"local loads and stores per thread ({known} lives in local memory)",
+            f"{_kernel_label(unit, k)}{frame} bytes of stack frame per thread, and local "
+            f"loads and stores of {traffic} bytes in the code (STL/LDL instructions, each "
+            f"counted once however often it runs) ({known} lives in local memory)",
             {"stack_frame_bytes": frame, "local_store_bytes": k.local_store_bytes or 0,
              "local_load_bytes": k.local_load_bytes or 0},
             [where.get(n) for n in lines])
@@ -192,7 +197,8 @@ def local_memory(unit: LintInput) -> Iterable[Finding]:
 # -- occupancy -------------------------------------------------------------------------------
 def _occupancy_findings(unit: LintInput, limiter: str, rule: str, advice) -> Iterable[Finding]:
     for k in unit.figures.kernels:
-        if k.occupancy_limiter != limiter or k.occupancy is None or not (
+        limiters = (k.occupancy_limiter or "").split(LIMITER_JOIN)
+        if limiter not in limiters or k.occupancy is None or not (
                 k.arch and k.threads_per_block and k.registers is not None):
             continue
         if limiter != "blocks" and k.occupancy >= OCCUPANCY_LIMIT:
@@ -207,8 +213,10 @@ def _occupancy_findings(unit: LintInput, limiter: str, rule: str, advice) -> Ite
                 f"block{'s' if card.active_blocks != 1 else ''} of {k.threads_per_block} "
                 f"threads per SM on sm_{k.arch})")
         message, extra = advice(k, card)
+        also = [LIMITER_WORDS[other] for other in limiters if other != limiter]
+        alike = f" (and by {also[0]} alike: both must shrink)" if also else ""
         yield _finding(rule, unit, unit.stage("sass") or unit.stage("ptx"), (),
-                       f"{head}, limited by {message}", {**figures, **extra})
+                       f"{head}, limited by {message}{alike}", {**figures, **extra})
 
 
 def _register_advice(k: KernelRecord, card) -> tuple[str, dict]:
@@ -351,23 +359,33 @@ def layout_conversions(unit: LintInput) -> Iterable[Finding]:
     aliases = {m.group(1): m.group(2) for m in re.finditer(r"^(#\w+)\s*=\s*(.*)$", ttgir.text,
                                                             re.M)}
     looped = text_of.lines_in_loops(ttgir.text)
-    shared = []
+    across_warps = []
     for n in convert:
         m = CONVERT_RE.search(lines[n - 1])
         if m:
             a, b = _warps(m.group(1).strip(), aliases), _warps(m.group(2).strip(), aliases)
             if a is None or b is None or a != b:
-                shared.append(n)
-    in_loop = [n for n in shared if n in looped]
+                across_warps.append(n)
+    in_loop = [n for n in convert if n in looped]
     if len(convert) < LAYOUT_CONVERSION_LIMIT and not in_loop:
         return
     where = f", {len(in_loop)} of them inside a loop" if in_loop else ""
+    ptx = unit.stage("ptx")
+    figures = {"layout_conversions": len(convert), "across_warps": len(across_warps),
+               "in_loops": len(in_loop)}
+    if ptx is None:
+        through = "; with no PTX here, which go through shared memory is not known"
+    else:
+        stores = len(text_of.matching_lines(ptx.text, SHARED_STORE_RE))
+        figures["shared_stores"] = stores
+        through = (f"; the PTX stores to shared memory {stores} times (st.shared: conversions "
+                   f"that cannot stay in registers, and reductions, go through it with a "
+                   f"barrier)" if stores else "; the PTX has no st.shared: every conversion "
+                   "stays in registers")
     yield _finding("layout_conversions", unit, ttgir, convert,
-                   f"{len(convert)} ttg.convert_layout, {len(shared)} between layouts that "
-                   f"spread the tensor over warps differently (a round trip through shared "
-                   f"memory with a barrier){where}",
-                   {"layout_conversions": len(convert), "through_shared": len(shared),
-                    "in_loops": len(in_loop)}, _sources(ttgir, convert))
+                   f"{len(convert)} ttg.convert_layout{where}, {len(across_warps)} between "
+                   f"layouts that spread the tensor over warps differently{through}",
+                   figures, _sources(ttgir, convert))
 
 
 def _elements(line: str) -> int:
@@ -431,7 +449,23 @@ def graph_break(unit: LintInput) -> Iterable[Finding]:
 
 
 def recompile(unit: LintInput) -> Iterable[Finding]:
-    return _event_findings(unit, "recompile", "recompile", "recompiled")
+    """One finding per recompiled compile (a unit), naming every guard that failed."""
+    guards = [" ".join(str(data.get("reason") or "").split()) for kind, data in unit.events
+              if kind == "recompile"]
+    if not guards:
+        return
+    if unit.name == RUN_WIDE_UNIT:  # events of no unit: each is a compile of its own
+        yield from _event_findings(unit, "recompile", "recompile", "recompiled")
+        return
+    failed = [g for g in guards if g] or ["no reason recorded"]
+    first = next(data for kind, data in unit.events if kind == "recompile")
+    file, line = first.get("file"), first.get("line")
+    source = f"{file}:{line}" if file and line else None
+    at = f" at {source}" if source else ""
+    count = f"{len(failed)} guards failed: " if len(failed) > 1 else ""
+    yield _finding("recompile", unit, None, (), f"recompiled{at}: {count}"
+                   f"{'; '.join(failed)[:300]}", {"guards": len(failed)},
+                   [source] if source else [])
 
 
 def extern_round_trip(unit: LintInput) -> Iterable[Finding]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VERSION = 1
+VERSION = 2
+LIMITER_JOIN = "+"  # registers+shared_memory: both cap the blocks alike
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,15 @@ class Occupancy:
     active_warps: int
     max_warps: int
     ratio: float
-    limiter: str  # "registers", "shared_memory", "warps", "blocks" or "unlaunchable"
+    limiter: str  # "registers", "shared_memory", "warps", "blocks", "unlaunchable", or
+    # "registers+shared_memory" when both allow the same number of blocks and nothing less
     blocks_by: dict[str, int]
+
+    @property
+    def limiters(self) -> tuple[str, ...]:
+        """Each resource that caps the blocks per SM (two when registers and shared memory
+        cap them equally)."""
+        return tuple(self.limiter.split(LIMITER_JOIN))
 
 
 def limits_for(arch: int) -> SmLimits:
@@ -80,7 +88,9 @@ def occupancy(arch: int, threads_per_block: int, registers_per_thread: int,
     Registers are allocated per warp in units of 256 and split over four SM sub-partitions;
     shared memory per block includes the 1 KiB the driver reserves on sm_80 and newer and is
     rounded to the allocation unit. On a tie the hardware's own caps (warps, blocks) are
-    named, since a register or shared-memory cut would not raise occupancy then.
+    named, since a register or shared-memory cut would not raise occupancy then; registers
+    and shared memory that cap the blocks alike are both named (``registers+shared_memory``),
+    since cutting one alone would not raise it either.
     """
     lim = limits_for(arch)
     warps_per_block = max(1, -(-threads_per_block // 32))
@@ -99,6 +109,8 @@ def occupancy(arch: int, threads_per_block: int, registers_per_thread: int,
     order = ("warps", "blocks", "registers", "shared_memory")
     limiter = min(order, key=lambda k: (by[k], order.index(k)))
     blocks = 0 if unlaunchable else by[limiter]
+    if limiter == "registers" and by["shared_memory"] == by["registers"]:
+        limiter = LIMITER_JOIN.join(("registers", "shared_memory"))
     warps = blocks * warps_per_block
     return Occupancy(arch=arch, active_blocks=blocks, active_warps=warps,
                      max_warps=lim.max_warps, ratio=warps / lim.max_warps,

@@ -49,7 +49,8 @@ class PassRow:
 
     ``changed`` is None when the dump does not hold the IR the pass left (the last pass of a
     dump printed before each pass); ``stage`` names the stage holding the IR after the pass
-    and ``before`` the one holding the IR it received (None when not kept)."""
+    and ``before`` the one holding the IR it received (None when not kept); ``dropped`` is
+    the size of the IR the pass left when it was measured but not kept (over the cap)."""
 
     index: int
     pipeline: str
@@ -64,6 +65,7 @@ class PassRow:
     ops_after: int | None = None
     stage: str | None = None
     before: str | None = None
+    dropped: int | None = None
 
     @property
     def lines_changed(self) -> int:
@@ -81,7 +83,7 @@ class PassRow:
                 "changed": self.changed, "lines_changed": self.lines_changed,
                 "added": self.added, "removed": self.removed, "ops_before": self.ops_before,
                 "ops_after": self.ops_after, "op_delta": self.op_delta, "stage": self.stage,
-                "before": self.before}
+                "before": self.before, **({"dropped": self.dropped} if self.dropped else {})}
 
 
 def normal_lines(text: str, family: str) -> list[str]:

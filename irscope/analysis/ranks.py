@@ -29,7 +29,8 @@ PROCESS_LOCAL = re.compile(r"0x[0-9a-fA-F]+|\b\d{9,}\b|\b\d+(?:\.\d+)? ?(?:ns|us
 # 71238784)", "___check_obj_id(G['torch'].relu, 140608828668992)"
 CHECKED_ID = re.compile(r"(___check_(?:obj|type)_id\([^\n]*?, )\d+\)")
 
-ASPECTS = ("presence", "graph", "guards", "recompiles", "kernels", "kernel_count")
+ASPECTS = ("presence", "graph", "guards", "recompiles", "kernels", "kernel_count", "code",
+           "chosen")
 RUN_UNIT = "(run)"  # the unit name of run-wide differences
 
 
@@ -74,6 +75,13 @@ class RankUnit:
     recompiles: int = 0
     kernels: tuple[str, ...] = ()  # kernels its output code generates, sorted
     kernels_launched: int | None = None
+    code: str | None = None  # a kernel's: process-neutral digest of its SASS (else PTX)
+    chosen: bool | None = None  # a kernel's: whether autotuning chose this configuration
+
+    def signature(self) -> tuple:
+        """What this rank compiled for the unit, as the comparison tells ranks apart."""
+        return (self.framework, self.name, self.graph, self.guards, self.recompiles,
+                self.kernels, self.kernels_launched, self.code, self.chosen)
 
 
 @dataclass(frozen=True)
@@ -94,8 +102,19 @@ class Divergence:
         return tuple(sorted(r for _, ranks in self.groups[1:] for r in ranks))
 
     def describe(self) -> str:
-        return "; ".join(f"{value}: rank{'s' if len(ranks) > 1 else ''} "
-                         f"{', '.join(map(str, ranks))}" for value, ranks in self.groups)
+        return "; ".join(f"{value}: {rank_list(ranks)}" for value, ranks in self.groups)
+
+
+def rank_list(ranks: tuple[int, ...]) -> str:
+    """``ranks 0-62, 64`` / ``rank 63``: ranks in runs of consecutive numbers."""
+    runs: list[list[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][-1] + 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    text = ", ".join(f"{r[0]}-{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+    return f"rank{'s' if len(ranks) > 1 else ''} {text}"
 
 
 @dataclass(frozen=True)
@@ -106,6 +125,12 @@ class RankComparison:
     units: int
     divergences: tuple[Divergence, ...] = ()
     per_rank: Mapping[int, Mapping[str, int]] = field(default_factory=dict)
+    # ranks grouped by everything they compiled: (label "A", "B"..., ranks), most ranks first
+    content: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def describe_content(self) -> str:
+        """``ranks 0-62: A; rank 63: B``: which ranks compiled the same things."""
+        return "; ".join(f"{rank_list(ranks)}: {label}" for label, ranks in self.content)
 
     @property
     def diverged(self) -> bool:
@@ -123,8 +148,9 @@ def compare_ranks(units: Iterable[RankUnit]) -> RankComparison:
     for unit in units:
         by_unit.setdefault((unit.framework, unit.name), {})[unit.rank] = unit
     per_rank = {rank: _totals([u for u in units if u.rank == rank]) for rank in ranks}
+    content = _content_groups(units, ranks)
     if len(ranks) < 2:
-        return RankComparison(ranks, len(by_unit), (), per_rank)
+        return RankComparison(ranks, len(by_unit), (), per_rank, content)
     generating: dict[str, set[int]] = {}  # kernel name: the ranks whose graphs generate it
     for unit in units:
         for kernel in unit.kernels:
@@ -147,11 +173,30 @@ def compare_ranks(units: Iterable[RankUnit]) -> RankComparison:
         add("kernels", {r: ", ".join(u.kernels) or "-" for r, u in both.items()})
         add("kernel_count", {r: "-" if u.kernels_launched is None else str(u.kernels_launched)
                              for r, u in both.items()})
+        add("code", {r: u.code or "-" for r, u in both.items()})
+        add("chosen", {r: {None: "-", True: "chosen", False: "not chosen"}[u.chosen]
+                       for r, u in both.items()})
     for figure in ("graphs", "recompiles", "kernels_launched"):
         groups = _groups({r: str(per_rank[r][figure]) for r in ranks})
         if len(groups) > 1:
             found.append(Divergence("", RUN_UNIT, figure, groups))
-    return RankComparison(ranks, len(by_unit), tuple(found), per_rank)
+    return RankComparison(ranks, len(by_unit), tuple(found), per_rank, content)
+
+
+def _content_groups(units: list[RankUnit], ranks: tuple[int, ...]
+                    ) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """Ranks grouped by the digest of everything each compiled, labelled A, B... from the
+    group of most ranks."""
+    digests: dict[int, hashlib._Hash] = {rank: hashlib.sha256() for rank in ranks}
+    for unit in sorted(units, key=lambda u: (u.framework, u.name)):
+        digests[unit.rank].update(repr(unit.signature()).encode())
+    groups = _groups({rank: digest.hexdigest() for rank, digest in digests.items()})
+    return tuple((_label(n), members) for n, (_, members) in enumerate(groups))
+
+
+def _label(n: int) -> str:
+    """A, B, ... Z, AA, AB, ...: the n-th group's label."""
+    return _label(n // 26 - 1) + chr(65 + n % 26) if n >= 26 else chr(65 + n)
 
 
 def _totals(units: list[RankUnit]) -> dict[str, int]:

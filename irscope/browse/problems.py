@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from irscope.analysis.figures import one_per_recompile
 from irscope.store import Unit
 
 PROBLEM_KINDS = ("compile_failure", "graph_break", "recompile")
@@ -25,12 +26,13 @@ class Problem:
 
 
 def problems(events: Sequence[Any], units: Mapping[int, Unit]) -> list[Problem]:
-    """Compile failures, graph breaks and recompilations (with the guard that failed), then
-    the slowest compiles, each naming its unit."""
+    """Compile failures, graph breaks and recompilations (one per compile, with the guards
+    that failed), then the slowest compiles, each naming its unit."""
     def name(unit_id):
         return units[unit_id].name if unit_id in units else "(run)"
 
     rows = []
+    events = one_per_recompile(events)
     for kind in PROBLEM_KINDS:
         for event in events:
             if event.kind == kind:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 from irscope.console import note, out, print_json, rich_console
 from irscope.errors import UsageError
+from irscope.commands.report import add_candidates_option
 
 
 EXIT_FINDINGS = 1
@@ -28,6 +29,7 @@ def add_parser(subparsers) -> None:
                         help="run only this rule (repeatable); --list-rules names them")
     parser.add_argument("--list-rules", action="store_true",
                         help="list the rule ids with their severity and title, then exit")
+    add_candidates_option(parser)
     parser.set_defaults(func=run)
 
 
@@ -42,7 +44,7 @@ def run(args) -> int:
     if unknown:
         raise UsageError(f"lint: no rule {unknown[0]!r} (irscope lint --list-rules names them)")
     rules = [r for r in RULES if not args.rule or r.id in args.rule]
-    findings, name = _findings(args.run, args.unit, rules)
+    findings, name = _findings(args.run, args.unit, rules, args.candidates)
     if args.json:
         from irscope.analysis.lint import lint_counts
 
@@ -54,7 +56,7 @@ def run(args) -> int:
     return EXIT_FINDINGS if args.strict and findings else 0
 
 
-def _findings(spec: str, pattern: str | None, rules):
+def _findings(spec: str, pattern: str | None, rules, candidates: bool = False):
     from irscope.reports.records import unit_selected
     from irscope.read.lint import read_findings
     from irscope.store import Run, locate_run
@@ -64,7 +66,8 @@ def _findings(spec: str, pattern: str | None, rules):
         shown, _ = shown_units(run_.units())
         units = [u for u in shown if unit_selected(u.name, pattern)]
         everything = pattern is None and len(units) == len(run_.units())
-        return read_findings(run_, None if everything else units, rules), run_.name
+        return (read_findings(run_, None if everything else units, rules,
+                              candidates=candidates), run_.name)
 
 
 def render(findings, run_name: str) -> None:

@@ -38,7 +38,7 @@ def run(args) -> int:
 
     with Run.open(locate_run(args.run), read_only=True) as run_:
         unit = run_.unit(args.unit)
-        from irscope.read.passes import find_pass, pass_texts, unit_passes
+        from irscope.read.passes import find_pass, pass_texts, unit_passes, unkept_ir
 
         passes = unit_passes(run_, unit)
         if not passes.rows:
@@ -52,6 +52,13 @@ def run(args) -> int:
             raise IrscopeError(f"unit {unit.name!r} has no pass {args.pass_!r} "
                                f"(`irscope passes {args.run} {args.unit} --all` lists them)")
         before, after = pass_texts(run_, unit, row)
+        gap = unkept_ir(passes.rows, row)
+    if gap:  # a diff against text that was not kept would show every line as changed
+        if args.json:
+            print_json({"unit": unit.name, "pass": row.to_json(), "diff": None, "note": gap})
+        else:
+            print(gap, file=sys.stderr)
+        return 0
     diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
                                      f"before {row.name}", f"after {row.name}",
                                      n=max(0, args.context), lineterm=""))

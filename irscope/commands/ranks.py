@@ -25,6 +25,8 @@ def add_parser(subparsers) -> None:
 def comparison_json(comparison) -> dict:
     return {"ranks": list(comparison.ranks), "units": comparison.units,
             "diverged": comparison.diverged,
+            "content": [{"label": label, "ranks": list(ranks)}
+                        for label, ranks in comparison.content],
             "per_rank": {str(r): dict(v) for r, v in comparison.per_rank.items()},
             "divergences": [{"framework": d.framework, "unit": d.unit, "aspect": d.aspect,
                              "ranks": list(d.ranks),
@@ -51,11 +53,14 @@ def render(comparison) -> None:
         note("one rank or none: nothing to compare (make the run with --nproc N or a "
              "launcher command)")
         return
-    ranks = ", ".join(map(str, comparison.ranks))
+    from irscope.analysis.ranks import rank_list
+
+    ranks = rank_list(comparison.ranks)
     if not comparison.diverged:
-        out(f"ranks {ranks}: {comparison.units} units, the same on every rank")
+        out(f"{ranks}: {comparison.units} units, the same on every rank")
         return
-    out(f"ranks {ranks}: {comparison.units} units, {len(comparison.divergences)} divergences")
+    out(f"{ranks}: {comparison.units} units, {len(comparison.divergences)} divergences")
+    out(f"  {comparison.describe_content()}")
     width = max(len(d.unit) for d in comparison.divergences)
     out(f"  {'unit':<{width}}  {'aspect':<12}  {'ranks':<8}  values")
     for d in comparison.divergences:

@@ -41,7 +41,15 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--history", metavar="DIR", type=Path,
                         help="an export dataset (irscope export): show each headline figure "
                              "over the earlier runs of the same name there")
+    add_candidates_option(parser)
     parser.set_defaults(func=run)
+
+
+def add_candidates_option(parser: argparse.ArgumentParser) -> None:
+    """--candidates, shared by `report` and `lint`."""
+    parser.add_argument("--candidates", action="store_true",
+                        help="count the autotuning candidates that lost too (kept and listed, "
+                             "but left out of the run's figures and lint by default)")
 
 
 _EXTENSIONS = {".json": "json", ".csv": "csv", ".md": "md", ".markdown": "md", ".html": "html",
@@ -91,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     fmt = chosen_format(args)
     with Run.open(locate_run(args.run)) as opened:
         view = RunView(opened)
-        report = build_report(view, stage_filter(args), args.unit, args.show_all)
+        report = build_report(view, stage_filter(args), args.unit, args.show_all,
+                              args.candidates)
         details = Details.of_view(view) if fmt in DETAILED else Details()
     history = None
     if args.history is not None:

@@ -32,8 +32,8 @@ from irscope.errors import InputError
 from irscope.files import compression, contained, read_head
 from irscope.store import BLOBS, INDEX, RUN_JSON, Run
 
-from . import (archives, linking, profile, single_file, thunder_traces, torch_compile_debug,
-               torch_logs, torch_trace, triton_cache, xla_dump)
+from . import (archives, graphs, linking, profile, single_file, thunder_traces,
+               torch_compile_debug, torch_logs, torch_trace, triton_cache, xla_dump)
 from .ranked import RankWriter
 
 HEAD_BYTES = 64 << 10
@@ -96,7 +96,8 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
     analyse), so only the other entries are analysed here. ``keep``: digests of blobs the
     caller stored in the run ahead of this ingest (a StagingWatch does while the program
     runs), which the collection of a killed ingest's blobs must spare. ``rank``: the rank
-    whose XLA dumps these are (multi-process run): their units are that rank's.
+    whose XLA dumps and Triton kernels these are (a multi-process run's staging folder):
+    their units are that rank's.
     ``passes``: file XLA's emitter MLIR pass logs pass by pass (else they are left out,
     counted in ``pass_logs_left_out``).
     """
@@ -145,7 +146,7 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
             report.artifacts += torch_logs.ingest_log(writer, log, report)
             step(log.name)
         for entry, analysis in _analysed(plan.triton_entries, analyses or {}, workers):
-            report.artifacts += triton_cache.ingest_entry(writer, entry, report, analysis)
+            report.artifacts += triton_cache.ingest_entry(writer, entry, report, analysis, rank)
             step(entry.name)
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
@@ -165,7 +166,12 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
         for folder in plan.thunder_folders:
             report.artifacts += thunder_traces.ingest_folder(writer, folder, report, thunder_units)
             step(folder.name)
-        linking.link(run, writer, report)
+        ranks = _touched_ranks(writer)  # the passes below read these ranks' units alone
+        graphs.join_repeated_graphs(writer, ranks)  # sources of one graph met in any order
+        single_file.place_waiting(writer, report)
+        linking.link(run, writer, report, ranks)
+        single_file.place_waiting(writer, report)  # modules of the ranks' kernels
+        triton_cache.name_compiles(writer, ranks)
         report.artifacts += _file_profiles(writer, plan.profiles, report, rank, step)
         for path in later:
             report.artifacts += single_file.ingest_file(writer, path, report, names[named[path]])
@@ -184,6 +190,20 @@ def _show_sources(report: IngestReport, opened: archives.Expansions) -> None:
     report.sources = [(opened.shown(p), kind) for p, kind in report.sources]
     report.skipped = [(opened.shown(p), opened.shown(why)) for p, why in report.skipped]
     report.warnings = [opened.shown(w) for w in report.warnings]
+
+
+def _touched_ranks(writer) -> set[int] | None:
+    """The ranks an ingest filed or changed units of, whose units the passes after filing
+    (joining graphs, linking, naming compiles) read, so that filing one rank of many reads
+    that rank's units; None (every rank) when one of them is of no rank (a single
+    process's, a kernel of a cache the ranks share)."""
+    ranks = set()
+    for unit_id in writer.touched:
+        rank = writer.run.unit_by_id(unit_id).attrs.get("rank")
+        if not isinstance(rank, int):
+            return None
+        ranks.add(rank)
+    return ranks
 
 
 def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None):

@@ -5,9 +5,8 @@ times, their own errors).
 
 Units are named as the other ingest modules name them (``jit_<fn>`` for JAX, the kernel name
 for Triton). In a multi-process run each rank's records are filed with its rank: its JAX
-units are that rank's (``jit_f (rank 1)``, attribute ``rank``), and a Triton kernel its
-compile hook saw carries the rank while no other rank compiled it too (then it is shared, as
-Inductor's kernels are, with ``ranks``).
+units are that rank's (``jit_f (rank 1)``, attribute ``rank``), and so is each Triton kernel
+its compile hook saw (every rank that compiled a kernel has a unit of it).
 """
 
 from __future__ import annotations
@@ -38,9 +37,8 @@ def ingest_collected(run: Run, functions: list[dict[str, Any]], sidecars: list[d
             if kind in EVENT_KINDS:
                 unit = event.get("unit") or event.get("name")
                 framework = event.get("framework")
-                unit_id = (_unit_id(run, framework, ranked_name(unit, rank))
-                           if framework == "jax" and unit else None) or _unit_id(
-                               run, framework, unit)
+                unit_id = _unit_id(run, framework, unit, rank=rank) or _unit_id(
+                    run, framework, unit)
                 if rank is not None:
                     event["rank"] = rank
                 writer.add_event(kind, event, unit_id=unit_id)
@@ -111,16 +109,15 @@ def _file_triton_sidecars(run: Run, writer: Writer, sidecars: list[dict[str, Any
         name = info.get("name")
         if not name:
             continue
-        unit_id = _unit_id(run, "triton", name, info.get("hash"))
+        unit_id = _unit_id(run, "triton", name, info.get("hash"), rank)
         if unit_id is None:
-            unit_id = writer.add_unit(name, "triton")
+            unit_id = writer.add_unit(ranked_name(name, rank), "triton", attrs={"kernel": name})
         attrs = {"cache_hit": info.get("cache_hit"), "compile_time_us": info.get("compile_time_us"),
-                 "constexprs": info.get("constexprs"), "signature": info.get("signature")}
-        if rank is not None:
-            attrs.update(_kernel_ranks(run.unit_by_id(unit_id).attrs, rank))
+                 "constexprs": info.get("constexprs"), "signature": info.get("signature"),
+                 "rank": rank}
         writer.add_unit(_unit_name(run, unit_id) or name, "triton", info.get("source_file"),
-                        info.get("source_line"), {k: v for k, v in attrs.items() if v is not None
-                                                  or k == "rank"})
+                        info.get("source_line"), {k: v for k, v in attrs.items()
+                                                  if v is not None})
         if info.get("python_source"):
             writer.add_stage(unit_id, "python_source", info["python_source"],
                              origin=info.get("source_file"))
@@ -129,22 +126,17 @@ def _file_triton_sidecars(run: Run, writer: Writer, sidecars: list[dict[str, Any
                          {**event, "rank": rank} if rank is not None else event, unit_id=unit_id)
 
 
-def _kernel_ranks(attrs: dict[str, Any], rank: int) -> dict[str, Any]:
-    """The rank attributes of a kernel ``rank`` compiled: ``rank`` while no other rank
-    compiled it, None (a kernel of no one rank) once another did; ``ranks`` lists them all."""
-    ranks = sorted({*attrs.get("ranks", ()), rank})
-    return {"ranks": ranks, "rank": ranks[0] if len(ranks) == 1 else None}
-
-
-def _unit_id(run: Run, framework: str | None, name: str | None, kernel_hash: str | None = None):
-    """The id of the unit ingest made for (framework, name), trying ``name-<hash8>`` too."""
+def _unit_id(run: Run, framework: str | None, name: str | None, kernel_hash: str | None = None,
+             rank: int | None = None):
+    """The id of the unit ingest made for (framework, name) on ``rank``, trying
+    ``name-<hash8>`` too."""
     if not framework or not name:
         return None
     candidates = [name]
     if kernel_hash:
         candidates.insert(0, f"{name}-{kernel_hash[:8]}")
     for candidate in candidates:
-        unit = run.unit_named(framework, candidate)
+        unit = run.unit_named(framework, ranked_name(candidate, rank))
         if unit is not None:
             return unit.id
     return None

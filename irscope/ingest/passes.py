@@ -3,8 +3,9 @@
 
 Snapshots arrive one at a time (a dump is split while it is read), so a unit holds two in
 memory: the one before and the one after the pass being measured. What is kept per unit is
-capped (``IRSCOPE_PASS_BYTES``, default 64 MiB of IR); past the cap passes are still listed
-with their figures, their IR is not kept, and the pass list says so.
+capped (``IRSCOPE_PASS_BYTES``, default 64 MiB of IR): a snapshot that would pass the cap is
+measured and listed with its figures but not kept (its row says how large it was, the pass
+list names it, its size and the cap), and the snapshots around it are kept while they fit.
 """
 
 from __future__ import annotations
@@ -104,19 +105,22 @@ class PipelineFiler:
         row = row_with(row, compare_profiles(self._ir, now))
         if row.changed:
             self._stage = self._keep(f"{self.pipeline} · {row.index:04d} {row.name}", after)
-            row = replace(row, stage=self._stage)
+            row = replace(row, stage=self._stage,
+                          dropped=None if self._stage else len(after.encode("utf-8")))
         self._ir = now
         self.rows.append(row)
 
     def _keep(self, name: str, text: str) -> str | None:
+        """File a snapshot as the stage ``name`` while the unit's IR stays under the cap;
+        None (and a warning naming it) when it would pass the cap."""
         data = text.encode("utf-8")
         if self.kept + len(data) > self.limit:
-            if not self.capped:
-                self.capped = True
-                self.diagnostics.append(Diagnostic(0, (
-                    f"kept {self.kept:,} bytes of IR, the cap per unit (IRSCOPE_PASS_BYTES="
-                    f"{self.limit:,}): passes from {name!r} on are listed without their IR"),
-                    "warning"))
+            self.capped = True
+            self.diagnostics.append(Diagnostic(0, (
+                f"IR {name.split(' · ', 1)[-1]!r} ({len(data):,} bytes) not kept: with the "
+                f"{self.kept:,} bytes kept it would pass the cap of {self.limit:,} bytes of IR "
+                f"per unit (IRSCOPE_PASS_BYTES); the pass stays listed with its figures"),
+                "warning"))
             return None
         self.kept += len(data)
         self.writer.add_stage(self.unit_id, PASS_IR, data, name=name, origin=self.origin)

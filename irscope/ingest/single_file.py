@@ -138,13 +138,11 @@ def _join_known_unit(writer: Writer, path: Path, kind: str, text: str, data: byt
             return "output code of a graph already filed"
         return None
     if path.suffix == ".best_config":
-        unit = _autotuned_kernel(writer.run, text)
-        if unit is not None:
+        units = _autotuned_kernels(writer.run, text, path.parent.name)
+        for unit in units:
             writer.add_stage(unit, "metadata", data, name="best_config", origin=str(path))
-            found = writer.run.unit_by_id(unit)
-            writer.add_unit(found.name, "triton", attrs={"autotune_best": True})
-            return "autotuning result of a Triton kernel"
-        return None
+            writer.update_attrs(unit, {"autotune_best": True})
+        return "autotuning result of a Triton kernel" if units else None
     if kind == "python_source":
         kernels = writer.run.units_from_file("triton", str(path)) or [
             u for u in writer.run.units("triton")
@@ -160,20 +158,58 @@ def _join_known_unit(writer: Writer, path: Path, kind: str, text: str, data: byt
     return None
 
 
-def _autotuned_kernel(run, text: str) -> int | None:
-    """The Triton unit an Inductor ``.best_config`` names: its ``triton_cache_hash`` is the
-    kernel's cache folder, the base32 form of the compile hash."""
+def _autotuned_kernels(run, text: str, module_folder: str) -> list[int]:
+    """The Triton units an Inductor ``.best_config`` names: its ``triton_cache_hash`` is the
+    kernel's cache folder (the base32 form of the compile hash), and it lies beside the
+    kernel's module (ranks that share a Triton cache each write their own module and
+    autotune on their own)."""
     try:
         config = json.loads(text)
     except ValueError:
-        return None
+        return []
     folder = config.get("triton_cache_hash") if isinstance(config, dict) else None
     if not isinstance(folder, str):
-        return None
-    for unit in run.units("triton"):
-        if cache_folder_name(str(unit.attrs.get("hash", ""))) == folder:
-            return unit.id
-    return None
+        return []
+    return [unit.id for unit in run.units("triton")
+            if cache_folder_name(str(unit.attrs.get("hash", ""))) == folder
+            and _beside(unit.source_file, module_folder)]
+
+
+def _beside(source_file: str | None, folder: str) -> bool:
+    """Whether a kernel compiled from ``source_file`` has its module in ``folder`` (by
+    name: the module was written on the machine that ran it); yes when no file is known."""
+    return source_file is None or Path(source_file).parent.name == folder
+
+
+def settle_autotune_choice(writer: Writer, unit_id: int) -> None:
+    """Keep the autotuning results of a kernel unit that lie beside its module now (a unit
+    given another rank's module since), and mark it chosen by them alone."""
+    unit = writer.run.unit_by_id(unit_id)
+    kept = False
+    for stage in writer.run.stages(unit_id):
+        if stage.name.startswith("best_config"):
+            if stage.origin and _beside(unit.source_file, Path(stage.origin).parent.name):
+                kept = True
+            else:
+                writer.remove_stage(unit_id, stage.kind, stage.name)
+    writer.update_attrs(unit_id, {"autotune_best": kept})
+
+
+def place_waiting(writer: Writer, report) -> None:
+    """File again the loose files that came before the unit they belong to (a kernel's
+    module or autotuning result from Inductor's cache ingested before Triton's cache, another
+    rank's module before that rank's copy of the kernel): each joins its unit now, and the
+    unit it was kept in goes, as if the files had come in the usual order."""
+    for unit in writer.run.units("file"):
+        stages = writer.run.stages(unit.id)
+        if len(stages) != 1 or not stages[0].origin:
+            continue
+        path = Path(stages[0].origin)
+        if path.suffix not in (".py", ".best_config", ".cpp"):
+            continue
+        data = writer.run.read_blob(stages[0].blob)
+        if _join_known_unit(writer, path, stages[0].kind, data.decode("utf-8", "replace"), data):
+            writer.remove_unit(unit.id)
 
 
 def cache_folder_name(compile_hash: str) -> str | None:

@@ -27,8 +27,10 @@ def ingest_folder(writer: Writer, folder: Path, report) -> int:
     """File the folder's graphs, IR listings and output code into its graph's unit.
 
     A folder whose output code a unit already holds (the trace's, or the same graph's other
-    debug copy) adds its files to that unit, each named after the output code's role
-    (``forward.fx_graph_readable``); otherwise the folder becomes a unit of its own.
+    debug copy) adds its files to that unit; otherwise the folder becomes a unit of its own,
+    which joins the graph's unit when the graph is filed later
+    (``graphs.join_repeated_graphs``). Either way each file is named after the output code's
+    role (``forward.fx_graph_readable``), so the graph holds the same stages in any order.
     """
     files = []
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
@@ -40,11 +42,9 @@ def ingest_folder(writer: Writer, folder: Path, report) -> int:
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
     code = next((data for path, data in files if path.name == "output_code.py"), None)
     unit = graphs.unit_holding_output_code(writer, code) if code is not None else None
-    prefix = ""
+    prefix = f"{_role(folder.name, code)}." if code is not None else ""
     if unit is None:
         unit = writer.add_unit(folder.name, "torch", attrs={"origin": str(folder)})
-    else:
-        prefix = f"{_role(folder.name, code)}."
     stored = 0
     for path, data in files:
         kind = FILES.get(path.name) or ("metadata" if path.suffix == ".json" else "text")

@@ -23,8 +23,12 @@ LOG_LINE = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] (?:\[
                       r"\[__(\w+)\] ?(.*)$")
 # W1124 11:53:47.858000 6827 torch/_inductor/debug.py:545]    (any glog line, channel or not)
 GLOG_PREFIX = re.compile(r"^(?:\[rank\d+\]:)?[VIWEFD]\d{4} [\d:.]+ +\d+ \S+\] ")
-# Graph break in user code at /tmp/x.py:4  /  Graph Break Reason: ...
-GRAPH_BREAK = re.compile(r"Graph [Bb]reak(?: in user code at (\S+):(\d+)|: (.*)| [Rr]eason: (.*))")
+# Graph break in user code at /tmp/x.py:4  /  Graph break (user stack suppressed due to duplicate
+# graph break) in user code at /tmp/x.py:4  /  Graph Break Reason: ...  /  Graph break: ...
+GRAPH_BREAK = re.compile(r"Graph [Bb]reak(?: \([^)]*\))?(?: in user code at (\S+):(\d+)|: (.*)"
+                         r"| [Rr]eason: (.*))")
+#   Explanation: Dynamo does not know how to trace builtin operator `print`
+EXPLANATION = re.compile(r"^\s*Explanation:\s*(.*)$")
 # Recompiling function f in /tmp/x.py:3
 RECOMPILE = re.compile(r"Recompiling function (\S+) in (\S+?):(\d+)")
 # ... [0/1] [__recompiles] Recompiling function forward in /tmp/x.py:54
@@ -66,7 +70,7 @@ def ingest_log(writer: Writer, path: Path, report) -> int:
     writer.add_stage(log_unit, "torch_log", data, name=ranked_name(path.name, rank),
                      origin=origin)
     stored = 1
-    functions = {cid: fn for cid, fn in RECOMPILE_ID.findall(text)}
+    functions = {graphs.compile_key(cid): fn for cid, fn in RECOMPILE_ID.findall(text)}
     units: dict[str | None, int] = {}
 
     def unit_for(compile_id: str | None, code: str | None = None) -> int:
@@ -74,6 +78,7 @@ def ingest_log(writer: Writer, path: Path, report) -> int:
             held = (graphs.unit_holding_output_code(writer, code, rank) if code is not None
                     else None)
             return log_unit if held is None else held
+        compile_id = graphs.compile_key(compile_id)
         if compile_id not in units:
             units[compile_id] = graphs.unit_for_compile(writer, compile_id,
                                                         functions.get(compile_id), origin, rank)
@@ -106,18 +111,30 @@ def log_rank(path: Path, text: str) -> int | None:
 
 
 def _graph_breaks(text: str) -> list[tuple[str | None, dict]]:
-    """(compile id, event) for each graph-break message."""
-    events = []
+    """(compile id, event) for each graph-break message: where (``in user code at``), the
+    reason and the explanation Dynamo prints on the lines after it, as the trace records
+    one break."""
+    events: list[tuple[str | None, dict]] = []
+    current: tuple[str | None, dict] | None = None  # the message being read
     for line in text.splitlines():
-        match = GRAPH_BREAK.search(line)
-        if not match:
-            continue
         log = LOG_LINE.match(line)
-        file, lineno, reason, reason2 = match.groups()
-        event: dict = {"reason": (reason or reason2 or "").strip()}
-        if file:
-            event.update(file=file, line=int(lineno))
-        events.append((log.group(1) if log else None, event))
+        compile_id = log.group(1) if log else None
+        message = log.group(3) if log else line
+        match = GRAPH_BREAK.search(message)
+        if match:
+            file, lineno, reason, reason2 = match.groups()
+            reason = (reason or reason2 or "").strip()
+            if current and current[0] == compile_id and not file and not current[1]["reason"]:
+                current[1]["reason"] = reason  # "Graph Break Reason:" after "... at file:N"
+                continue
+            current = (compile_id, {"reason": reason})
+            if file:
+                current[1].update(file=file, line=int(lineno))
+            events.append(current)
+        elif current and current[0] == compile_id and (found := EXPLANATION.match(message)):
+            current[1].setdefault("explanation", found.group(1).strip())
+        elif log and log.group(2) != "graph_breaks":
+            current = None
     return events
 
 

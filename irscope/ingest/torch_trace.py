@@ -496,8 +496,15 @@ class _TraceReader:
         for comp in self.compiles.values():
             rank = self.rank if comp.rank is None else comp.rank
             name = ranked_name(TRACE_UNIT if comp.key == NO_FRAME else comp.unit_name, rank)
+            filed = (None if comp.key == NO_FRAME else
+                     graphs.unit_filed_by_another_source(writer, comp.compile_id, rank))
+            if filed is not None:  # a log filed this compile first: the trace names it
+                writer.rename_unit(filed, f"({filed})")
             name, fresh = self._own_name(writer, name)  # the same ids from another log
-            attrs = {"origin": self.origin, **comp.attrs}
+            if filed is not None:
+                writer.rename_unit(filed, name)
+                fresh = False
+            attrs = {"origin": self.origin, "trace": self.origin, **comp.attrs}
             if rank is not None:
                 attrs["rank"] = rank
             if comp.key != NO_FRAME:
@@ -508,10 +515,13 @@ class _TraceReader:
             writer.keep_all = keep_all and not fresh
             try:
                 for kind, stage_name, ref, lineno in comp.stages:
-                    writer.add_stage(unit, kind, ref, name=stage_name,
-                                     origin=f"{self.origin}:{lineno}")
+                    key = None
                     if kind == graphs.OUTPUT_CODE:  # the key other sources find the graph by
                         key = comp.code_keys.get(ref.blob) or stored_output_code_key(self.run, ref)
+                        graphs.replace_output_code(writer, unit, key)  # a log's copy of it
+                    writer.add_stage(unit, kind, ref, name=stage_name,
+                                     origin=f"{self.origin}:{lineno}")
+                    if key is not None:
                         graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
             finally:
                 writer.keep_all = keep_all

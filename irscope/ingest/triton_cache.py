@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from irscope import nvtools
+from irscope.analysis.ranks import ranked_name, split_rank
 from irscope.errors import InputError
 from irscope.files import read_bytes
 from irscope.store import BlobRef, Writer, digest
@@ -45,9 +46,11 @@ def is_entry(folder: Path, files: list[str]) -> bool:
 
 
 def ingest_entry(writer: Writer, folder: Path, report,
-                 analysis: CubinAnalysis | None = None) -> int:
+                 analysis: CubinAnalysis | None = None, rank: int | None = None) -> int:
     """File one entry as a triton unit; returns the number of artifacts stored.
-    ``analysis``: its cubin's, when computed ahead (``analysed_entries``)."""
+    ``analysis``: its cubin's, when computed ahead (``analysed_entries``); ``rank``: the
+    rank whose entry this is (a multi-process run's staging folder): its unit is that rank's
+    alone, named as ``ranked_name`` names it."""
     found = sorted(p for p in folder.iterdir()  # a link is never part of an entry
                    if p.is_file() and not p.is_symlink() and p.suffix in EXTENSIONS)
     stem = next(p.stem for p in found if p.suffix in IR_EXTENSIONS)
@@ -73,16 +76,21 @@ def ingest_entry(writer: Writer, folder: Path, report,
             report.skipped.append((str(path), f"unreadable ({exc.strerror or exc})"))
     name = str(meta.get("name") or stem)
     attrs = {k: meta[k] for k in ATTRS if k in meta}
-    unit = _same_compile(writer, contents)
+    attrs["kernel"] = name
+    if rank is not None:
+        attrs["rank"] = rank
+    unit = _same_compile(writer, contents, rank)
     held: set[str] = set()  # the stages a copy of this compile filed already
     if unit is None:
         attrs["hash"] = str(meta.get("hash") or folder.name)
-        unit = _unit(writer, name, attrs["hash"], attrs, _kernel_file(contents))
-    else:  # a kernel dump and the cache entry of one compile, or two ranks' copies of one
-        # entry (their PTX and cubin differ only in the source path): one unit, every fact
+        unit = _unit(writer, ranked_name(name, rank), attrs["hash"], attrs,
+                     _kernel_file(contents))
+    else:  # a kernel dump and the cache entry of one compile, or two copies of one entry
+        # (their PTX and cubin differ only in the source path): one unit, every fact; the
+        # compile's hash is its metadata's, whichever came first
         held = {stage.name for stage in writer.run.stages(unit)}
-        if attrs:
-            writer.add_unit(writer.run.unit(unit).name, "triton", attrs=attrs)
+        writer.update_attrs(unit, attrs)
+        _refresh_resources(writer, unit)
     stored = 0
     for path, data in contents:
         kind, name = EXTENSIONS[path.suffix], None
@@ -94,18 +102,23 @@ def ingest_entry(writer: Writer, folder: Path, report,
             file_cubin(writer, unit, data, str(path), analysis=analysis)
         else:
             writer.add_stage(unit, kind, data, name=name, origin=str(path))
+        if name == "ttir source" and "ttir" in held:  # the compile's input before its TTIR,
+            _file_again(writer, unit, "ttir")            # as an entry filed first lists them
         stored += 1
     report.sources.append((str(folder), "triton_cache"))
     return stored
 
 
-def _same_compile(writer: Writer, contents: list[tuple[Path, bytes]]) -> int | None:
-    """The kernel unit already holding this compile's PTX (else TTGIR): a TRITON_KERNEL_DUMP
-    folder and the cache entry of one compile are named differently but hold the same code."""
+def _same_compile(writer: Writer, contents: list[tuple[Path, bytes]],
+                  rank: int | None = None) -> int | None:
+    """The kernel unit (of ``rank``) already holding this compile's PTX (else TTGIR): a
+    TRITON_KERNEL_DUMP folder and the cache entry of one compile are named differently but
+    hold the same code."""
     for suffix, kind in ((".ptx", "ptx"), (".ttgir", "ttgir")):
         for path, data in contents:
             if path.suffix == suffix:
-                held = writer.run.units_holding(kind, digest(data), "triton")
+                held = [u for u in writer.run.units_holding(kind, digest(data), "triton")
+                        if writer.run.unit_by_id(u).attrs.get("rank") == rank]
                 if held:
                     return held[0]
     return None
@@ -123,17 +136,41 @@ def _kernel_file(contents: list[tuple[Path, bytes]]) -> str | None:
 
 def _unit(writer: Writer, name: str, entry_hash: str, attrs: dict,
           source_file: str | None = None) -> int:
-    """The kernel's unit. Several compiles of one name (autotuning configurations) are told
-    apart by hash: the smallest hash keeps the plain name, the others are name-<hash8>, in
-    whatever order they are filed, so a warm run names them as the cold run did."""
-    same_name = writer.run.unit_named("triton", name)
-    held = same_name.kernel_hash if same_name else None
-    if same_name and held not in (None, entry_hash):
-        if str(entry_hash) < str(held):  # the newcomer takes the plain name
-            writer.rename_unit(same_name.id, f"{name}-{str(held)[:8]}")
-        else:
-            name = f"{name}-{entry_hash[:8]}"
+    """The kernel's unit, named apart from every other compile of its name by its hash
+    until ``name_compiles`` gives the names they keep."""
+    if writer.run.unit_named("triton", name) is not None:
+        base, rank = split_rank(name)
+        name = ranked_name(f"{base}-{entry_hash[:8]}", rank)
     return writer.add_unit(name, "triton", source_file, attrs=attrs)
+
+
+def name_compiles(writer: Writer, ranks: set[int] | None = None) -> None:
+    """Name every Triton compile as it is named in a run of any filing order: several
+    compiles of one kernel name on one rank (autotuning configurations) are told apart by
+    their compile hash (the metadata's, else the folder's), the smallest keeping the plain
+    name and the others ``name-<hash8>``, so a warm run, or a dump filed before its cache
+    entry, names them as the cold run did. ``ranks``: only these ranks' compiles (and those
+    of no rank) are named anew (None: every compile)."""
+    groups: dict[tuple[str, int | None], list] = {}
+    for unit in writer.run.units_of_ranks("triton", ranks):
+        base, _ = split_rank(unit.name)
+        rank = unit.attrs.get("rank")
+        kernel = str(unit.attrs.get("kernel") or base)
+        if base != kernel and not (base.startswith(f"{kernel}-") and len(base) == len(kernel) + 9):
+            continue  # a name this module did not give (a sweep's configuration)
+        groups.setdefault((kernel, rank if isinstance(rank, int) else None), []).append(unit)
+    renames = []
+    for (kernel, rank), units in groups.items():
+        units.sort(key=lambda u: (str(u.attrs.get("hash", "")), u.id))
+        for n, unit in enumerate(units):
+            plain = kernel if n == 0 else f"{kernel}-{str(unit.attrs.get('hash', unit.id))[:8]}"
+            wanted = ranked_name(plain, rank)
+            if wanted != unit.name:
+                renames.append((unit.id, wanted))
+    for unit_id, _ in renames:  # out of each other's way first: names are unique
+        writer.rename_unit(unit_id, f"({unit_id})")
+    for unit_id, wanted in renames:
+        writer.rename_unit(unit_id, wanted)
 
 
 def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = None,
@@ -150,6 +187,7 @@ def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = 
         writer.add_stage(unit_id, "cubin", BlobRef(key, len(cubin)), origin=origin)
         writer.add_stage(unit_id, "sass", BlobRef(row[0], row[1]), origin=origin)
         _set_resources(writer, unit_id, row[2].get("resources"))
+        _refresh_resources(writer, unit_id)
         return
     writer.add_stage(unit_id, "cubin", cubin, origin=origin)
     if not tools_found():
@@ -285,6 +323,31 @@ def _attrs(writer: Writer, unit_id: int) -> dict[str, Any]:
 def _ptx_stage(writer: Writer, unit_id: int) -> str | None:
     ptx = next((s for s in writer.run.stages(unit_id) if s.kind == "ptx"), None)
     return writer.run.read_text(ptx) if ptx else None
+
+
+def _file_again(writer: Writer, unit_id: int, name: str) -> None:
+    """File a unit's stage ``name`` again, so that it follows the stages filed since."""
+    stage = next(s for s in writer.run.stages(unit_id) if s.name == name)
+    writer.remove_stage(unit_id, stage.kind, name)
+    writer.add_stage(unit_id, stage.kind, BlobRef(stage.blob, stage.size), name=name,
+                     origin=stage.origin)
+
+
+def _refresh_resources(writer: Writer, unit_id: int) -> None:
+    """Read the unit's kept kernel records again with the launch metadata it holds now, so
+    that metadata filed after the cubin (a kernel dump's cubin, then the cache entry's
+    JSON) gives the figures filing them the other way round gives."""
+    from irscope.analysis.kernels import KernelRecord
+
+    attrs = _attrs(writer, unit_id)
+    resources = attrs.get("resources")
+    if not isinstance(resources, dict):
+        return
+    metadata = {**launch_metadata(attrs),
+                **{k: attrs[k] for k in ("target", "arch") if k in attrs}}
+    _set_resources(writer, unit_id, {
+        name: KernelRecord.from_entry(name, entry, metadata).to_entry()
+        for name, entry in resources.items() if isinstance(entry, dict)})
 
 
 def _set_resources(writer: Writer, unit_id: int, resources: dict | None) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from irscope.analysis.figures import RunFigures, UnitFigures, count_events, unit_figures
+from irscope.analysis.figures import (RunFigures, UnitFigures, count_events, lost_candidates,
+                                      unit_figures, unit_kernels)
+from irscope.analysis.ranks import split_rank
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -25,9 +27,48 @@ def read_run_figures(run: RunView | Run, units: Iterable[Unit] | None = None) ->
     events = count_events(e for e in run.events() if e.unit_id in wanted or e.unit_id is None)
     links = Counter(r.src for r in run.relations("launches"))
     parsed: dict[str, object] = {}
+    lost = run.derived("lost candidates", lambda: autotune_lost(run))
+    launches = run.derived("kernel launches", lambda: kernel_launches(run))
     return RunFigures(tuple(_unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
-                                  links.get(u.id, 0), parsed) for u in chosen),
+                                  links.get(u.id, 0), parsed, u.id in lost,
+                                  launches.get(u.id, 0)) for u in chosen),
                       events.get(None, {}))
+
+
+def kernel_name(unit: Unit) -> str:
+    """The kernel a unit compiles, without the rank and the ``-<hash8>`` a name may carry."""
+    return str(unit.attrs.get("kernel") or split_rank(unit.name)[0].split("-")[0])
+
+
+def autotune_lost(run: RunView) -> frozenset[int]:
+    """The Triton units that are configurations autotuning tried and did not choose
+    (``irscope.analysis.figures.lost_candidates``)."""
+    return lost_candidates(
+        (u.id, (kernel_name(u), u.source_file, u.attrs.get("rank")),
+         bool(u.attrs.get("autotune_best")), unit_kernels(u.attrs))
+        for u in run.units("triton"))
+
+
+def kernel_launches(run: RunView) -> dict[int, int]:
+    """Kernel unit id -> how many times per call the graphs that launch it do: its name's
+    launches in the output code whose definition linked it."""
+    stages = {(s.unit_id, s.name): s for s in run.stages(kinds=(OUTPUT_CODE,))}
+    counts: dict[tuple[int, str], Counter] = {}
+    found: Counter = Counter()
+    for relation in run.relations("launches"):
+        stage = stages.get((relation.src, relation.attrs.get("output_code")))
+        if stage is None:
+            continue
+        if (stage.unit_id, stage.name) not in counts:
+            try:
+                sequence = run.parsed(stage).launch_sequence
+            except Exception:  # noqa: BLE001  an unreadable output code launches nothing known
+                sequence = ()
+            counts[stage.unit_id, stage.name] = Counter(
+                launch.name for launch in sequence if launch.kind == "kernel")
+        kernel = run.unit_by_id(relation.dst)
+        found[relation.dst] += counts[stage.unit_id, stage.name].get(kernel_name(kernel), 0)
+    return dict(found)
 
 
 def unit_figures_of(run: RunView | Run, unit: Unit) -> UnitFigures:
@@ -35,7 +76,8 @@ def unit_figures_of(run: RunView | Run, unit: Unit) -> UnitFigures:
     return read_run_figures(run, [unit]).units[0]
 
 
-def _unit(run: RunView, unit: Unit, stages, events, links, parsed: dict) -> UnitFigures:
+def _unit(run: RunView, unit: Unit, stages, events, links, parsed: dict, lost: bool,
+          launches: int) -> UnitFigures:
     keys = {name: key for key, name in (unit.attrs.get("output_codes") or {}).items()}
     codes = []
     for stage in stages:
@@ -46,4 +88,4 @@ def _unit(run: RunView, unit: Unit, stages, events, links, parsed: dict) -> Unit
                 parsed[stage.blob] = None
         if parsed[stage.blob] is not None:
             codes.append((keys.get(stage.name, stage.blob), stage.name, parsed[stage.blob]))
-    return unit_figures(unit, codes, events, links)
+    return unit_figures(unit, codes, events, links, lost, launches)

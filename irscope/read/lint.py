@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from irscope.analysis.figures import RunFigures, UnitFigures
-from irscope.analysis.lint import (Finding, LintInput, Rule, RULES, StageInput, lint_unit)
+from irscope.analysis.lint import (RUN_WIDE_UNIT, Finding, LintInput, Rule, RULES, StageInput,
+                                   lint_unit)
 from irscope.read.figures import read_run_figures
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
@@ -16,16 +17,17 @@ from irscope.store import Run, Unit
 # The stage kinds some rule reads; the others are never opened.
 LINT_KINDS = frozenset({"ttir", "ttgir", "ptx", "sass", "inductor_output_code",
                         "hlo_after_opt", "buffer_assignment"})
-RUN_WIDE = "(run)"  # findings of events that belong to no unit
+RUN_WIDE = RUN_WIDE_UNIT  # findings of events that belong to no unit
 KEPT_TEXT_BYTES = 64 << 20  # stages read lately, kept for the next unit holding them
 
 
 def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
-                  rules: Iterable[Rule] = RULES, figures: RunFigures | None = None
-                  ) -> list[Finding]:
+                  rules: Iterable[Rule] = RULES, figures: RunFigures | None = None,
+                  candidates: bool = False) -> list[Finding]:
     """Findings of ``rules`` on every unit of ``run`` (or ``units``, whose ``figures`` the
     caller may have read already), then on events of no unit (a graph break the trace could
-    not place). A stage held by many units is read and parsed once."""
+    not place). Autotuning candidates that lost (which never run) only with ``candidates``.
+    A stage held by many units is read and parsed once."""
     run = RunView.of(run)
     chosen = list(run.units() if units is None else units)
     rules = tuple(rules)
@@ -42,6 +44,8 @@ def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
     findings: list[Finding] = []
     read = _Recent()
     for unit, unit_figures in zip(chosen, figures.units):
+        if unit_figures.autotune_lost and not candidates:
+            continue
         inputs = tuple(read.input(run, s) for s in stages.get(unit.id, ()))
         findings += lint_unit(LintInput(unit_figures, unit.attrs, tuple(
             s for s in inputs if s is not None), tuple(events.get(unit.id, ()))), rules)

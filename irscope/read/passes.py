@@ -70,7 +70,11 @@ def _row(entry: dict, index: int, pipeline: str) -> PassRow:
                    changed=entry.get("changed"), added=int(entry.get("added") or 0),
                    removed=int(entry.get("removed") or 0), ops_before=entry.get("ops_before"),
                    ops_after=entry.get("ops_after"), stage=entry.get("stage"),
-                   before=entry.get("before"))
+                   before=entry.get("before"), dropped=_count(entry.get("dropped")))
+
+
+def _count(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def inductor_passes(run: RunView | Run, stages: list[Stage], start: int,
@@ -115,6 +119,22 @@ def pass_texts(run: RunView | Run, unit: Unit, row: PassRow) -> tuple[str, str]:
 
     after = row.stage if row.changed else row.before
     return text(row.before), text(after)
+
+
+def unkept_ir(rows: tuple[PassRow, ...], row: PassRow) -> str | None:
+    """Why ``row``'s diff cannot be shown, when the IR it received or left was measured but
+    not kept (over the cap): the pass that left it and its size; None when both are kept."""
+    if row.dropped:
+        return (f"{row.name}: the IR it left ({row.dropped:,} bytes) was not kept (over the "
+                f"IRSCOPE_PASS_BYTES cap); its figures were measured when it was filed")
+    earlier = [r for r in rows if r.pipeline == row.pipeline and r.index < row.index
+               and r.changed]
+    if row.before is None and earlier and earlier[-1].dropped:
+        gone = earlier[-1]
+        return (f"{row.name}: the IR it received, left by {gone.name} ({gone.dropped:,} bytes), "
+                f"was not kept (over the IRSCOPE_PASS_BYTES cap); its figures were measured "
+                f"when it was filed")
+    return None
 
 
 def find_pass(passes: UnitPasses, key: str) -> PassRow | None:

@@ -12,6 +12,7 @@ from irscope.store import Run
 GRAPH_STAGES = ("dynamo_output_graph",)  # what Dynamo traced (AOT graphs go with cache state)
 GUARD_KINDS = ("guards",)
 OUTPUT_CODE = "inductor_output_code"
+CODE_KINDS = ("sass", "ptx")  # a kernel's code, compared by the first of these it has
 
 
 def unit_rank(unit) -> int | None:
@@ -26,7 +27,9 @@ def run_ranks(run: RunView | Run) -> list[int]:
 
 
 def rank_units(run: RunView | Run) -> list[RankUnit]:
-    """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels."""
+    """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels;
+    a kernel's code and whether autotuning chose it. A text many ranks hold (the same blob)
+    is digested once."""
     from irscope.analysis.ranks import process_neutral_digest
 
     run = RunView.of(run)
@@ -35,15 +38,23 @@ def rank_units(run: RunView | Run) -> list[RankUnit]:
         return []
     wanted = {u.id for u in ranked}
     stages: dict[int, list] = {}
-    for stage in run.stages(kinds=("fx_graph", *GUARD_KINDS, OUTPUT_CODE)):
+    for stage in run.stages(kinds=("fx_graph", *GUARD_KINDS, OUTPUT_CODE, *CODE_KINDS)):
         if stage.unit_id in wanted:
             stages.setdefault(stage.unit_id, []).append(stage)
     recompiles = Counter(e.unit_id for e in run.events("recompile"))
+    digests: dict[tuple[str, ...], str] = {}
+
+    def digest(held: list) -> str | None:
+        if not held:
+            return None
+        key = tuple(s.blob for s in held)
+        if key not in digests:
+            digests[key] = process_neutral_digest(run.read_text(s) for s in held)
+        return digests[key]
+
     out = []
     for unit in ranked:
         held = stages.get(unit.id, [])
-        graphs = [s for s in held if s.name in GRAPH_STAGES]
-        guards = [s for s in held if s.kind in GUARD_KINDS]
         kernels: list[str] = []
         launched = None
         for stage in (s for s in held if s.kind == OUTPUT_CODE):
@@ -53,12 +64,14 @@ def rank_units(run: RunView | Run) -> list[RankUnit]:
                 continue
             kernels += [k.name for k in parsed.kernels]
             launched = (launched or 0) + parsed.kernels_launched
+        code = next((digest([s]) for kind in CODE_KINDS for s in held if s.kind == kind), None)
+        chosen = bool(unit.attrs.get("autotune_best")) if unit.framework == "triton" else None
         out.append(RankUnit(
             rank=unit_rank(unit), framework=unit.framework, name=split_rank(unit.name)[0],
-            graph=process_neutral_digest(run.read_text(s) for s in graphs) if graphs else None,
-            guards=process_neutral_digest(run.read_text(s) for s in guards) if guards else None,
-            recompiles=recompiles.get(unit.id, 0), kernels=tuple(sorted(kernels)),
-            kernels_launched=launched))
+            graph=digest([s for s in held if s.name in GRAPH_STAGES]),
+            guards=digest([s for s in held if s.kind in GUARD_KINDS]),
+            recompiles=min(recompiles.get(unit.id, 0), 1), kernels=tuple(sorted(kernels)),
+            kernels_launched=launched, code=code, chosen=chosen))
     return out
 
 

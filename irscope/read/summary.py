@@ -83,11 +83,11 @@ def read_summary(run: RunView | Run) -> RunSummary:
     shown, hidden = shown_units(units)
     frameworks = Counter(u.framework for u in shown if not u.name.startswith("("))
     ptx, sass = Counter(), Counter()
+    lost = {u.unit_id for u in figures.units if u.autotune_lost}  # they never run
     for stage in run.stages(kinds=("ptx", "sass")):
-        if stage.kind in ("ptx", "sass"):
+        if stage.kind in ("ptx", "sass") and stage.unit_id not in lost:
             (ptx if stage.kind == "ptx" else sass).update(_histogram(run, stage))
-    launched = tuple(Launches(graph.name, code.role, code.stage, code.kernels_launched)
-                     for graph in figures.graphs for code in graph.output_codes)
+    launched = tuple(launches for graph in figures.graphs for launches in _per_role(graph))
     generated = figures.kernels_generated if figures.graphs else (
         frameworks.get("triton", 0) + frameworks.get("cpp", 0))
     meta = run.meta
@@ -110,6 +110,18 @@ def read_summary(run: RunView | Run) -> RunSummary:
             gpu_time_unjoined_us=round(time.unjoined_ns / 1000, 3),
             top_kernels=tuple((k.name, round(time.share(k), 4))
                               for k in time.top(TOP_KERNELS)))))
+
+
+def _per_role(graph) -> list[Launches]:
+    """A graph's launches per call, each role's summed over its output codes (the DDP
+    optimizer's buckets); an output code of no known role on its own."""
+    found: dict[str, Launches] = {}
+    for code in graph.output_codes:
+        key = code.role or code.stage
+        held = found.get(key)
+        found[key] = Launches(graph.name, code.role, held.output_code if held else code.stage,
+                              (held.kernels_launched if held else 0) + code.kernels_launched)
+    return list(found.values())
 
 
 def _histogram(run: RunView, stage: Stage) -> Mapping[str, int]:

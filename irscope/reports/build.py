@@ -28,20 +28,23 @@ from irscope.store import Run, Stage
 
 
 def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
-                 unit_pattern: str | None = None, show_all: bool = False) -> Report:
+                 unit_pattern: str | None = None, show_all: bool = False,
+                 candidates: bool = False) -> Report:
     """Read ``run`` (parsing through its cache) into a Report, filtered by stage and unit;
     units hidden by default (JAX's eager ops) only with ``show_all``, counted either way.
-    The records of a run that has not changed since its last report are read back."""
+    Autotuning candidates that lost are listed but left out of the run's figures and lint,
+    unless ``candidates``. The records of a run that has not changed since its last report
+    are read back."""
     run = RunView.of(run)
     wanted = tuple(stages) if stages else None
     report = Report(run=run.name, path=str(run.path), units=(), totals={}, stages=wanted,
                     meta=plain_meta(run.meta))
 
     def build() -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
-        units, totals = _records(run, wanted, unit_pattern, show_all)
+        units, totals = _records(run, wanted, unit_pattern, show_all, candidates)
         return with_passes(run, replace(report, units=units)).units, totals
 
-    units, totals = kept_or_built(run, (wanted, unit_pattern, show_all), build)
+    units, totals = kept_or_built(run, (wanted, unit_pattern, show_all, candidates), build)
     return replace(report, units=units, totals=totals, time=time_section(run, units),
                    source_lines=source_line_records(run))
 
@@ -60,7 +63,7 @@ def source_line_records(run: RunView) -> tuple[SourceLineRecord, ...]:
 
 
 def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | None,
-             show_all: bool) -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+             show_all: bool, candidates: bool) -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
     """The unit records and run totals of a report; each distinct stage (kind, name and
     content) made into a record once, however many units hold it."""
     kinds = [k for k in registry.kinds() if (registry.get(k).module or k in CODE_KINDS)
@@ -71,7 +74,7 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
     shown, hidden = shown_units(run.units(), show_all)
     chosen = [u for u in shown if unit_selected(u.name, unit_pattern)]
     rollup = read_run_figures(run, chosen)
-    lint = _lint_by_unit(run, chosen, rollup)
+    lint = _lint_by_unit(run, chosen, rollup, candidates)
     made: dict[tuple, StageRecord] = {}
     units = []
     timed = read_time(run)
@@ -83,7 +86,9 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
         lines, code = unit_keys(run, unit)
         units.append(UnitRecord(unit.name, unit.framework, unit.source_file, unit.source_line,
                                 records, headline, lint.get(unit.name, {}),
-                                provenance=lines, code_key=code))
+                                provenance=lines, code_key=code,
+                                candidate=figures.autotune_lost and not candidates,
+                                launches=figures.launches))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
     if hidden:
@@ -105,9 +110,9 @@ def _stage_record(run: RunView, stage: Stage, made: dict[tuple, StageRecord]) ->
     return made[key]
 
 
-def _lint_by_unit(run: RunView, units, figures) -> dict[str, dict[str, int]]:
+def _lint_by_unit(run: RunView, units, figures, candidates: bool) -> dict[str, dict[str, int]]:
     """``lint.<rule>`` counts of each unit's findings (irscope lint), by unit name."""
     found: dict[str, list] = {}
-    for finding in read_findings(run, units, figures=figures):
+    for finding in read_findings(run, units, figures=figures, candidates=candidates):
         found.setdefault(finding.unit, []).append(finding)
     return {name: lint_counts(findings) for name, findings in found.items()}

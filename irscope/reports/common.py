@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from irscope.analysis.figures import one_per_recompile
 from irscope.analysis.kernels import KernelRecord
 from irscope.parsers import registry
 from irscope.read.view import RunView
@@ -61,7 +62,7 @@ class Details:
         names = {u.unit_id: u.name for u in figures.units}
         problems = [
             Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
-            for e in run.events() if e.kind in PROBLEM_EVENTS]
+            for e in one_per_recompile(run.events()) if e.kind in PROBLEM_EVENTS]
         problems += [  # the events above are listed once, as events; by GPU time, if measured
             Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources, *(
                 [f"{f.figures['gpu_time_share']:.1%} of GPU time"]

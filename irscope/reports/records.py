@@ -10,15 +10,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from irscope.analysis.figures import UnitFigures
+from irscope.analysis.figures import RunRollup, UnitFigures, roll_up
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
 
 SCHEMA = "irscope.report/1"
 
-# Totals that are a peak per kernel, so units and stages combine them by max, not sum.
-PEAK_KEYS = frozenset({"registers", "occupancy", "shared_bytes", "stack_bytes", "local_bytes",
-                       "const_bytes"})
 # Headline figures lifted from the most-lowered stage that reports them to the unit level.
 HEADLINE_KEYS = ("kernels_generated", "kernels_launched", "extern_calls", "fusions",
                  "layout_conversions", "registers", "spills", "shared_bytes", "occupancy")
@@ -71,6 +68,8 @@ class UnitRecord:
     # its code with names and paths taken out; a diff pairs kernels by them before names
     provenance: str | None = None
     code_key: str | None = None
+    candidate: bool = False  # an autotuning candidate that lost: left out of the run's figures
+    launches: int = 0  # a kernel's launches per call of the graphs that launch it
 
     @property
     def key(self) -> tuple[str, str]:
@@ -147,19 +146,20 @@ class Report:
     source_lines: tuple[SourceLineRecord, ...] = ()
 
     def figures(self) -> dict[str, float]:
-        """Run-level figures: the totals plus every unit figure combined over units."""
-        out: dict[str, float] = {}
-        for unit in self.units:
-            for name, value in unit.figures().items():
-                out[name] = _combine(name, out.get(name), value)
+        """Run-level figures: the totals plus every figure of the units that run, combined
+        as docs/figures.md says (irscope.analysis.figures.roll_up)."""
+        out = dict(roll_up((u.name, u.figures(), u.launches) for u in self.units
+                           if not u.candidate).values)
         out.update(self.totals)
         return out
 
-
-def _combine(name: str, old: float | None, new: float) -> float:
-    if old is None:
-        return new
-    return max(old, new) if name.rsplit(".", 1)[-1] in PEAK_KEYS else old + new
+    def headline(self) -> RunRollup:
+        """The run's headline figures (each unit's combined over the units that run) with the
+        unit that sets each largest or lowest one; measured GPU time is the run's own total
+        (a graph's time holds its kernels', which are units too)."""
+        rollup = roll_up((u.name, u.headline, u.launches) for u in self.units if not u.candidate)
+        return RunRollup({**rollup.values, **{k: v for k, v in self.totals.items()
+                                              if k.startswith("gpu_")}}, rollup.set_by)
 
 
 def stage_selected(kind: str, wanted: Iterable[str] | None) -> bool:
@@ -260,12 +260,14 @@ def report_to_json(report: Report) -> dict[str, Any]:
                              "diagnostics": s.diagnostics, "digest": s.digest, "size": s.size}
         return stages[id(s)]
 
+    headline = report.headline()
     doc = {
         "schema": SCHEMA,
         "run": {"name": report.run, "path": report.path, "meta": dict(report.meta)},
         "stages": list(report.stages) if report.stages else None,
         "totals": dict(report.totals),
-        "figures": _run_headline(report),
+        "figures": dict(headline.values),
+        "figure_units": dict(headline.set_by),
     }
     if report.time is not None:  # where the GPU time goes, before the units
         doc["time"] = {name: (dict(value) if isinstance(value, Mapping) else
@@ -278,20 +280,12 @@ def report_to_json(report: Report) -> dict[str, Any]:
             "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
             **({"provenance": u.provenance} if u.provenance else {}),
             **({"code_key": u.code_key} if u.code_key else {}),
+            **({"candidate": True} if u.candidate else {}),
+            **({"launches": u.launches} if u.launches else {}),
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
         "source_lines": [line.to_json() for line in report.source_lines],
     }
-
-
-def _run_headline(report: Report) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for unit in report.units:
-        for name, value in unit.headline.items():
-            out[name] = _combine(name, out.get(name), value)
-    # a graph's time holds its kernels' (which are units too): the run's is its own total
-    out.update((k, v) for k, v in report.totals.items() if k.startswith("gpu_"))
-    return out
 
 
 def _text_or_none(value: Any) -> str | None:
@@ -316,6 +310,7 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                                  tuple(s.get("kernels") or ()), int(s.get("diagnostics", 0)),
                                  s.get("digest"), s.get("size"))
                      for s in u.get("stages") or ()),
+        candidate=u.get("candidate") is True, launches=_count(u.get("launches")),
     ) for u in doc.get("units") or ())
     run = doc.get("run") or {}
     known = {f.name for f in dataclasses.fields(SourceLineRecord)}
@@ -343,6 +338,10 @@ def _time_from_json(doc: Any) -> TimeSection | None:
             values[item.name] = tuple(dict(v) if wanted is Mapping else v
                                       for v in value if isinstance(v, wanted))
     return TimeSection(**values)
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | None) -> Report:

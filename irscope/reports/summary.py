@@ -34,8 +34,12 @@ def lines(data: RunSummary) -> list[Text]:
     width = max((len(f) for f in data.units), default=0) + 1
     for framework, count in sorted(data.units.items()):
         noun = FRAMEWORK_NOUNS.get(framework, "unit")
+        compiles = ""
+        if framework == "torch":  # a graph is a compile with output code, as reports count
+            count, compiles = data.graphs, (f" ({count} compiles)" if count != data.graphs
+                                            else "")
         line = Text.assemble(f"  {framework:<{max(width, 7)}}", (str(count), "bold"),
-                             f" {noun}{'s' if count != 1 else ''}")
+                             f" {noun}{'s' if count != 1 else ''}{compiles}")
         if hidden.get(framework):
             line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")
         out.append(line)

@@ -171,12 +171,16 @@ def read_blob_file(run_path: Path, blob: str) -> bytes:
 
 
 def bounded_decompress(data: bytes) -> bytes:
-    """The bytes of one zstandard frame, never more than MAX_BLOB_BYTES of them."""
+    """The bytes of one zstandard frame, never more than MAX_BLOB_BYTES of them, read a
+    mebibyte at a time (a read sets aside all the bytes it is asked for)."""
     reader = zstandard_module().ZstdDecompressor().stream_reader(bytes(data), read_across_frames=False)
-    out = reader.read(MAX_BLOB_BYTES + 1)
-    if len(out) > MAX_BLOB_BYTES:
-        raise TooLarge()
-    return out
+    chunks, size = [], 0
+    while chunk := reader.read(min(1 << 20, MAX_BLOB_BYTES + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > MAX_BLOB_BYTES:
+            raise TooLarge()
+    return b"".join(chunks)
 
 
 def unlink_quietly(path: str) -> int:

@@ -395,15 +395,32 @@ class Run:
         """The units of ``framework`` whose attribute ``attr`` equals ``value``."""
         rows = self.db.execute(
             "SELECT id, name, framework, source_file, source_line, attrs FROM units "
-            "WHERE framework=? AND json_extract(attrs, '$.' || ?) = ? ORDER BY id",
+            "WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "  # NaN is no SQL JSON
+            "json_extract(attrs, '$.' || ?) = ? END ORDER BY id",
             (framework, attr, value))
+        return [unit_from_row(r) for r in rows]
+
+    def units_of_ranks(self, framework: str, ranks: Iterable[int] | None) -> list[Unit]:
+        """The units of ``framework`` that ``ranks`` compiled, with those of no rank (a
+        single process's, a kernel of a cache several ranks shared); every unit of the
+        framework when ``ranks`` is None."""
+        if ranks is None:
+            return self.units(framework)
+        ranks = sorted(set(ranks))
+        rows = self.db.execute(
+            "SELECT id, name, framework, source_file, source_line, attrs FROM units "
+            "WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "  # NaN is no SQL JSON
+            "json_type(attrs, '$.rank') IS NOT 'integer' OR "
+            f"json_extract(attrs, '$.rank') IN ({', '.join('?' * len(ranks))}) ELSE 1 END "
+            "ORDER BY id",
+            (framework, *ranks))
         return [unit_from_row(r) for r in rows]
 
     def units_with_key(self, framework: str, attr: str, key: str) -> list[int]:
         """Ids of the units of ``framework`` whose mapping attribute ``attr`` has ``key``."""
         rows = self.db.execute(
-            "SELECT id FROM units WHERE framework=? AND json_type(attrs, ?) IS NOT NULL "
-            "ORDER BY id", (framework, f'$.{attr}."{key}"'))
+            "SELECT id FROM units WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "
+            "json_type(attrs, ?) IS NOT NULL END ORDER BY id", (framework, f'$.{attr}."{key}"'))
         return [row[0] for row in rows]
 
     def units_from_file(self, framework: str, source_file: str) -> list[Unit]:

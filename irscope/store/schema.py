@@ -40,7 +40,7 @@ ATTR_TYPES: dict[str, type | tuple[type, ...]] = {
     **dict.fromkeys(("hash", "origin", "compile_id", "called_from", "called_by", "group",
                      "kernel", "status", "xla_dump", "ttir_error", "error", "error_file",
                      "error_source", "pass_dump", "role", "output_code", "via", "region",
-                     "executor", "thunder", "profiler"), str),
+                     "executor", "thunder", "profiler", "trace"), str),
     **dict.fromkeys(("eager_op", "autotune_best", "cache_hit", "valid", "interpret"), bool),
     **dict.fromkeys(("compile_seconds", "lowering_seconds", "compile_time_us"), NUMBER),
     **dict.fromkeys(("problems", "warnings", "autotune_candidates", "ranks", "regions", "grid",

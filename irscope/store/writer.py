@@ -25,6 +25,7 @@ class Writer:
         self.run = run
         self.db = run.db
         self.keep_all = False
+        self.touched: set[int] = set()  # units this writer added to or changed
 
     def collect_orphans(self, keep: Iterable[str] = ()) -> int:
         """Delete what a killed writer left under blobs/: blob files no stage names and
@@ -34,8 +35,11 @@ class Writer:
         root = self.run.path / BLOBS
         if not root.is_dir() or root.is_symlink():
             return 0
-        named = {row[0] for row in self.db.execute("SELECT DISTINCT blob FROM stages")}
-        named.update(keep)
+        keep = set(keep)
+
+        def named(blob: str) -> bool:  # asked file by file: blob files are few, stages many
+            return blob in keep or self.db.execute(
+                "SELECT 1 FROM stages WHERE blob=? LIMIT 1", (blob,)).fetchone() is not None
         removed = 0
         for top in os.scandir(root):
             if top.name.startswith(".tmp-") and top.is_file(follow_symlinks=False):
@@ -44,7 +48,7 @@ class Writer:
                 continue
             for entry in os.scandir(top.path):
                 stray = entry.name.startswith(".tmp-") or (
-                    BLOB_NAME.fullmatch(entry.name) is not None and entry.name not in named)
+                    BLOB_NAME.fullmatch(entry.name) is not None and not named(entry.name))
                 if stray and not entry.is_dir(follow_symlinks=False):
                     removed += unlink_quietly(entry.path)
         for entry in os.scandir(self.run.path):
@@ -63,16 +67,19 @@ class Writer:
             self.db.execute("UPDATE units SET attrs=?, source_file=?, source_line=? WHERE id=?",
                             (json.dumps(merged, default=str), source_file or row[2],
                              source_line or row[3], row[0]))
+            self.touched.add(row[0])
             return row[0]
         cur = self.db.execute(
             "INSERT INTO units (name, framework, source_file, source_line, attrs) "
             "VALUES (?, ?, ?, ?, ?)",
             (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
+        self.touched.add(cur.lastrowid)
         return cur.lastrowid
 
     def rename_unit(self, unit_id: int, name: str) -> None:
         """Give the unit another name (unique within its framework, like every name)."""
         self.db.execute("UPDATE units SET name=? WHERE id=?", (name, unit_id))
+        self.touched.add(unit_id)
 
     def update_attrs(self, unit_id: int, attrs: dict[str, Any]) -> None:
         """Merge ``attrs`` into the unit's attributes."""
@@ -96,6 +103,7 @@ class Writer:
         name = name or kind
         if self.keep_all:
             name = self._free_name(unit_id, kind, name, blob)
+        self.touched.add(unit_id)
         cur = self.db.execute(
             "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
@@ -113,6 +121,67 @@ class Writer:
                 return candidate
             n += 1
             candidate = f"{name} ({n})"
+
+    def remove_stage(self, unit_id: int, kind: str, name: str) -> None:
+        """Drop one stage of a unit (its blob stays while another stage names it)."""
+        self.db.execute("DELETE FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                        (unit_id, kind, name))
+        self.touched.add(unit_id)
+
+    def copy_unit(self, unit_id: int, name: str, source_file: str | None = None,
+                  attrs: dict[str, Any] | None = None) -> int:
+        """A unit named ``name`` holding every stage of ``unit_id`` (the same blobs, stored
+        once), with its attributes updated by ``attrs``."""
+        unit = self.run.unit_by_id(unit_id)
+        copy = self.add_unit(name, unit.framework, source_file or unit.source_file,
+                             unit.source_line, {**unit.attrs, **(attrs or {})})
+        self.db.execute("INSERT OR IGNORE INTO stages (unit_id, kind, name, position, blob, size, "
+                        "origin) SELECT ?, kind, name, position, blob, size, origin FROM stages "
+                        "WHERE unit_id=?", (copy, unit_id))
+        return copy
+
+    def merge_unit(self, src: int, dst: int) -> None:
+        """Fold unit ``src`` into ``dst`` and drop it: its stages (one already held, same
+        name and bytes, once; another of a held name filed beside it), events (as
+        ``add_event`` adds them), relations and attributes (``dst``'s win)."""
+        if src == dst:
+            return
+        for kind, name, blob in self.db.execute(
+                "SELECT kind, name, blob FROM stages WHERE unit_id=? ORDER BY position, id",
+                (src,)).fetchall():
+            free = self._free_name(dst, kind, name, blob)
+            held = self.db.execute("SELECT 1 FROM stages WHERE unit_id=? AND kind=? AND name=?",
+                                   (dst, kind, free)).fetchone()
+            if held:
+                self.remove_stage(src, kind, name)
+            else:
+                self.db.execute("UPDATE stages SET unit_id=?, name=? WHERE unit_id=? AND kind=? "
+                                "AND name=?", (dst, free, src, kind, name))
+        for kind, data in self.db.execute("SELECT kind, data FROM events WHERE unit_id=? "
+                                          "ORDER BY id", (src,)).fetchall():
+            self.add_event(kind, json_object(data), dst)
+        self.db.execute("DELETE FROM events WHERE unit_id=?", (src,))
+        for column in ("src", "dst"):
+            self.db.execute(f"UPDATE OR IGNORE relations SET {column}=? WHERE {column}=?",
+                            (dst, src))
+        self.db.execute("DELETE FROM relations WHERE src=? OR dst=?", (src, src))
+        gone, kept = self.run.unit_by_id(src), self.run.unit_by_id(dst)
+        self.remove_unit(src)
+        self.add_unit(kept.name, kept.framework, kept.source_file or gone.source_file,
+                      kept.source_line or gone.source_line, {**gone.attrs, **kept.attrs})
+
+    def remove_unit(self, unit_id: int) -> None:
+        """Drop a unit with its stages, events and relations (its blobs stay while another
+        stage names them)."""
+        self.db.execute("DELETE FROM events WHERE unit_id=?", (unit_id,))
+        self.db.execute("DELETE FROM relations WHERE src=? OR dst=?", (unit_id, unit_id))
+        self.db.execute("DELETE FROM stages WHERE unit_id=?", (unit_id,))
+        self.db.execute("DELETE FROM units WHERE id=?", (unit_id,))
+        self.touched.discard(unit_id)
+
+    def remove_relations(self, src: int, kind: str) -> None:
+        """Drop the relations of ``kind`` that lead from ``src`` (a pass that links anew)."""
+        self.db.execute("DELETE FROM relations WHERE src=? AND kind=?", (src, kind))
 
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
         """Link two units (kept once per source, kind and destination)."""

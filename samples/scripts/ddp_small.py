@@ -3,7 +3,9 @@
 Run under a launcher: ``irscope inspect --nproc 2 samples/scripts/ddp_small.py`` or
 ``irscope inspect -- torchrun --nproc-per-node 2 samples/scripts/ddp_small.py``.
 ``--branch`` makes the last rank take another branch in forward, so its graph differs;
-``--cuda`` runs each rank on its own GPU with NCCL instead.
+``--cuda`` runs each rank on its own GPU with NCCL instead; ``--buckets`` adds a wide middle
+layer (1.6 MB of weights) and 1 MB DDP buckets, so that Dynamo's DDP optimizer splits the graph
+at each bucket: several output codes per role in one graph.
 """
 
 import os
@@ -15,14 +17,17 @@ from torch import nn
 
 
 class Small(nn.Module):
-    def __init__(self, other_branch: bool):
+    def __init__(self, other_branch: bool, width: int = 16, middle: bool = False):
         super().__init__()
-        self.fc1, self.fc2 = nn.Linear(8, 16), nn.Linear(16, 4)
+        self.fc1, self.fc2 = nn.Linear(8, width), nn.Linear(width, 4)
+        self.mid = nn.Linear(width, width) if middle else None
         self.other_branch = other_branch
 
     def forward(self, x):
         h = self.fc1(x)
         h = torch.tanh(h) if self.other_branch else torch.relu(h)
+        if self.mid is not None:
+            h = torch.relu(self.mid(h))
         return self.fc2(h)
 
 
@@ -35,7 +40,10 @@ def main() -> None:
         torch.cuda.set_device(device)
     torch.manual_seed(0)
     other = "--branch" in sys.argv and rank == world - 1
-    model = nn.parallel.DistributedDataParallel(Small(other).to(device))
+    buckets = "--buckets" in sys.argv
+    small = Small(other, width=640, middle=True) if buckets else Small(other)
+    model = nn.parallel.DistributedDataParallel(small.to(device),
+                                                **({"bucket_cap_mb": 1} if buckets else {}))
     step = torch.compile(model, backend=os.environ.get("DDP_BACKEND", "inductor"))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(2):
