@@ -3,6 +3,11 @@
 # (12 layers, forward + backward) and a flax/optax training step; then the run's roll-ups
 # against independent counts and warm against cold. Prints one line per measurement.
 #   ROUNDS=2 [ARMS="plain irscope"] bash benchmarks/gpu_overhead.sh OUTDIR [gpt2|jax ...]
+# irscope must be installed where python3 imports it (its parsers/ and tui/ install inside the
+# package, so a bare PYTHONPATH to the checkout does not do): build the wheel here with
+# `pip wheel --no-deps -w dist .`, carry it with what the machine lacks (zstandard, rich,
+# pygments, networkx), and `pip install --no-index --no-deps --target /tmp/site dist/*.whl ...`
+# with PYTHONPATH=/tmp/site before running this.
 # Arms, in an order that turns each round: `plain` (python as the user runs it), `trace`
 # (python with TORCH_TRACE set: what PyTorch's own structured trace costs, the floor),
 # `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1), `irscope`, whose line also
