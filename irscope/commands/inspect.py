@@ -278,17 +278,21 @@ def _while_running(session) -> None:
 
 def _preload() -> None:
     """Import what filing and the summary need while the script runs (this process idles),
-    on the cores the script leaves idle."""
-    from irscope.filing.watch import yield_to_the_program
+    on the cores the script leaves idle. Only a head start: an import that fails here fails
+    again, and is reported once, where filing needs it."""
+    try:
+        from irscope.filing.watch import yield_to_the_program
 
-    yield_to_the_program()
-    import zipfile  # noqa: F401  (cached XLA dumps)
+        yield_to_the_program()
+        import zipfile  # noqa: F401  (cached XLA dumps)
 
-    import irscope.filing.folder  # noqa: F401
-    import irscope.ingest  # noqa: F401
-    import irscope.reports.summary  # noqa: F401
-    from irscope.parsers import inductor, registry  # noqa: F401
-    from rich import console, text  # noqa: F401
+        import irscope.filing.folder  # noqa: F401
+        import irscope.ingest  # noqa: F401
+        import irscope.reports.summary  # noqa: F401
+        from irscope.parsers import inductor, registry  # noqa: F401
+        from rich import console, text  # noqa: F401
+    except Exception:  # noqa: BLE001  (a thread's traceback would only repeat it)
+        pass
 
 
 def _report(run, args) -> None:
