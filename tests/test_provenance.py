@@ -426,3 +426,25 @@ def test_without_inductors_provenance_records_the_comments_still_lead_to_the_lin
         assert kernels
         for unit in kernels:
             assert kernel_sources(view, unit.id), unit.name
+
+
+def test_the_source_view_reads_no_file_a_crafted_record_names(tmp_path):
+    """A run's records may name any path: the source view reads Python source, or files in
+    the run's working folder, from this machine, and says why it reads nothing else."""
+    from types import SimpleNamespace
+
+    from irscope.browse.source_view import readable_source
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("password\n")
+    (tmp_path / "work").mkdir()
+    inside = tmp_path / "work" / "notes.txt"
+    inside.write_text("mine\n")
+    view = SimpleNamespace(meta={"cwd": str(tmp_path / "work")})
+    assert not readable_source(view, str(secret))
+    assert not readable_source(view, "/etc/passwd")
+    assert readable_source(view, str(inside))
+    assert readable_source(view, __file__)  # Python source, wherever it is
+    link = tmp_path / "work" / "link.txt"
+    link.symlink_to(secret)
+    assert not readable_source(view, str(link))  # a link out of the folder is not in it

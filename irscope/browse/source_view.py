@@ -32,6 +32,19 @@ def source_files(view: RunView) -> list[str]:
     return sorted(files, key=lambda p: (bool(LIBRARY_PATH_RE.search(p)), p))
 
 
+def readable_source(view: RunView, path: str) -> bool:
+    """Whether the source view may read ``path`` from this machine: a Python source file, or
+    any file inside the working folder the run was made in. The path comes from the run's
+    records, which may be crafted: never /etc/passwd because an IR location names it."""
+    real = os.path.realpath(path)
+    if real.endswith(".py"):
+        return True
+    cwd = view.meta.get("cwd")
+    if not isinstance(cwd, str) or not cwd:
+        return False
+    return os.path.commonpath([real, os.path.realpath(cwd)]) == os.path.realpath(cwd)
+
+
 def source_view(view: RunView, path: str, disk: bool = True) -> SourceView | str:
     """``path`` (as the records name it) with its rows; its text from the run when a unit's
     source stage holds it, else from this machine when ``disk``; a string says why not."""
@@ -44,6 +57,9 @@ def source_view(view: RunView, path: str, disk: bool = True) -> SourceView | str
         lines = tuple(held.get(number, "") for number in range(1, max(held) + 1))
         return SourceView(path, f"{path} (from the run: the kernels it compiled)", lines, rows)
     why = "files are not read here" if not disk else "it is not on this machine"
+    if disk and os.path.isfile(path) and not readable_source(view, path):
+        disk, why = False, ("it is neither Python source nor in the run's working folder "
+                            "(a run's records name the files shown, and may be crafted)")
     if disk and os.path.isfile(path):
         try:
             text = read_artifact(path, "a Python source file")
