@@ -59,10 +59,18 @@ def sorted_histogram(counts: Mapping[str, int] | Iterable[str]) -> dict[str, int
     return dict(sorted(counts.items(), key=lambda item: (-item[1], item[0])))
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def to_jsonable(value: Any) -> Any:
     """Convert frozen dataclasses, tuples, sets and mappings to plain JSON types."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_jsonable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if type(value) in _SCALARS:  # most values of a large result: answered first
+        return value
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    names = _field_names(type(value))
+    if names is not None:
+        return {name: to_jsonable(getattr(value, name)) for name in names}
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -70,6 +78,14 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset)):
         return sorted(to_jsonable(v) for v in value)
     return value
+
+
+@functools.lru_cache(maxsize=None)
+def _field_names(cls: type) -> tuple[str, ...] | None:
+    """A dataclass's field names (a named tuple's too), looked up once per class."""
+    if dataclasses.is_dataclass(cls):
+        return tuple(f.name for f in dataclasses.fields(cls))
+    return None
 
 
 def from_jsonable(hint: Any, value: Any) -> Any:

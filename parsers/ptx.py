@@ -156,6 +156,11 @@ def summarize_ptx(text: str) -> list[tuple[str, int]]:
     return list(by_count(opcode_histogram(text)).items())
 
 
+# Kernels a parse keeps whole: a module of a million (generated) kernels keeps the first ones,
+# its totals and histograms counting all; `irscope ptx` streams every kernel (ModuleReader).
+KERNELS_KEPT = 20_000
+
+
 @gc_paused
 def parse(text: str) -> PtxModule:
     """Parse a PTX module; never raises: damaged input yields diagnostics and what was readable."""
@@ -166,18 +171,28 @@ def parse(text: str) -> PtxModule:
     kernels = []
     gaps = []  # the text outside function bodies, where module variables live
     gap_start = 0
+    histogram: Counter = Counter()
+    counts = Counter()  # what the totals sum over every kernel, kept or not
     for kernel, (brace, end) in reader.functions():
-        kernels.append(kernel)
+        histogram.update(kernel.histogram)
+        counts.update(entries=int(kernel.is_entry), functions=int(not kernel.is_entry),
+                      shared=kernel.shared_bytes, local=kernel.local_bytes,
+                      registers=sum(kernel.registers.values()), blocks=len(kernel.blocks),
+                      loops=len(kernel.loops))
+        if len(kernels) < KERNELS_KEPT:
+            kernels.append(kernel)
         gaps.append((gap_start, brace + 1))
         gap_start = end
     gaps.append((gap_start, len(text)))
+    total = counts["entries"] + counts["functions"]
+    if total > len(kernels):
+        reader.diagnostics.append(Diagnostic(0, f"{total:,} kernels and functions: the first "
+                                                f"{len(kernels):,} are kept whole, the module's "
+                                                f"totals count them all", "info"))
     module_decls = [decl for gap in gaps for decl in module_variables(text, *gap)]
     files = {int(m.group(1)): m.group(2) for m in FILE_RE.finditer(text)}
-    histogram: Counter = Counter()
-    for kernel in kernels:
-        histogram.update(kernel.histogram)
     ops, categories, est = fold(histogram)
-    totals = _totals(kernels, module_decls, histogram, est)
+    totals = _totals(counts, module_decls, histogram, est)
     address = reader.header.get("address_size", "")
     return PtxModule(kind="ptx", histogram=by_count(histogram), totals=totals,
                      diagnostics=tuple(reader.diagnostics), version=reader.header.get("version"),
@@ -376,20 +391,20 @@ def _closing_brace(text: str, brace: int, limit: int) -> int:
     return -1
 
 
-def _totals(kernels, module_decls, histogram, est) -> dict[str, int]:
-    entries = [k for k in kernels if k.is_entry]
+def _totals(counts: Counter, module_decls, histogram, est) -> dict[str, int]:
+    """The module's totals from ``counts``, summed over every kernel and function read."""
     module_shared = sum(d.size_bytes for d in module_decls if d.space == "shared")
     module_const = sum(d.size_bytes for d in module_decls if d.space == "const")
     return {
         "instructions": sum(histogram.values()),
-        "kernels": len(entries),
-        "functions": len(kernels) - len(entries),
-        "shared_bytes": module_shared + sum(k.shared_bytes for k in kernels),
-        "local_bytes": sum(k.local_bytes for k in kernels),
+        "kernels": counts["entries"],
+        "functions": counts["functions"],
+        "shared_bytes": module_shared + counts["shared"],
+        "local_bytes": counts["local"],
         "const_bytes": module_const,
-        "virtual_registers": sum(sum(k.registers.values()) for k in kernels),
-        "blocks": sum(len(k.blocks) for k in kernels),
-        "loops": sum(len(k.loops) for k in kernels),
+        "virtual_registers": counts["registers"],
+        "blocks": counts["blocks"],
+        "loops": counts["loops"],
         **est,
     }
 

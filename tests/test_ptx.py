@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import SAMPLES, corpus_files
 from ptx_helpers import reference_opcodes
@@ -316,3 +318,20 @@ def test_loops_are_those_of_the_dominator_tree(path):
     for kernel in ptx.parse(text).kernels:
         found = {loop.head: (loop.depth, set(loop.blocks)) for loop in kernel.loops}
         assert found == dominator_loops(kernel), kernel.name
+
+
+def test_a_module_of_more_kernels_than_kept_counts_them_all(monkeypatch):
+    """A generated module of very many kernels keeps the first ones whole (bounded memory
+    for report and lint) and its totals and histogram still count every kernel."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_ptx import many_kernels
+
+    text = many_kernels(12)
+    whole = ptx.parse(text)
+    monkeypatch.setattr(ptx, "KERNELS_KEPT", 5)
+    kept = ptx.parse(text)
+    assert len(whole.kernels) == 12 and len(kept.kernels) == 5
+    assert kept.totals == whole.totals and kept.histogram == whole.histogram
+    assert any("12 kernels and functions" in d.message for d in kept.diagnostics)

@@ -188,10 +188,16 @@ def stage_record(kind: str, name: str, parsed: ParseResult | None, digest: str |
         histogram={k: v for k, v in parsed.histogram.items() if _is_number(v)},
         totals={k: v for k, v in parsed.totals.items() if _is_number(v)},
         categories={k: v for k, v in getattr(parsed, "categories", {}).items() if _is_number(v)},
-        kernels=tuple(_kernel_summary(k) for k in getattr(parsed, "kernels", ())),
+        kernels=tuple(_kernel_summary(k) for k in getattr(parsed, "kernels", ())[
+            :MAX_STAGE_KERNELS]),
         diagnostics=len(parsed.diagnostics),
         digest=digest, size=size,
     )
+
+
+# Kernels a stage record lists by name (a module of a million kernels lists the first ones;
+# its totals still count every kernel).
+MAX_STAGE_KERNELS = 10_000
 
 
 def _kernel_summary(kernel: Any) -> dict[str, Any]:

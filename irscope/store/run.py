@@ -39,8 +39,8 @@ from irscope.store.records import (Event, Relation, Stage, Unit, attrs_from_json
 from irscope.store.schema import (BLOBS, CACHE_WAIT_MS, COMPRESSED_FROM_SCHEMA, COUNT_CHANGES,
                                   GENERATION_TRIGGERS, INDEX, INLINE_FROM_SCHEMA, INLINE_MAX,
                                   MAX_BLOB_BYTES, META_MAX_BYTES, READ_WAIT_MS, ROLLUPS_KEPT,
-                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION, WRITE_CACHE_KIB,
-                                  WRITE_WAIT_S)
+                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION,
+                                  STATS_CACHE_MAX_BYTES, WRITE_CACHE_KIB, WRITE_WAIT_S)
 from irscope.store.writer import Writer
 
 if TYPE_CHECKING:
@@ -530,7 +530,7 @@ class Run:
             except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
                 pass  # a damaged or crafted cache entry: parsed again from the stage
         result = registry.parse(stage.kind, self.read_text(stage))
-        if self.read_only:
+        if self.read_only or stage.size > STATS_CACHE_MAX_BYTES:
             return result
         row = (stage.blob, stage.kind, version, json.dumps(to_jsonable(result)))
         if self.db.in_transaction:  # inside a writer's transaction: cached with its writes

@@ -19,6 +19,10 @@ WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to fi
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
 ROLLUPS_KEPT = 4  # roll-ups kept per run (reports of other filters, of another irscope)
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
+# Stages larger than this are parsed again rather than cached: their cached result reads back
+# no faster than the text parses (a 38 MB, 100,000-kernel PTX: 6.7 s either way) and writing
+# it costs seconds and hundreds of MB.
+STATS_CACHE_MAX_BYTES = 8 << 20
 # SQLite's page cache while a transaction writes (KiB): past SQLite's 2 MiB default, a large
 # ingest spills and rewrites its dirty index pages again and again (a 90 MB TORCH_TRACE log:
 # 324,000 page writes instead of 7,000); the default is back once the transaction ends.
