@@ -10,6 +10,7 @@ up to ``max_expanded_bytes()`` of them.
 
 from __future__ import annotations
 
+import itertools
 import lzma
 import os
 import queue
@@ -303,3 +304,26 @@ def _ahead(blocks: Iterator[bytes]) -> Iterator[bytes]:
     finally:
         stop.set()
         thread.join()
+
+
+_TEMPORARY_NAMES = itertools.count()
+
+
+def write_whole(path: Path, text: str) -> None:
+    """``text`` written to ``path`` whole or not at all: into a new file beside it, synced,
+    then renamed over it (a full disk leaves ``path`` as it was and no partial file)."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY_NAMES)}.tmp")
+    try:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc}); nothing was "
+                         f"written") from None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
 from irscope.console import note, rich_console, write_text
-from irscope.errors import InputError
+from irscope.files import write_whole
 
 FORMATS = ("table", "json", "csv", "md", "html")
 DETAILED = ("html",)  # formats that show the run's kernels and problems beside the records
@@ -78,10 +79,7 @@ def emit(text_at_width, renderable_for_terminal, fmt: str, output: str | None) -
     ``text_at_width(width)`` renders the text (a file's table is 120 columns wide)."""
 
     if output:
-        try:
-            Path(output).write_text(text_at_width(120), encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"{output}: cannot write ({exc.strerror})") from None
+        write_whole(Path(output), text_at_width(120))  # whole or not at all
     elif fmt == "table":
         console = rich_console()
         console.print(renderable_for_terminal(console.width))

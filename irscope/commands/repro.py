@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import keyword
-import os
 from pathlib import Path
 
 from irscope.console import note, out
 from irscope.errors import InputError, UsageError
-
-_TEMPORARY_NAMES = itertools.count()
-
+from irscope.files import write_whole
 
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -59,26 +55,6 @@ def run(args) -> int:
     for message in spec.notes:
         note(f"note: {message}")
     return 0
-
-
-def write_whole(path: Path, text: str) -> None:
-    """``text`` written to ``path`` whole or not at all: into a new file beside it, synced,
-    then renamed over it (a full disk leaves ``path`` as it was and no partial file)."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY_NAMES)}.tmp")
-    try:
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise InputError(f"{path}: cannot write ({exc.strerror or exc}); nothing was "
-                         f"written") from None
 
 
 def read_spec(run, unit):
