@@ -252,6 +252,7 @@ def test_parsed_figures_are_cached_by_blob(tmp_path, monkeypatch):
     first, second = run.stages()
     figures = run.parsed(first)
     assert figures.histogram == {"negate": 1, "parameter": 1}
+    run.save_stats()  # (close saves them too; parse results are cached in batches)
 
     def no_parsing(kind, text):
         raise AssertionError("parsed again")

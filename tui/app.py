@@ -169,6 +169,7 @@ class IrscopeApp(App[None]):
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id), time_share(time, unit_id))
+        run.run.save_stats()  # what was parsed for the badges is cached for the next open
         self.post_message(msg.BadgesReady(out, figures, time, tuned))
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
@@ -180,7 +181,9 @@ class IrscopeApp(App[None]):
         run, units = self.store(), list(self.units.values())
         ranked = (rank_problems(read_rank_comparison(run), units)
                   if self.navigator.unit_filter.ranks else [])
-        self.post_message(msg.ChecksReady(ranked, lint_places(read_findings(run), units)))
+        found = lint_places(read_findings(run), units)
+        run.run.save_stats()
+        self.post_message(msg.ChecksReady(ranked, found))
 
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)
     def load_stage(self, stage: Stage, cursor: int | None = None,

@@ -39,7 +39,7 @@ from irscope.store.records import (Event, Relation, Stage, Unit, attrs_from_json
 from irscope.store.schema import (BLOBS, CACHE_WAIT_MS, COMPRESSED_FROM_SCHEMA, COUNT_CHANGES,
                                   GENERATION_TRIGGERS, INDEX, INLINE_FROM_SCHEMA, INLINE_MAX,
                                   MAX_BLOB_BYTES, META_MAX_BYTES, READ_WAIT_MS, ROLLUPS_KEPT,
-                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION,
+                                  RUN_ENTRIES, RUN_JSON, SCHEMA, SCHEMA_VERSION, STATS_BATCH,
                                   STATS_CACHE_MAX_BYTES, WRITE_CACHE_KIB, WRITE_WAIT_S)
 from irscope.store.writer import Writer
 
@@ -62,7 +62,8 @@ class Run:
         self.compressed = schema >= COMPRESSED_FROM_SCHEMA
         self._blob_root = os.path.join(path, BLOBS)
         self._blob_table = True  # until a look-up finds no blob_data table
-        self._stored: set[str] = set()  # digests known to be on disk, to skip a stat each
+        self._stored: set[str] = set()
+        self._unsaved_stats: list[tuple] = []  # parse results not yet cached (save_stats)  # digests known to be on disk, to skip a stat each
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -147,6 +148,7 @@ class Run:
         return cls(path, db, _read_meta(path), version, writable)
 
     def close(self) -> None:
+        self.save_stats()
         self.db.close()
 
     def __enter__(self) -> "Run":
@@ -536,14 +538,30 @@ class Run:
         if self.db.in_transaction:  # inside a writer's transaction: cached with its writes
             self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
             return result
+        self._unsaved_stats.append(row)
+        if len(self._unsaved_stats) >= STATS_BATCH:
+            self.save_stats()
+        return result
+
+    def save_stats(self) -> None:
+        """Cache the parse results made since the last save, in one transaction (600 kernels
+        parsed for the first time cost one commit, not 600); ``close`` saves them too."""
+        rows, self._unsaved_stats = self._unsaved_stats, []
+        if not rows or self.db.in_transaction:
+            return
         try:
             self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
-            self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
-        except sqlite3.OperationalError:
-            pass  # read-only or busy run: the figures are still right, just not cached
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.executemany("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", rows)
+            except BaseException:
+                self.db.rollback()
+                raise
+            self.db.commit()
+        except sqlite3.DatabaseError:
+            pass  # read-only, busy or damaged: the figures are still right, just not cached
         finally:
             self.db.execute(f"PRAGMA busy_timeout = {READ_WAIT_MS}")
-        return result
 
 
 

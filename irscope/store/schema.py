@@ -23,6 +23,7 @@ CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader 
 # no faster than the text parses (a 38 MB, 100,000-kernel PTX: 6.7 s either way) and writing
 # it costs seconds and hundreds of MB.
 STATS_CACHE_MAX_BYTES = 8 << 20
+STATS_BATCH = 256  # parse results cached together, in one transaction
 # SQLite's page cache while a transaction writes (KiB): past SQLite's 2 MiB default, a large
 # ingest spills and rewrites its dirty index pages again and again (a 90 MB TORCH_TRACE log:
 # 324,000 page writes instead of 7,000); the default is back once the transaction ends.
