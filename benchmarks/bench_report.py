@@ -1,6 +1,7 @@
 """`irscope report` over a run of 1,000 real Triton units: target under 2 s (JSON, warm cache);
-then a run of 12,000 units (``report_scale.py``): first JSON report under 10 s, cached under 2 s,
-with ls, ls --json, diff and the TUI's figures beside them, each with its peak RSS.
+then a run of 12,000 units (``report_scale.py``): first JSON report at most 10 s, cached at most
+1 s, first diff at most 10 s, with ls, ls --json and the TUI's figures beside them, each with its
+peak RSS.
 
 Builds the run from ahead-of-time compiles of the four sample kernels (TTIR, TTGIR, LLVM IR,
 PTX and cubin per unit), each unit's texts made unique by a trailing comment so that a cold

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from irscope.parsers.base import ParseResult
@@ -352,21 +353,9 @@ def layout_conversions(unit: LintInput) -> Iterable[Finding]:
     ttgir = unit.stage("ttgir")
     if not ttgir:
         return
-    lines = ttgir.text.splitlines()
-    convert = text_of.op_lines(ttgir.text, ("ttg.convert_layout",))
+    convert, across_warps, in_loop = map(list, _conversions(ttgir.text))
     if not convert:
         return
-    aliases = {m.group(1): m.group(2) for m in re.finditer(r"^(#\w+)\s*=\s*(.*)$", ttgir.text,
-                                                            re.M)}
-    looped = text_of.lines_in_loops(ttgir.text)
-    across_warps = []
-    for n in convert:
-        m = CONVERT_RE.search(lines[n - 1])
-        if m:
-            a, b = _warps(m.group(1).strip(), aliases), _warps(m.group(2).strip(), aliases)
-            if a is None or b is None or a != b:
-                across_warps.append(n)
-    in_loop = [n for n in convert if n in looped]
     if len(convert) < LAYOUT_CONVERSION_LIMIT and not in_loop:
         return
     where = f", {len(in_loop)} of them inside a loop" if in_loop else ""
@@ -388,6 +377,46 @@ def layout_conversions(unit: LintInput) -> Iterable[Finding]:
                    figures, _sources(ttgir, convert))
 
 
+@lru_cache(maxsize=text_of.TEXTS_KEPT)
+def _conversions(text: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """Lines of a TTGIR's ttg.convert_layout, of those between layouts that spread the tensor
+    over warps differently, and of those inside a loop; a text read once for every unit
+    holding it."""
+    convert = text_of.op_lines(text, ("ttg.convert_layout",))
+    if not convert:
+        return (), (), ()
+    lines = text.splitlines()
+    aliases = {m.group(1): m.group(2) for m in re.finditer(r"^(#\w+)\s*=\s*(.*)$", text, re.M)}
+    looped = text_of.lines_in_loops(text)
+    across_warps = []
+    for n in convert:
+        m = CONVERT_RE.search(lines[n - 1])
+        if m:
+            a, b = _warps(m.group(1).strip(), aliases), _warps(m.group(2).strip(), aliases)
+            if a is None or b is None or a != b:
+                across_warps.append(n)
+    return tuple(convert), tuple(across_warps), tuple(n for n in convert if n in looped)
+
+
+@lru_cache(maxsize=text_of.TEXTS_KEPT)
+def _scalar_accesses(ptx: str) -> dict[tuple[str | None, str], tuple[int, ...]]:
+    """(source location, "ld" or "st") -> lines of a PTX's scalar global accesses there."""
+    where = text_of.ptx_locations(ptx)
+    scalar: dict[tuple[str | None, str], list[int]] = {}
+    for n, opcode, vector in text_of.ptx_global_accesses(ptx):
+        if not vector:
+            scalar.setdefault((where.get(n), opcode[:2]), []).append(n)
+    return {key: tuple(lines) for key, lines in scalar.items()}
+
+
+@lru_cache(maxsize=text_of.TEXTS_KEPT)
+def _sized_accesses(ir: str) -> tuple[tuple[text_of.Access, int], ...]:
+    """Each load and store of a TTIR or TTGIR with the elements of the tensor it moves."""
+    lines = ir.splitlines()
+    return tuple((access, _elements(lines[access.line - 1]))
+                 for access in text_of.memory_accesses(ir))
+
+
 def _elements(line: str) -> int:
     m = TENSOR_SHAPE_RE.search(line)
     if not m:
@@ -402,21 +431,16 @@ def unvectorized_access(unit: LintInput) -> Iterable[Finding]:
     ir, ptx, threads = unit.stage("ttir") or unit.stage("ttgir"), unit.stage("ptx"), unit.threads
     if not ir or not ptx or not threads:
         return
-    ir_lines = ir.text.splitlines()
     where = ir.parsed.locations
-    ptx_where = text_of.ptx_locations(ptx.text)
-    scalar: dict[tuple[str | None, str], list[int]] = {}
-    for n, opcode, vector in text_of.ptx_global_accesses(ptx.text):
-        if not vector:
-            scalar.setdefault((ptx_where.get(n), opcode[:2]), []).append(n)
+    scalar = _scalar_accesses(ptx.text)
     flagged_ir: list[int] = []
     flagged_ptx: set[int] = set()
     sources: list[str] = []
-    for access in text_of.memory_accesses(ir.text):
-        per_thread = _elements(ir_lines[access.line - 1]) // threads
+    for access, elements in _sized_accesses(ir.text):
+        per_thread = elements // threads
         source = where.get(access.line)
         kind = "ld" if access.op == "tt.load" else "st"
-        hits = scalar.get((source, kind), []) if source else []
+        hits = scalar.get((source, kind), ()) if source else ()
         if access.contiguous and per_thread >= 2 and len(hits) >= 2:
             flagged_ir.append(access.line)
             flagged_ptx.update(hits)

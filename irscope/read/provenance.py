@@ -18,6 +18,7 @@ import os
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 from irscope.read.view import RunView
@@ -72,6 +73,10 @@ class Edge(NamedTuple):
     via: str
 
 
+# Edge(src, dst, via) without the named tuple's Python-level __new__: a large run adds 100,000s
+_edge = partial(tuple.__new__, Edge)
+
+
 @dataclass(frozen=True)
 class Hit:
     """A device place a source line feeds: a launch (or kernel definition) of an output code
@@ -105,7 +110,7 @@ class ProvenanceGraph:
     _lines: dict[str, dict[int, Node]] = field(default_factory=dict)  # path -> line -> node
 
     def add(self, src: Node, dst: Node, via: str) -> None:
-        edge = Edge(src, dst, via)
+        edge = _edge((src, dst, via))
         self.edges.append(edge)
         self._out[src].append(edge)
         self._in[dst].append(edge)

@@ -45,14 +45,18 @@ def _lines_key(view: RunView, unit: Unit) -> str | None:
 
 
 def _code_key(view: RunView, unit: Unit) -> str | None:
-    stages = view.stages(unit.id)
+    stages = view.derived("provenance_keys.code_stages",
+                          lambda: view.stages_by_unit(CODE_KINDS)).get(unit.id, ())
     for kind in CODE_KINDS:
         stage = next((s for s in stages if s.kind == kind), None)
         if stage is not None:
-            try:
-                return _digest(normalized_code(view.read_text(stage)))
-            except Exception:  # noqa: BLE001  an unreadable stage gives no key
-                return None
+            keys = view.derived("provenance_keys.code_keys", dict)  # blob -> key: copies alike
+            if stage.blob not in keys:
+                try:
+                    keys[stage.blob] = _digest(normalized_code(view.read_text(stage)))
+                except Exception:  # noqa: BLE001  an unreadable stage gives no key
+                    keys[stage.blob] = None
+            return keys[stage.blob]
     return None
 
 

@@ -102,7 +102,9 @@ def kernel_instructions(view: RunView):
 
     def count(unit: Unit) -> int:
         if unit.id not in memo:
-            memo[unit.id] = _instructions(view, view.stages(unit.id))
+            counted = view.derived("kernel_instructions.stages",
+                                   lambda: view.stages_by_unit(COUNTED_KINDS))
+            memo[unit.id] = _instructions(view, counted.get(unit.id, []))
         return memo[unit.id]
     return count
 

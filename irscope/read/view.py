@@ -30,6 +30,7 @@ class RunView:
         self.run = run
         self._units: list[Unit] | None = None
         self._by_id: dict[int, Unit] = {}
+        self._of_framework: dict[str, list[Unit]] = {}  # asked for before all units were
         self._kinds: dict[str, list[Stage]] = {}  # stage kind -> its stages, as loaded
         self._every_kind = False
         self._of_unit: dict[int, list[Stage]] = {}  # one unit's stages, asked for alone
@@ -62,6 +63,12 @@ class RunView:
 
     # -- units -----------------------------------------------------------------------
     def units(self, framework: str | None = None) -> list[Unit]:
+        """The run's units (of ``framework``: read alone while the others are not needed, as
+        a cached report asks for a run's profiler traces and nothing else)."""
+        if framework is not None and self._units is None:
+            if framework not in self._of_framework:
+                self._of_framework[framework] = self.run.units(framework)
+            return list(self._of_framework[framework])
         if self._units is None:
             self._units = self.run.units()
             self._by_id = {u.id: u for u in self._units}

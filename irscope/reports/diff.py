@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from irscope.reports.records import Report, UnitRecord
+from irscope.reports.records import Report, StageRecord, UnitRecord
 
 SCHEMA = "irscope.diff/1"
 
@@ -82,7 +82,13 @@ class Figures:
 
     def __init__(self, figures: Mapping[str, float]):
         self.figures = figures
-        self.stage_kinds = {name.split(".", 1)[0] for name in figures if "." in name}
+        self._stage_kinds: set[str] | None = None
+
+    @property
+    def stage_kinds(self) -> set[str]:
+        if self._stage_kinds is None:
+            self._stage_kinds = {name.split(".", 1)[0] for name in self.figures if "." in name}
+        return self._stage_kinds
 
     def get(self, name: str) -> float | None:
         value = self.figures.get(name)
@@ -95,7 +101,10 @@ class Figures:
 def figure_changes(a: Mapping[str, float], b: Mapping[str, float]) -> tuple[FigureDelta, ...]:
     """Figures that differ (or exist on one side only), headline figures first, then by name."""
     left, right = Figures(a), Figures(b)
-    names = sorted(set(a) | set(b), key=lambda n: ("." in n, n))
+    # a figure both sides hold with one value is no change: most of them, set aside first
+    names = [n for n in a.keys() | b.keys()
+             if not (n in a and n in b and a[n] is not None and a[n] == b[n])]
+    names.sort(key=lambda n: ("." in n, n))
     deltas = (FigureDelta(n, left.get(n), right.get(n)) for n in names)
     return tuple(d for d in deltas if d.a != d.b)
 
@@ -169,16 +178,27 @@ def diff_reports(a: Report, b: Report) -> Diff:
     pairs = match_units(a.units, b.units)
     matched_a = {id(x): (x, y, how) for x, y, how in pairs}
     matched_b = {id(y) for _, y, _ in pairs}
+    made: dict[tuple[int, str], dict[str, float]] = {}  # a stage record's figures, once
+
+    def stage_figures(stage: StageRecord, prefix: str) -> dict[str, float]:
+        key = (id(stage), prefix)
+        if key not in made:
+            made[key] = stage.figures(prefix)
+        return made[key]
+
+    def figures(unit: UnitRecord) -> dict[str, float]:
+        return unit.figures(stage_figures)
+
     units: list[UnitDiff] = []
     for unit in a.units:
         if id(unit) in matched_a:
             x, y, how = matched_a[id(unit)]
-            units.append(UnitDiff("matched", x, y, how, figure_changes(x.figures(), y.figures()),
+            units.append(UnitDiff("matched", x, y, how, figure_changes(figures(x), figures(y)),
                                   *stage_changes(x, y)))
         else:
             units.append(UnitDiff("removed", unit, None))
     units.extend(UnitDiff("added", None, u) for u in b.units if id(u) not in matched_b)
-    return Diff(a, b, tuple(units), figure_changes(a.figures(), b.figures()))
+    return Diff(a, b, tuple(units), figure_changes(a.figures(figures), b.figures(figures)))
 
 
 def _number(value: float | None) -> float | str | None:

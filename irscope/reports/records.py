@@ -6,7 +6,7 @@ import dataclasses
 import fnmatch
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -44,11 +44,17 @@ class StageRecord:
         prefix = prefix or self.kind
         out = {f"{prefix}.{k}": v for k, v in self.totals.items()}
         if "spill_stores" in self.totals or "spill_loads" in self.totals:
-            out[f"{prefix}.spills"] = (self.totals.get("spill_stores", 0)
-                                       + self.totals.get("spill_loads", 0))
+            out[f"{prefix}.spills"] = self.total("spills")
         out.update((f"{prefix}.op.{op}", n) for op, n in self.histogram.items())
         out.update((f"{prefix}.category.{c}", n) for c, n in self.categories.items())
         return out
+
+    def total(self, key: str) -> float | None:
+        """The figure ``figures()`` names ``<prefix>.<key>``, for a key without a dot: a total,
+        or ``spills`` (spill stores plus loads) where the stage counts either."""
+        if key == "spills" and ("spill_stores" in self.totals or "spill_loads" in self.totals):
+            return self.totals.get("spill_stores", 0) + self.totals.get("spill_loads", 0)
+        return self.totals.get(key)
 
 
 @dataclass(frozen=True)
@@ -81,15 +87,18 @@ class UnitRecord:
             return None
         return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
 
-    def figures(self) -> dict[str, float]:
+    def figures(self, stage_figures: Callable[[StageRecord, str], Mapping[str, float]]
+                | None = None) -> dict[str, float]:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
         kind (``ptx.instructions``) or, where the unit has several stages of that kind (graph
-        snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``)."""
+        snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``).
+        ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a stage
+        record many units share)."""
         out: dict[str, float] = {**self.headline, **self.lint, **self.pass_figures}
         per_kind = Counter(stage.kind for stage in self.stages)
         for stage in self.stages:
             prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
-            out.update(stage.figures(prefix))
+            out.update(stage_figures(stage, prefix) if stage_figures else stage.figures(prefix))
         if per_kind["ptx"] and "spills" in self.headline:
             out.setdefault("ptx.spills", self.headline["spills"])  # what ptxas made of it
         return out
@@ -145,10 +154,13 @@ class Report:
     # the source lines that produce kernels, the most kernels and instructions first
     source_lines: tuple[SourceLineRecord, ...] = ()
 
-    def figures(self) -> dict[str, float]:
+    def figures(self, unit_figures: Callable[[UnitRecord], Mapping[str, float]] | None = None
+                ) -> dict[str, float]:
         """Run-level figures: the totals plus every figure of the units that run, combined
-        as docs/figures.md says (irscope.analysis.figures.roll_up)."""
-        out = dict(roll_up((u.name, u.figures(), u.launches) for u in self.units
+        as docs/figures.md says (irscope.analysis.figures.roll_up); ``unit_figures``: a
+        unit's figures where the caller holds them already."""
+        of = unit_figures or UnitRecord.figures
+        out = dict(roll_up((u.name, of(u), u.launches) for u in self.units
                            if not u.candidate).values)
         out.update(self.totals)
         return out
@@ -228,9 +240,8 @@ def unit_headline(stages: Iterable[StageRecord], figures: UnitFigures) -> dict[s
     most-lowered stage reports (fusions, layout conversions; registers of a loose file)."""
     out: dict[str, float] = {}
     for stage in sorted(stages, key=lambda s: registry.get(s.kind).order):
-        figures_of_stage = stage.figures()
         for key in HEADLINE_KEYS:
-            value = figures_of_stage.get(f"{stage.kind}.{key}")
+            value = stage.total(key)
             if value is not None and key not in ROLLUP_KEYS:
                 out[key] = value
             elif key == "registers" and value is not None and not figures.kernels:
