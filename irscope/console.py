@@ -17,6 +17,8 @@ from typing import Any, Iterator
 
 from irscope.escaping import printable, unsafe
 
+LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
+
 
 def color_enabled(stream=None) -> bool:
     """Colour only on a terminal and never when NO_COLOR is set (https://no-color.org)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from pathlib import Path
-from irscope.console import note, out, print_json, progress, warn
+from irscope.console import LATE_BAR_S, note, out, print_json, progress, warn
 
 
 def add_parser(subparsers) -> None:
@@ -101,7 +101,7 @@ def _ingest(args, path, made_here: bool) -> int:
                 else []
             run_.update_meta({"ingests": [*earlier, this]})
             paths, dumps = _pass_dumps(args.paths) if args.passes else (args.paths, [])
-            with progress("ingesting") as bar:
+            with progress("ingesting", delay=LATE_BAR_S) as bar:
                 report = ingest(run_, paths, progress=bar, passes=args.passes)
             _file_pass_dumps(run_, dumps, report)
             this.update(ended=environment.now(), exit_status=0 if report.ingested else 1,

@@ -15,12 +15,11 @@ import sys
 import threading
 import time
 from pathlib import Path
-from irscope.console import error, print_json, progress, warn
+from irscope.console import LATE_BAR_S, error, print_json, progress, warn
 from irscope.errors import InputError, IrscopeError, UsageError, environment_error
 
 EXIT_SIGNAL_BASE = 128
 PACKAGE = Path(__file__).resolve().parents[1]  # the irscope package folder
-LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
 
 
 def add_parser(subparsers) -> None:

@@ -148,12 +148,13 @@ class StagingWatch:
             if job.future.cancel():
                 job.future = self._pool.submit(job.function, *job.args)
         self._poll(final=True)
-        if progress is not None and self._work:
-            progress.total(len(self._work))
+        kernels = [job for job in self._work if job.function is _analyse]
+        if progress is not None and kernels:  # filing counts the rest (dumps' files, logs)
+            progress.total(len(kernels))
         for job in self._work:  # in the order the work was found
             job.future.exception()  # waits; each job's own result says what went wrong
-            if progress is not None:
-                progress.advance(1, description="kernels and dumps")
+            if progress is not None and job.function is _analyse:
+                progress.advance(1, description="kernels")
         background.shutdown()
         self._pool.shutdown()
         return {root: folder.prepared(self._stored) for root, folder in self._folders.items()}

@@ -117,13 +117,16 @@ def ingest(run: Run, paths, progress=None, dumps=(), workers: int | None = None,
 
 def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers, analyses,
           keep, rank, passes) -> None:
-    """The ordered pass: file what the plan found, in one transaction."""
+    """The ordered pass: file what the plan found, in one transaction. A Triton entry whose
+    analysis the caller made was counted by the caller's progress (a StagingWatch counts each
+    kernel it analyses): it is shown here, not counted again."""
+    counted_before = {e.name for e in plan.triton_entries if e.name in (analyses or {})}
     if progress is not None:
-        progress.total(plan.count + len(dumps))
+        progress.total(plan.count + len(dumps) - len(counted_before))
 
-    def step(label: str) -> None:
+    def step(label: str, counted: bool = True) -> None:
         if progress is not None:
-            progress.advance(1, description=label[-40:])
+            progress.advance(1 if counted else 0, description=label[-40:])
 
     shown = plan.opened.shown
     # Graphs first (the trace names them), then what repeats them joins their units; C++
@@ -147,7 +150,7 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
             step(log.name)
         for entry, analysis in _analysed(plan.triton_entries, analyses or {}, workers):
             report.artifacts += triton_cache.ingest_entry(writer, entry, report, analysis, rank)
-            step(entry.name)
+            step(_kernel_label(entry), counted=entry.name not in counted_before)
         for folder in plan.debug_folders:
             report.artifacts += torch_compile_debug.ingest_folder(writer, folder, report)
             step(folder.name)
@@ -204,6 +207,16 @@ def _touched_ranks(writer) -> set[int] | None:
             return None
         ranks.add(rank)
     return ranks
+
+
+def _kernel_label(entry: Path) -> str:
+    """What the progress bar calls a Triton entry: its kernel's name (its PTX or TTIR file's
+    stem), else the folder's (a hash)."""
+    try:
+        found = next((p.stem for p in entry.iterdir() if p.suffix in (".ptx", ".ttir")), None)
+    except OSError:
+        found = None
+    return found or entry.name
 
 
 def _analysed(entries: list[Path], analyses: dict[str, Any], workers: int | None):
