@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, is_dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from .kernels import KernelRecord
@@ -248,6 +249,7 @@ MEAN = "mean"
 COUNTS = frozenset({"lint", "passes", "op", "category"})  # name parts of figures that count
 
 
+@lru_cache(maxsize=1 << 16)  # asked once per figure of every unit: 10,000s of names
 def combining(figure: str) -> str:
     """How a run combines ``figure`` over its units: "largest", "lowest" or "sum"."""
     parts = figure.split(".")

@@ -43,10 +43,14 @@ def kernel_name(unit: Unit) -> str:
 def autotune_lost(run: RunView) -> frozenset[int]:
     """The Triton units that are configurations autotuning tried and did not choose
     (``irscope.analysis.figures.lost_candidates``)."""
+    units = run.units("triton")
+    keys = [(kernel_name(u), u.source_file, u.attrs.get("rank")) for u in units]
+    tried = {key for key, compiles in Counter(keys).items() if compiles > 1}
+    # a kernel compiled once is no candidate: its records are not read
     return lost_candidates(
-        (u.id, (kernel_name(u), u.source_file, u.attrs.get("rank")),
-         bool(u.attrs.get("autotune_best")), unit_kernels(u.attrs))
-        for u in run.units("triton"))
+        (u.id, key, bool(u.attrs.get("autotune_best")),
+         unit_kernels(u.attrs) if key in tried else ())
+        for u, key in zip(units, keys))
 
 
 def kernel_launches(run: RunView) -> dict[int, int]:

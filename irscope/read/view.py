@@ -77,7 +77,8 @@ class RunView:
         return [u for u in self._units if u.framework == framework]
 
     def unit_by_id(self, unit_id: int) -> Unit:
-        self.units()
+        if self._units is None:
+            self.units()
         if unit_id not in self._by_id:
             raise RunError(f"{self.path}: no unit {unit_id}")
         return self._by_id[unit_id]
