@@ -150,13 +150,14 @@ async def test_rank_filter_and_rank_divergences_in_the_problems_view(ranked_run)
         assert app.navigator.rank == 1  # both rank 1's units, named "… (rank 1)"
         await pilot.press("r")
         await until(pilot, lambda: app.navigator.rank is None and len(names(tree)) == 5)
+        await until(pilot, lambda: app.checked)
         await pilot.press("e")
         assert isinstance(app.screen, ProblemsScreen)
         kinds = [row.kind for row in app.screen.rows]
-        index = kinds.index("rank_divergence")
+        index = kinds.index("rank divergence")
         row = app.screen.rows[index]
-        assert row.unit == "matmul_kernel" and "presence differs" in row.text
-        assert "missing: rank 1" in row.text
+        assert row.unit == "matmul_kernel" and "presence differs" in row.title
+        assert "missing: rank 1" in row.title
         await pilot.press(*["down"] * index, "enter")
         matmul = next(u.id for u in app.units.values() if u.name == "matmul_kernel")
         await until(pilot, lambda: app.shown.unit_id == matmul)
@@ -200,8 +201,8 @@ async def test_lint_findings_badge_units_and_jump_to_their_evidence(tmp_path):
                    for n in app.viewer.marks), "every evidence line is a scalar access"
         await pilot.press("e")
         rows = app.screen.rows
-        assert {r.unit for r in rows if r.kind == "lint warning"} == {"softmax_kernel",
-                                                                      "matmul_kernel"}
+        assert {r.unit for r in rows if r.kind.startswith("lint ")} == {"softmax_kernel",
+                                                                         "matmul_kernel"}
         index = next(i for i, r in enumerate(rows) if r.unit == "matmul_kernel")
         await pilot.press(*["down"] * index, "enter")
         await until(pilot, lambda: app.shown.kind == "sass")

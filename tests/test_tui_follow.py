@@ -9,7 +9,8 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tui_helpers import build_run, copy_sample, synchronous, until  # noqa: E402
+from tui_helpers import (build_run, copy_sample, synchronous, until,  # noqa: E402
+                         writable_sample)
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -263,30 +264,53 @@ def test_open_takes_a_run_to_compare_with(triton_run, cli):
 
 
 @synchronous
-async def test_problems_view_lists_breaks_recompiles_and_slowest_and_jumps(torch_run):
-    """The committed run is read-only and broke no graph: one break and one recompile are
-    added to what the app read; the slowest compiles are the sample's own."""
-    from irscope.store import Event
+async def test_problems_view_opens_a_recompile_at_its_reason(tmp_path):
+    """A recompile filed as a trace files one (its event and its `recompile_reasons`
+    record): enter on its row opens the record at the failed guard."""
     from irscope.tui.screens import ProblemsScreen
 
-    app = IrscopeApp(torch_run)
+    path = writable_sample("torch_cuda", tmp_path / "torch_cuda")
+    reason = "tensor 'x' size mismatch at index 0. expected 32, actual 64"
+    with Run.open(path) as run, run.transaction() as writer:
+        graph = run.unit("[1/0] activation_chain")
+        writer.add_event("recompile", {"reason": reason}, graph.id)
+        writer.add_stage(graph.id, "text", json.dumps({"reasons": [reason]}, indent=1),
+                         name="recompile_reasons")
+    app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.shown is not None and app.events)
-        graph = next(u for u in app.units.values() if u.name == "[1/0] activation_chain")
-        app.events = [Event(900, graph.id, "graph_break", {"reason": "call_function print"}),
-                      Event(901, graph.id, "recompile", {
-                          "reason": "tensor 'x' size mismatch at index 0. expected 32, "
-                                    "actual 64"}), *app.events]
+        await until(pilot, lambda: app.shown is not None and app.checked)
         await pilot.press("e")
         assert isinstance(app.screen, ProblemsScreen)
-        kinds = [row.kind for row in app.screen.rows]
-        assert kinds[:2] == ["graph_break", "recompile"] and "slow_compile" in kinds
-        assert "expected 32, actual 64" in app.screen.rows[1].text
-        slow = [row for row in app.screen.rows if row.kind == "slow_compile"]
-        assert slow[0].unit == "[0/0] mlp"  # the slowest frame of the sample
-        await pilot.press("down", "enter")  # the recompile: open its graph
-        await until(pilot, lambda: app.shown.unit_id == graph.id)
+        index = next(i for i, row in enumerate(app.screen.rows) if row.kind == "recompile")
+        assert app.screen.rows[index].title == reason
+        await pilot.press(*["down"] * index, "enter")
+        await until(pilot, lambda: app.shown.name == "recompile_reasons")
+        assert "expected 32, actual 64" in app.viewer.current_line
         assert not isinstance(app.screen, ProblemsScreen)
+
+
+@synchronous
+async def test_problems_view_opens_a_graph_break_at_its_reason_and_shows_its_hint(tmp_path):
+    """GPT-2's one graph break, met in three frames, is one row; its explanation and hint
+    are shown whole; enter opens the reason record at the reason, not the unit's first
+    stage (the compile holds no IR: it broke before any graph)."""
+    from irscope.tui.screens import ProblemsScreen
+
+    app = IrscopeApp(copy_sample("gpt2_provenance", tmp_path / "gpt2"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(pilot, lambda: app.shown is not None and app.checked)
+        await pilot.press("e")
+        assert isinstance(app.screen, ProblemsScreen)
+        rows = app.screen.rows
+        assert [r.kind for r in rows].count("graph break") == 1
+        assert not any(r.kind == "lint graph_break" for r in rows)
+        detail = str(app.screen.query_one("#problem-detail").render())
+        assert "ignore_logging_functions" in detail and "[2/0] loss_function" in detail
+        await pilot.press("enter")
+        await until(pilot, lambda: app.shown is not None
+                    and app.shown.name == "dynamo_graph_break_reason")
+        assert app.viewer.current_line.startswith("Graph Break Reason:")
+        assert app.units[app.shown.unit_id].name == "[0/0] wrapper"
 
 
 @synchronous

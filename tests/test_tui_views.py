@@ -217,7 +217,7 @@ def test_neighbour_stage_skips_binaries():
 
 def test_core_views_do_not_import_textual():
     code = ("import sys, irscope.browse.tree, irscope.browse.locations, irscope.browse.launches, "
-            "irscope.browse.kernel_card, irscope.browse.line_diff, irscope.browse.problems, irscope.analysis.histograms; "
+            "irscope.browse.kernel_card, irscope.browse.line_diff, irscope.read.problems, irscope.analysis.histograms; "
             "print('textual' in sys.modules, 'rich' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
@@ -265,7 +265,7 @@ def test_output_code_kernels_and_the_kernel_under_the_cursor():
 
 def test_sass_opens_at_its_first_instruction_and_metadata_is_readable():
     from irscope.browse.locations import first_code_line
-    from irscope.browse.tree import readable_text
+    from irscope.read.stage_text import readable_text
 
     lines = _sample_text("triton_kernels", "softmax_kernel", "sass").splitlines()
     first = first_code_line("sass", lines)

@@ -115,3 +115,15 @@ def copy_sample(name: str, dest: Path) -> Path:
 
     shutil.copytree(GPU_SAMPLES / name, dest)
     return dest
+
+
+def writable_sample(name: str, dest: Path) -> Path:
+    """A copy of a committed GPU sample run that a test may add records to (the committed
+    ones say ``read_only`` in their run.json)."""
+    import json
+
+    copy_sample(name, dest)
+    meta = json.loads((dest / "run.json").read_text())
+    meta.pop("read_only", None)
+    (dest / "run.json").write_text(json.dumps(meta))
+    return dest

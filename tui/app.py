@@ -26,8 +26,7 @@ from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
-from irscope.tui.checks import (Place, lint_badges, lint_places, lint_problems, rank_problems,
-                                stage_of)
+from irscope.tui.checks import Place, lint_badges, lint_places, problem_place, stage_of
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PickerScreen,
                                  ProblemsScreen, SourceViewScreen,
@@ -40,8 +39,8 @@ from irscope.browse.kernel_card import figure_deltas, kernel_card, time_rows
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
-from irscope.browse.problems import problems
-from irscope.browse.tree import badges, navigator_groups, readable_text, stage_title
+from irscope.browse.tree import badges, navigator_groups, stage_title
+from irscope.read.stage_text import readable_text
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
 SIDE_BY_SIDE = 4  # stages the side-by-side view shows at most
@@ -104,9 +103,10 @@ class IrscopeApp(App[None]):
         self.badges: dict[int, Any] = {}  # headline figures per unit, likewise
         self.launches: list = []  # the run's "launches" relations
         self.events: list = []
-        self.rank_rows: list = []  # (Problem, Place) per divergence between ranks
+        self.problems: tuple = ()  # the run's problems (irscope.read.problems), each once
         self.findings: list = []  # (Finding, Place) per lint finding, worst first
-        self.checked = False  # whether the divergences and findings are in
+        self.checked = False  # whether the problems and findings are in
+        self._problems_asked = False  # e pressed before they were in: shown when they are
 
     def compose(self) -> ComposeResult:
         yield Header(icon="◆")
@@ -174,16 +174,15 @@ class IrscopeApp(App[None]):
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
-        """The ranks' divergences and lint's findings, read once the badges are in."""
+        """The run's problems and lint's findings, read once the badges are in."""
         from irscope.read.lint import read_findings
-        from irscope.read.ranks import read_rank_comparison
+        from irscope.read.problems import run_problems
 
         run, units = self.store(), list(self.units.values())
-        ranked = (rank_problems(read_rank_comparison(run), units)
-                  if self.navigator.unit_filter.ranks else [])
-        found = lint_places(read_findings(run), units)
-        run.run.save_stats()
-        self.post_message(msg.ChecksReady(ranked, found))
+        findings = read_findings(run)
+        problems = run_problems(run, findings=findings)
+        run.run.save_stats()  # what was parsed for the checks is cached for the next open
+        self.post_message(msg.ChecksReady(problems, lint_places(findings, units)))
 
     @work(thread=True, exclusive=True, group="stage", exit_on_error=False)
     def load_stage(self, stage: Stage, cursor: int | None = None,
@@ -374,10 +373,8 @@ class IrscopeApp(App[None]):
         self.launches = message.launches
         self.events = message.events
         self.navigator.set_groups(message.groups)
-        problems = [e for e in message.events if e.kind in ("graph_break", "compile_failure")]
         stage_count = sum(len(s) for s in self.stages_by_unit.values())
-        self.sub_title = (f"{self.run_path.name} · {len(self.units)} units · {stage_count} stages"
-                          + (f" · {len(problems)} breaks/failures" if problems else ""))
+        self.sub_title = f"{self.run_path.name} · {len(self.units)} units · {stage_count} stages"
         first = self.navigator.first_stage()
         if first is None:
             self.viewer.show_message("This run has no stages.")
@@ -404,10 +401,14 @@ class IrscopeApp(App[None]):
 
     @on(msg.ChecksReady)
     def _checks(self, message: msg.ChecksReady) -> None:
-        self.rank_rows, self.findings = message.ranks, message.findings
+        self.problems, self.findings = message.problems, message.findings
         self.checked = True
+        if self.problems:
+            self.sub_title += f" · {len(self.problems)} problems (e)"
         self.navigator.stage_tree.set_lint(lint_badges(message.findings))
         self._show_findings()
+        if self._problems_asked and len(self.screen_stack) == 1:
+            self.action_problems()
         settle_heap()
 
     def _show_findings(self) -> None:
@@ -420,11 +421,12 @@ class IrscopeApp(App[None]):
         self.jump(message.place)
 
     def jump(self, place: Place) -> None:
-        """Open the stage and line a problem or finding names, else its unit's first IR."""
+        """Open the stage and line a problem or finding names, else its unit's first IR (or
+        first stage: a compile that broke before any graph holds only its records)."""
         stage = stage_of(place, self.stages_by_unit)
+        held = self.stages_by_unit.get(place.unit_id, ())
         if stage is None:
-            stage = next((s for s in self.stages_by_unit.get(place.unit_id, ()) if is_ir(s)),
-                         None)
+            stage = next((s for s in held if is_ir(s)), held[0] if held else None)
         if stage is None:
             if place.unit_id is not None:
                 self.notify("that unit has no stage to open", severity="warning")
@@ -650,15 +652,19 @@ class IrscopeApp(App[None]):
         return self.current, self.viewer.cursor, tuple(sorted(self.viewer.marks))
 
     def action_problems(self) -> None:
-        """Compile problems, the ranks' divergences and lint's findings; enter jumps."""
-        rows = [(p, Place(p.unit_id)) for p in problems(self.events, self.units)]
-        rows += self.rank_rows + lint_problems(self.findings)
+        """The run's problems, each once; enter opens its evidence."""
+        if not self.checked:
+            self._problems_asked = True
+            self.notify("reading the run's problems…", timeout=3)
+            return
+        self._problems_asked = False
+        rows = self.problems
 
         def chosen(index: int | None) -> None:
             if index is not None:
-                self.jump(rows[index][1])
+                self.jump(problem_place(rows[index]))
 
-        self.push_screen(ProblemsScreen([p for p, _ in rows]), chosen)
+        self.push_screen(ProblemsScreen(rows), chosen)
 
     def action_passes(self) -> None:
         from irscope.tui.passes_screen import PassesScreen

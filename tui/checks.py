@@ -1,5 +1,5 @@
-"""What the TUI lists beside a run's compile problems: the ranks' divergences and lint's
-findings, each with the place it jumps to (a unit, and for a finding its evidence line).
+"""Where the TUI's problems and lint's findings lead: a unit, and within it a stage and the
+evidence lines.
 
 Plain values only (no textual): the problems view, the analysis panel and the navigator's
 badges render these.
@@ -11,8 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from irscope.analysis.lint import Finding
-from irscope.analysis.ranks import RUN_UNIT, RankComparison, ranked_name
-from irscope.browse.problems import Problem
+from irscope.read.problems import Problem
 from irscope.store import Stage, Unit
 
 SEVERITY_ORDER = ("error", "warning", "info")
@@ -37,26 +36,6 @@ def unit_ids_by_name(units: Iterable[Unit]) -> dict[str, int]:
     return found
 
 
-def rank_problems(comparison: RankComparison, units: Iterable[Unit]
-                  ) -> list[tuple[Problem, Place]]:
-    """One row per divergence between ranks, leading to the unit on the first rank that
-    differs (for a unit some rank lacks: a rank that has it)."""
-    units = list(units)
-    ids = unit_ids_by_name(units)
-    rows = []
-    for divergence in comparison.divergences:
-        unit_id = None
-        if divergence.unit != RUN_UNIT:
-            ranks = divergence.ranks + tuple(r for _, rs in divergence.groups for r in rs)
-            unit_id = next((ids[name] for r in ranks
-                            if (name := ranked_name(divergence.unit, r)) in ids), None)
-        shown = divergence.unit if unit_id is None else next(
-            u.name for u in units if u.id == unit_id)
-        text = f"{divergence.aspect} differs: {divergence.describe()}"
-        rows.append((Problem("rank_divergence", unit_id, shown, text), Place(unit_id)))
-    return rows
-
-
 def lint_places(findings: Iterable[Finding], units: Iterable[Unit]
                 ) -> list[tuple[Finding, Place]]:
     """Each finding with its evidence: its unit, its stage and its first line, worst first."""
@@ -66,12 +45,10 @@ def lint_places(findings: Iterable[Finding], units: Iterable[Unit]
             for f in ranked]
 
 
-def lint_problems(places: Sequence[tuple[Finding, Place]]) -> list[tuple[Problem, Place]]:
-    """The findings as rows of the problems view."""
-    return [(Problem(f"lint {f.severity}", place.unit_id, f.unit, f"{f.rule}: {f.message}"
-                     + (f" ({f.figures['gpu_time_share']:.1%} of GPU time)"
-                        if "gpu_time_share" in f.figures else "")), place)
-            for f, place in places]
+def problem_place(problem: Problem) -> Place:
+    """Where a problem opens: its unit, stage and evidence lines (0-based)."""
+    lines = problem.lines or ((problem.line,) if problem.line else ())
+    return Place(problem.unit_id, problem.stage, tuple(n - 1 for n in lines if n > 0))
 
 
 def severity_rank(severity: str) -> int:

@@ -114,9 +114,9 @@ class Problem(Message):
 
 @dataclass
 class ChecksReady(Message):
-    """The ranks' divergences as problems and lint's findings, each with its place."""
+    """The run's problems (irscope.read.problems) and lint's findings with their places."""
 
-    ranks: list[tuple[Any, Any]]
+    problems: tuple[Any, ...]
     findings: list[tuple[Any, Any]]
 
 

@@ -193,7 +193,9 @@ class Navigator(Vertical):
         self.hidden: dict[str, int] = {}  # units hidden by default, per framework
         self.filter = Input(placeholder="filter units…", id="filter")
         self.stage_tree = StageTree()
-        self._quiet: set[int] = set()  # stages selected by the app: their highlight is no choice
+        # the stage the app moves the cursor to, and whether it opened it already: the tree's
+        # highlights on the way (a unit expanded above the cursor shifts its line) are no choice
+        self._target: tuple[int, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield self.filter
@@ -229,9 +231,22 @@ class Navigator(Vertical):
         it already (at a line, with marks) and the late highlight must not reopen it plain."""
         node = self.stage_tree.node_for_stage(stage)
         if node is not None:  # the node has a line only once the tree has re-rendered
-            if quiet and self.stage_tree.cursor_node is not node:
-                self._quiet.add(stage.id)
-            self.stage_tree.call_after_refresh(self.stage_tree.move_cursor, node, animate=False)
+            self._target = (stage.id, quiet)
+            self.stage_tree.call_after_refresh(self._move_to, node)
+
+    def _move_to(self, node) -> None:
+        """Put the cursor on ``node``, the target of ``select_stage``; on it already, no
+        highlight will come: the target is reached now."""
+        tree = self.stage_tree
+        if tree.cursor_node is node:
+            self._reached(node.data)
+        else:
+            tree.move_cursor(node, animate=False)
+
+    def _reached(self, stage: Stage) -> None:
+        target, self._target = self._target, None
+        if target is not None and not target[1]:
+            self.post_message(self.StageChosen(stage))
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:
@@ -246,6 +261,7 @@ class Navigator(Vertical):
         self.applied = self.filter.value
         groups = self.unit_filter.apply(self.applied, self.rank)
         if refill or [row.unit.id for g in groups for row in g.rows] != self.stage_tree.shown_units:
+            self._target = None  # its node is gone
             self.stage_tree.fill(groups, self.hidden)
 
     def cycle_rank(self) -> int | None:
@@ -286,8 +302,10 @@ class Navigator(Vertical):
 
     @on(Tree.NodeHighlighted)
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:
-        if isinstance(event.node.data, Stage) and event.node.data.id in self._quiet:
-            self._quiet.discard(event.node.data.id)
-            return
-        if isinstance(event.node.data, Stage):
-            self.post_message(self.StageChosen(event.node.data))
+        data = event.node.data
+        if self._target is not None:
+            if isinstance(data, Stage) and data.id == self._target[0]:
+                self._reached(data)
+            return  # on the way to the target
+        if isinstance(data, Stage):
+            self.post_message(self.StageChosen(data))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -21,7 +22,7 @@ from irscope.tui.bindings import ACTIONS, key_label
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram, histogram_diff
 from irscope.browse.line_diff import DiffLine, aligned_diff
-from irscope.browse.problems import Problem
+from irscope.read.problems import Problem
 from irscope.browse.tree import stage_title
 
 if TYPE_CHECKING:
@@ -220,33 +221,70 @@ def stage_label(stage: Stage, unit_name: str) -> str:
 
 
 class ProblemsScreen(ModalScreen[int | None]):
-    """Compile failures, graph breaks, recompilations, the slowest compiles, the ranks'
-    divergences and lint's findings; enter jumps there (dismisses with the row's index)."""
+    """The run's problems (irscope.read.problems), each once: the highlighted one's
+    explanation and hints shown whole below the list; enter opens its evidence (dismisses
+    with the row's index)."""
 
     BINDINGS = CLOSE
+    SEVERITY_STYLES = {"error": "bold red", "warning": "bold yellow", "info": "cyan"}
 
-    def __init__(self, rows: list[Problem]) -> None:
+    def __init__(self, rows: Sequence[Problem]) -> None:
         super().__init__()
-        self.rows = rows
+        self.rows = list(rows)
 
     def compose(self) -> ComposeResult:
-        with Vertical(id="help-box"):
-            yield Static(f"Problems ({len(self.rows)})  enter opens the unit, escape closes",
+        with Vertical(id="problems-box"):
+            yield Static(f"Problems ({len(self.rows)})  enter opens its evidence, escape closes",
                          classes="box-title")
-            options = OptionList(id="problems", *[
-                Option(Text.assemble((f"{row.kind:<16}", "bold"), f"{row.unit}  ",
-                                     (row.text, "dim")), id=str(i))
+            if not self.rows:
+                yield Static("No compile failures, graph breaks, recompilations or findings "
+                             "in this run.")
+                return
+            yield OptionList(id="problems", *[
+                Option(Text.assemble((f"{row.kind:<18}", self.SEVERITY_STYLES.get(
+                    row.severity, "bold")), (f"{row.scope()}  ", "bold"), (row.title, "dim"),
+                    no_wrap=True, overflow="ellipsis"), id=str(i))
                 for i, row in enumerate(self.rows)])
-            yield options if self.rows else Static("No graph breaks, recompilations, "
-                                                   "failures or findings in this run.")
+            yield Static(id="problem-detail")
 
     def on_mount(self) -> None:
         if self.rows:
-            self.query_one("#problems").focus()
+            found = self.query_one("#problems", OptionList)
+            found.highlighted = 0
+            found.focus()
+            self._show(0)
+
+    @on(OptionList.OptionHighlighted, "#problems")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self._show(int(event.option.id or 0))
+
+    def _show(self, index: int) -> None:
+        self.query_one("#problem-detail", Static).update(problem_detail(self.rows[index]))
 
     @on(OptionList.OptionSelected, "#problems")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(int(event.option.id))
+
+
+def problem_detail(problem: Problem) -> Text:
+    """A problem whole: what, where, the explanation and every hint, where it opens."""
+    text = Text(problem.title, style="bold")
+    if problem.where:
+        text.append(f"\nat {problem.where}", style="dim")
+    text.append(f"\nin {problem.scope()}")
+    if problem.time_share is not None:
+        text.append(f"  ({problem.time_share:.1%} of the measured GPU time)")
+    if problem.explanation:
+        text.append(f"\n{problem.explanation}")
+    for hint in problem.hints:
+        text.append("\nHint: ", style="bold")
+        text.append(hint)
+    if problem.more:
+        text.append(f"\n{problem.more}", style="dim")
+    if problem.stage:
+        line = f":{problem.line}" if problem.line else ""
+        text.append(f"\nenter opens {problem.unit} · {problem.stage}{line}", style="dim")
+    return text
 
 
 class SideBySideScreen(Screen[None]):

@@ -3,7 +3,6 @@ order, titled and badged; a stage's text as the viewer shows it."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -117,13 +116,3 @@ def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,
     spills = figures.spill_bytes if figures is not None else None
     return Badges(kernels or pick("kernels") or pick("kernels_launched"), pick("instructions"),
                   registers or pick("registers"), spills or None, time_share)
-
-
-def readable_text(kind: str, text: str) -> str:
-    """Metadata as people read it: a JSON object on one line is pretty-printed."""
-    if kind in ("metadata", "cost_analysis") and text.lstrip()[:1] in ("{", "["):
-        try:
-            return json.dumps(json.loads(text), indent=2, sort_keys=False, default=str)
-        except ValueError:
-            return text
-    return text

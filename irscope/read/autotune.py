@@ -11,6 +11,7 @@ configuration that matches several units (alike in all they record) is left unma
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,3 +84,38 @@ def _same_config(unit: Unit, config: Mapping[str, Any]) -> bool:
         return False
     return (records[0].registers == config["n_regs"]
             and config.get("shared", attrs.get("shared")) == attrs.get("shared"))
+
+
+# "triton_poi_fused_add_0-8b2673e7" -> "triton_poi_fused_add_0": a second compile of one kernel
+# (another configuration) is filed under its name with the hash of the compile
+COMPILE_SUFFIX = re.compile(r"-[0-9a-f]{6,}$")
+
+
+def unchosen_candidates(run: RunView | Run) -> frozenset[int]:
+    """The Triton units that are configurations autotuning compiled and did not choose: the
+    run's figures leave out (read.figures.autotune_lost: Inductor's best config, those that
+    cannot launch) and, of a kernel compiled several times from one module, every compile
+    but the one the autotuner's own record or the measured launches show it chose. Kernels
+    whose choice the run does not record keep every compile."""
+    view = RunView.of(run)
+    return view.derived("unchosen", lambda: _unchosen(view))
+
+
+def _unchosen(view: RunView) -> frozenset[int]:
+    from irscope.read.figures import autotune_lost
+    from irscope.read.timing import read_time
+
+    groups: dict[tuple[str, str | None], list[Unit]] = {}
+    for unit in view.units("triton"):
+        groups.setdefault((COMPILE_SUFFIX.sub("", unit.name), unit.source_file), []).append(unit)
+    tuned, time = autotune_times(view), read_time(view)
+    launched = set(time.units) if time is not None else set()
+    out: set[int] = set(autotune_lost(view))
+    for units in groups.values():
+        if len(units) < 2:
+            continue
+        chosen = {u.id for u in units if u.autotune_best or (u.id in tuned and tuned[u.id].best)}
+        chosen = chosen or {u.id for u in units if u.id in launched}
+        if chosen:
+            out.update(u.id for u in units if u.id not in chosen)
+    return frozenset(out)

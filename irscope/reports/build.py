@@ -4,6 +4,7 @@ and passes, and the run's totals, kept in the run between reports (``rollup``)."
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ from irscope.analysis.lint import lint_counts
 from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
 from irscope.read.lint import read_findings
+from irscope.read.problems import Problem, run_problems
 from irscope.read.ranks import rank_totals
 from irscope.store.units import shown_units
 from irscope.read.view import RunView
@@ -18,7 +20,7 @@ from irscope.reports.passes import with_passes
 from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, StageRecord,
                                      UnitRecord, plain_meta,
                                      stage_record, stage_selected, unit_headline,
-                                     unit_selected)
+                                     unit_problems, unit_selected)
 from irscope.read.provenance_keys import unit_keys
 from irscope.read.source_lines import run_line_rows
 from irscope.read.timing import read_time
@@ -45,8 +47,21 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
         return with_passes(run, replace(report, units=units)).units, totals
 
     units, totals = kept_or_built(run, (wanted, unit_pattern, show_all, candidates), build)
+    problems = problem_records(run, candidates)
     return replace(report, units=units, totals=totals, time=time_section(run, units),
-                   source_lines=source_line_records(run))
+                   source_lines=source_line_records(run),
+                   problems=unit_problems(problems, units) if unit_pattern else problems)
+
+
+def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:
+    """The run's problems (read.problems; findings on autotuning's losers with
+    ``candidates``), kept in the run between reports like the unit records (each row one
+    JSON document: its lists stay whole)."""
+    rows = kept_rows(run, f"problems:{candidates}", lambda: [
+        {"problem": json.dumps(p.to_json())} for p in run_problems(run, candidates)])
+    found = (Problem.from_json(json.loads(row["problem"])) for row in rows
+             if isinstance(row.get("problem"), str))
+    return tuple(p for p in found if p is not None)
 
 
 def source_line_records(run: RunView) -> tuple[SourceLineRecord, ...]:

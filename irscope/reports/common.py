@@ -26,51 +26,22 @@ STAGE_COLUMNS = (("instructions", "Instr"), ("kernels", "Kernels"), ("registers"
                  ("shared_bytes", "Smem B"))
 
 
-# Event kinds that are problems, with the words a report uses for them.
-PROBLEM_EVENTS = {"graph_break": "graph break", "recompile": "recompile",
-                  "compile_failure": "compile failure"}
-EVENT_RULES = frozenset({"graph_break", "recompile"})  # lint rules that restate an event
-
-
-@dataclass(frozen=True)
-class Problem:
-    """Something in a run worth a reader's attention: a graph break, a recompile, a lint
-    finding (``lint <rule>``), ranks that compiled differently; ``kind`` is its name as
-    shown, ``unit`` its unit, if any."""
-
-    kind: str
-    unit: str | None
-    message: str
 
 
 @dataclass(frozen=True)
 class Details:
     """What a report page shows beside the report records: each unit's kernels (by unit key,
-    the analysis layer's KernelRecord) and the run's problems."""
+    the analysis layer's KernelRecord)."""
 
     kernels: Mapping[tuple[str, str], tuple[KernelRecord, ...]] = field(default_factory=dict)
-    problems: tuple[Problem, ...] = ()
 
     @classmethod
     def of_view(cls, run: RunView) -> "Details":
         """The details of a run, read through its view."""
         from irscope.read.figures import read_run_figures
-        from irscope.read.lint import read_findings
-        from irscope.read.ranks import rank_problems
 
         figures = read_run_figures(run)
-        names = {u.unit_id: u.name for u in figures.units}
-        problems = [
-            Problem(PROBLEM_EVENTS[e.kind], names.get(e.unit_id), event_message(e.data))
-            for e in one_per_recompile(run.events()) if e.kind in PROBLEM_EVENTS]
-        problems += [  # the events above are listed once, as events; by GPU time, if measured
-            Problem(f"lint {f.rule}", f.unit, "; ".join((f.message, *f.sources, *(
-                [f"{f.figures['gpu_time_share']:.1%} of GPU time"]
-                if "gpu_time_share" in f.figures else []))))
-            for f in read_findings(run, figures=figures) if f.rule not in EVENT_RULES]
-        problems += [Problem(*found) for found in rank_problems(run)]
-        return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels},
-                   tuple(problems))
+        return cls({(u.framework, u.name): u.kernels for u in figures.units if u.kernels})
 
 
 @dataclass(frozen=True)
@@ -115,15 +86,6 @@ def source_lines_title(report) -> str:
     shown = min(len(report.source_lines), SOURCE_LINES_SHOWN)
     return (f"Source lines that produce the most kernels ({shown} of "
             f"{len(report.source_lines)}; irscope where RUN FILE:LINE)")
-
-
-def event_message(data: Mapping) -> str:
-    """An event's reason and where it happened, as one line."""
-    where = data.get("file") or data.get("filename")
-    if where and data.get("line"):
-        where = f"{where}:{data['line']}"
-    reason = str(data.get("reason") or data.get("message") or "").strip()
-    return " — ".join(str(p) for p in (reason, where) if p)
 
 
 def middle(text: str, width: int) -> str:

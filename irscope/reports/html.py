@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from irscope.escaping import html_text as text
-from irscope.reports.common import (SOURCE_LINE_HEADER, Details, Rendering, kernel_rows,
+from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, kernel_rows,
                                     number, percent, run_total_changes, signed,
                                     source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
@@ -149,15 +149,16 @@ def kernel_cards(kernels: Sequence) -> str:
     return f"<div class=\"cards\">{''.join(cards)}</div>" if cards else ""
 
 
-def problems_list(details: Details) -> str:
-    """Graph breaks, recompiles, compile failures and lint findings, one line each."""
-    if not details.problems:
+def problems_list(report: Report) -> str:
+    """The run's problems (irscope.read.problems), each once: what, where, its explanation
+    and hints whole."""
+    if not report.problems:
         return "<h2>Problems</h2><p>None recorded.</p>"
-    items = "".join(f"<li><span class=\"kind\">{text(p.kind)}</span>"
-                    + (f" in <code>{text(p.unit)}</code>" if p.unit else "")
-                    + (f": {text(p.message)}" if p.message else "") + "</li>"
-                    for p in details.problems)
-    return f"<h2>Problems ({len(details.problems)})</h2><ul class=\"problems\">{items}</ul>"
+    items = "".join(f"<li><span class=\"kind\">{text(p.kind)}</span> in "
+                    f"<code>{text(p.scope())}</code>: {text(p.text())}"
+                    + (f" <small>{text(p.more)}</small>" if p.more else "") + "</li>"
+                    for p in report.problems)
+    return f"<h2>Problems ({len(report.problems)})</h2><ul class=\"problems\">{items}</ul>"
 
 
 def _hash(source: str) -> str:
@@ -189,7 +190,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                    ("<tr>" + _td(u.name) + _td(u.framework)
                     + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
                     for u in report.units)),
-            problems_list(details)]
+            problems_list(report)]
     for unit in (u for u in report.units if u.stages or details.kernels.get(u.key)):
         where = f" <small>{text(unit.location)}</small>" if unit.location else ""
         body.append(f"<details><summary>{text(unit.name)} "

@@ -55,6 +55,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                 lines += ["", f"**{cell(stage_title(stage))}** op counts", ""]
                 lines += table(["Op", "Count"], stage.histogram.items())
         lines += ["", "</details>"]
+    lines += problems_section(report)
     lines += passes_section(report)
     if report.source_lines:
         lines += ["", f"### {cell(source_lines_title(report))}", ""]
@@ -77,6 +78,20 @@ def time_section(report: Report) -> list[str]:
         lines += ["", f"**{cell(title)}**", ""]
         lines += table(header, rows, numeric_from=numeric_from(header))
     return lines + [""]
+
+
+def problems_section(report: Report, limit: int | None = None) -> list[str]:
+    """The run's problems (irscope.read.problems), each once with its explanation and hints
+    whole; the first ``limit`` of them when given."""
+    if not report.problems:
+        return ["", "### Problems", "", "None recorded."]
+    shown = report.problems[:limit] if limit else report.problems
+    lines = ["", f"### Problems ({len(report.problems)})", ""]
+    lines += [f"- **{cell(p.kind)}** in {cell(p.scope())}: {cell(p.text())}" for p in shown]
+    if len(shown) < len(report.problems):
+        lines.append(f"- … {len(report.problems) - len(shown)} more (irscope report RUN "
+                     "--format md)")
+    return lines
 
 
 def passes_section(report: Report) -> list[str]:

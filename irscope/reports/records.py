@@ -13,6 +13,7 @@ from typing import Any
 from irscope.analysis.figures import RunRollup, UnitFigures, roll_up
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
+from irscope.read.problems import Problem
 
 SCHEMA = "irscope.report/1"
 
@@ -153,6 +154,7 @@ class Report:
     time: TimeSection | None = None  # where the GPU time goes, when the run measured it
     # the source lines that produce kernels, the most kernels and instructions first
     source_lines: tuple[SourceLineRecord, ...] = ()
+    problems: tuple[Problem, ...] = ()  # irscope.read.problems: each once, ordered
 
     def figures(self, unit_figures: Callable[[UnitRecord], Mapping[str, float]] | None = None
                 ) -> dict[str, float]:
@@ -302,6 +304,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
         "source_lines": [line.to_json() for line in report.source_lines],
+        "problems": [problem.to_json() for problem in report.problems],
     }
 
 
@@ -337,7 +340,8 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                   totals=dict(doc.get("totals") or {}),
                   stages=tuple(doc["stages"]) if doc.get("stages") else None,
                   meta=dict(run.get("meta") or {}), time=_time_from_json(doc.get("time")),
-                  source_lines=lines)
+                  source_lines=lines, problems=tuple(
+                      p for p in map(Problem.from_json, doc.get("problems") or ()) if p))
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:
@@ -369,4 +373,14 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
     units = tuple(replace(u, stages=tuple(s for s in u.stages if stage_selected(s.kind, wanted)))
                   for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
-                  wanted or report.stages, report.meta, report.time, report.source_lines)
+                  wanted or report.stages, report.meta, report.time, report.source_lines,
+                  unit_problems(report.problems, units) if unit_pattern else report.problems)
+
+
+def unit_problems(problems: Iterable[Problem], units: Iterable[UnitRecord]
+                  ) -> tuple[Problem, ...]:
+    """The problems seen in ``units`` (a report narrowed with --unit), and the run's own."""
+    from irscope.analysis.ranks import split_rank
+
+    names = {split_rank(u.name)[0] for u in units}
+    return tuple(p for p in problems if not p.units or names.intersection(p.units))
