@@ -174,7 +174,7 @@ async def test_metadata_is_pretty_printed_and_the_card_shows_launch_facts(torch_
         assert card["num warps"] == "2" and card["num stages"] == "1"
         assert card["constexprs"] == "XBLOCK=1" and card["target"] == "sm90"
         assert card["shared dynamic"] == "8 B" and "(warps)" in card["occupancy"]
-        assert card["launched by"] == "[3/0] post_norm_block"
+        assert card["launched by"] == "the inference of [3/0] post_norm_block"
 
 
 @synchronous

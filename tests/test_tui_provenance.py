@@ -45,7 +45,7 @@ async def test_one_node_in_forward_and_backward_opens_a_picker(gpt2):
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen))
         assert [label.split(" · ")[-1] for label in app.screen.labels] == [
-            "AOT graph (aot_forward_graph) (forward)", "AOT graph (aot_backward_graph) (backward)"]
+            "AOT forward", "AOT backward"]
         await pilot.press("down", "enter")  # the backward
         await until(pilot, lambda: app.shown is not None and app.shown.name == "aot_backward_graph")
         assert app.viewer.current_line.strip().startswith("mul_8: ")

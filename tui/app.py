@@ -35,11 +35,12 @@ from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
 from irscope.browse.autotune import autotune_candidates, candidate_text
-from irscope.browse.kernel_card import figure_deltas, kernel_card, time_rows
+from irscope.browse.kernel_card import figure_deltas, kernel_card, launched_by, time_rows
+from irscope.browse.graph_kernels import graph_kernels
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
-from irscope.browse.tree import badges, navigator_groups, stage_title
+from irscope.browse.tree import badges, navigator_groups, short_name, stage_title
 from irscope.read.stage_text import readable_text
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
@@ -88,6 +89,7 @@ class IrscopeApp(App[None]):
         self.parsed: ParseResult | None = None
         self.units: dict[int, Any] = {}
         self.stages_by_unit: dict[int, tuple[Stage, ...]] = {}
+        self.roles: dict[int, str] = {}  # stage id -> forward, backward... (browse.tree.stage_roles)
         # where following came from: stage, cursor line and the lines it had marked
         self.back_stack: list[tuple[Stage, int, tuple[int, ...]]] = []
         self.forward_stack: list[tuple[Stage, int, tuple[int, ...]]] = []
@@ -169,8 +171,9 @@ class IrscopeApp(App[None]):
                         by_blob[key] = self._parse_quietly(run, stage)
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id), time_share(time, unit_id))
+        kernels = graph_kernels(run, self.roles)
         run.run.save_stats()  # what was parsed for the badges is cached for the next open
-        self.post_message(msg.BadgesReady(out, figures, time, tuned))
+        self.post_message(msg.BadgesReady(out, figures, time, tuned, kernels))
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
@@ -287,7 +290,7 @@ class IrscopeApp(App[None]):
                 lines = run.read_text(stage).splitlines()
             except IrscopeError as exc:
                 lines = [f"⚠ {exc}"]
-            title = stage_label(stage, self.units[stage.unit_id].name)
+            title = stage_label(stage, self.units[stage.unit_id].name, self.roles.get(stage.id, ""))
             sides.append((stage, title, lines, lexer_for(stage.kind),
                           self._parse_quietly(run, stage)))
         units = [self.units[stage.unit_id] for stage in (left, right)]
@@ -316,7 +319,8 @@ class IrscopeApp(App[None]):
                 except IrscopeError as exc:
                     lines = [f"⚠ {exc}"]
                 paired = f" (by {how})" if owner is match and how != "name" else ""
-                title = f"{where.name}: {stage_label(this, owner.name)}{paired}"
+                role = self.roles.get(this.id, "") if owner is unit else ""
+                title = f"{where.name}: {stage_label(this, owner.name, role)}{paired}"
                 sides.append((this, title, lines, lexer_for(this.kind),
                               self._parse_quietly(source, this)))
             cards = [dict(kernel_card(owner, unit_figures_of(source, owner)))
@@ -342,7 +346,7 @@ class IrscopeApp(App[None]):
                 lines = run.read_text(this).splitlines()
             except IrscopeError as exc:
                 lines = [f"⚠ {self._without_run_path(exc)}"]
-            panes.append((stage_title(this), lines, lexer_for(this.kind), LineLocations()))
+            panes.append((self._title(this), lines, lexer_for(this.kind), LineLocations()))
         screen = SideBySideScreen(panes, tuple(chosen))
         self.call_from_thread(self.push_screen, screen)  # the links are read on first use
 
@@ -370,6 +374,7 @@ class IrscopeApp(App[None]):
     def _run_loaded(self, message: msg.RunLoaded) -> None:
         self.units = {row.unit.id: row.unit for g in message.groups for row in g.rows}
         self.stages_by_unit = {row.unit.id: row.stages for g in message.groups for row in g.rows}
+        self.roles = {k: v for g in message.groups for row in g.rows for k, v in row.roles.items()}
         self.launches = message.launches
         self.events = message.events
         self.navigator.set_groups(message.groups)
@@ -393,6 +398,7 @@ class IrscopeApp(App[None]):
         self.figures, self.tuned, self.badges = message.figures, message.tuned, message.badges
         self.gpu_time = message.gpu_time
         self.navigator.stage_tree.set_badges(message.badges)
+        self.navigator.stage_tree.set_kernels(message.kernels)
         unit = self.units.get(self.current.unit_id) if self.current else None
         if unit is not None:
             self.panel.card = self._card(unit)
@@ -444,10 +450,9 @@ class IrscopeApp(App[None]):
     def _card(self, unit) -> tuple[tuple[str, str], ...]:
         """The kernel card of ``unit`` with the graphs that launch it."""
         rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.gpu_time)
-        graphs = sorted({self.units[r.src].name for r in self.launches
-                         if r.dst == unit.id and r.src in self.units})
+        graphs = launched_by(unit.id, self.launches, self.units)
         if graphs:
-            rows.append(("launched by", ", ".join(graphs)))
+            rows.append(("launched by", graphs))
         candidates = autotune_candidates(unit, self.units.values(), self.tuned)
         if candidates:
             best = next((c for c in candidates if c.best), None)
@@ -583,11 +588,15 @@ class IrscopeApp(App[None]):
 
     def on_resize(self, event) -> None:
         self.screen.set_class(event.size.width < NARROW, "narrow")
+        self.call_after_refresh(self._update_status)
 
     # -- status -----------------------------------------------------------------------------
     def _label(self, stage: Stage) -> str:
         unit = self.units.get(stage.unit_id)
-        return stage_label(stage, unit.name if unit else "?")
+        return stage_label(stage, unit.name if unit else "?", self.roles.get(stage.id, ""))
+
+    def _title(self, stage: Stage) -> str:
+        return stage_title(stage, self.roles.get(stage.id, ""))
 
     def _update_status(self) -> None:
         """Stage, line, matches and mark first, the unit's name (which may be long) last: a
@@ -595,7 +604,7 @@ class IrscopeApp(App[None]):
         if self.current is None:
             return
         viewer = self.viewer
-        parts = [stage_title(self.current)]
+        parts = [self._title(self.current)]
         if viewer.lines:
             parts.append(f"line {viewer.cursor + 1}/{len(viewer.lines)}")
         if self.collapsed and self.current.kind == "ptx":
@@ -611,10 +620,12 @@ class IrscopeApp(App[None]):
             parts.append(f"marked: {self.marked.kind}")
         if self.navigator.rank is not None:
             parts.append(f"rank {self.navigator.rank}")
+        text = "  │  ".join(parts)
         unit = self.units.get(self.current.unit_id)
-        if unit is not None:
-            parts.append(unit.name)
-        self.status.update(Text("  │  ".join(parts), no_wrap=True, overflow="ellipsis"))
+        if unit is not None:  # shortened to what is left, its end kept: never blank
+            room = max(self.status.size.width - 2 - len(text) - 5, 12)
+            text += "  │  " + short_name(unit.name, room)
+        self.status.update(Text(text, no_wrap=True, overflow="ellipsis"))
 
     # -- actions ----------------------------------------------------------------------------
     def exit(self, *args, **kwargs) -> None:

@@ -29,6 +29,7 @@ class BadgesReady(Message):
     figures: dict[int, Any] = field(default_factory=dict)  # UnitFigures by unit id
     gpu_time: Any = None  # the run's measured time (irscope.analysis.timing.RunTime), if any
     tuned: dict[int, Any] = field(default_factory=dict)  # autotuners' times by unit id
+    kernels: dict[int, Any] = field(default_factory=dict)  # browse.graph_kernels by graph
 
 
 @dataclass

@@ -20,7 +20,9 @@ from irscope.store import Stage
 from irscope.tui.bindings import bindings
 from irscope.store.units import group_of, shown_units
 from irscope.browse.locations import is_ir
-from irscope.browse.tree import RAW, Badges, FrameworkGroup, UnitRow, stage_title
+from irscope.browse.graph_kernels import GraphKernels
+from irscope.browse.tree import (RAW, Badges, FrameworkGroup, UnitRow, short_name, short_names,
+                                 stage_title)
 from irscope.tui.checks import LINT_STYLES
 from irscope.tui.unit_filter import UnitFilter
 
@@ -30,6 +32,29 @@ class MoreRows:
     """The data of a "… N more units" node: the rows of its parent not yet shown."""
 
     rows: tuple[UnitRow, ...]
+
+
+@dataclass(frozen=True)
+class RoleGroup:
+    """The data of a node holding a compile's stages of one role (forward, backward, a DDP
+    bucket) and the kernels that output code launches."""
+
+    unit_id: int
+    role: str
+
+
+@dataclass(frozen=True)
+class KernelList:
+    """The data of a "kernels" node: an output code's kernels (browse.graph_kernels)."""
+
+    kernels: GraphKernels
+
+
+@dataclass(frozen=True)
+class Configurations:
+    """The data of a folded node holding autotuning's unchosen configurations of a kernel."""
+
+    unit_ids: tuple[int, ...]
 
 
 class StageTree(Tree):
@@ -47,6 +72,13 @@ class StageTree(Tree):
         self.lint: dict[int, tuple[int, str]] = {}  # unit id -> (findings, worst severity)
         self.shown_units: list[int] = []  # the units filled in, shown or behind a "more" node
         self._unit_nodes: dict[int, object] = {}
+        self.rows: dict[int, UnitRow] = {}  # every unit's row, for the kernels under graphs
+        self._short: dict[int, dict[str, str]] = {}  # room -> every name shortened to it
+        self.kernels: dict[int, list[GraphKernels]] = {}  # graph unit id -> its kernels
+
+    def label_room(self, depth: int, expandable: bool = True) -> int:
+        """Columns a label has at ``depth`` (1: a framework) in the tree's width."""
+        return max(8, self.size.width - 1 - 2 * (depth - 1) - (2 if expandable else 0))
 
     def fill(self, groups: Sequence[FrameworkGroup], hidden: dict[str, int] | None = None) -> None:
         """One node per framework holding its units; units of a group (eager ops) are folded
@@ -108,14 +140,31 @@ class StageTree(Tree):
         node = parent.add(self.unit_label(row), data=row, allow_expand=bool(row.stages))
         self._unit_nodes[row.unit.id] = node
 
-    def unit_label(self, row: UnitRow) -> Text:
+    def unit_label(self, row: UnitRow, depth: int = 2, suffix: str = "") -> Text:
+        """A unit's name, shortened to the tree's width so that names stay told apart (their
+        ends kept), its lint flag, ``suffix`` (a kernel's launches) and its badges."""
         badge = self.badges.get(row.unit.id)
-        label = Text(row.unit.name)
-        if row.unit.id in self.lint:
-            count, worst = self.lint[row.unit.id]
-            label.append(f" ⚑{count}", style=LINT_STYLES.get(worst, "dim"))
+        flag = f" ⚑{self.lint[row.unit.id][0]}" if row.unit.id in self.lint else ""
+        room = self.label_room(depth) - len(flag) - len(suffix)
+        label = Text(self.shortened(row.unit.name, room) if self.size.width else row.unit.name)
+        if flag:
+            label.append(flag, style=LINT_STYLES.get(self.lint[row.unit.id][1], "dim"))
+        if suffix:
+            label.append(suffix, style="bold")
         if badge and badge.text():
             label.append(f"  {badge.text()}", style="dim")
+        return label
+
+    def kernel_label(self, kernel, names: list[str]) -> Text:
+        """A kernel under its graph: its name in the output code (shortened to the width,
+        told apart from the graph's other ``names``), how often one call of the graph
+        launches it, and per profiled step where that differs."""
+        count = f" ×{kernel.launches}" if kernel.launches > 1 else ""
+        if kernel.per_step is not None and kernel.per_step != kernel.launches:
+            count += f" {kernel.per_step:g}/step"
+        room = self.label_room(5) - len(count)
+        label = Text(short_names(names, room).get(kernel.name) or short_name(kernel.name, room))
+        label.append(count, style="bold")
         return label
 
     def set_badges(self, badges: dict[int, Badges]) -> None:
@@ -127,21 +176,81 @@ class StageTree(Tree):
         self.lint = lint
         self._relabel()
 
+    def shortened(self, name: str, room: int) -> str:
+        """``name`` in ``room`` columns, told apart from every other unit's (short_names)."""
+        if len(name) <= room:
+            return name
+        if room not in self._short:
+            self._short[room] = short_names([r.unit.name for r in self.rows.values()], room)
+        return self._short[room].get(name) or short_name(name, room)
+
     def _relabel(self) -> None:
         for node in self._unit_nodes.values():
             node.set_label(self.unit_label(node.data))
 
+    def on_resize(self) -> None:
+        self._relabel()
+
+    def set_kernels(self, kernels: dict[int, list[GraphKernels]]) -> None:
+        """The kernels under each graph: added to the graphs already expanded."""
+        self.kernels = kernels
+        for node in self._unit_nodes.values():
+            if node.children:
+                for child in node.children:
+                    if isinstance(child.data, RoleGroup):
+                        self._add_kernels(child, child.data)
+
     def expand_unit(self, node) -> None:
+        """A unit's stages: those its compile shares first, then a node per role (forward,
+        backward, a DDP bucket) with that output code's stages and kernels, then its
+        records; raw log records folded."""
         row = node.data
-        if isinstance(row, UnitRow) and not node.children:
-            raw = [s for s in row.stages if s.kind == RAW]
+        if not isinstance(row, UnitRow) or any(
+                isinstance(c.data, (Stage, RoleGroup)) or c.data == RAW for c in node.children):
+            return
+        raw = [s for s in row.stages if s.kind == RAW]
+        shared = [s for s in row.stages if s.kind != RAW and s.id not in row.roles]
+        roles = list(dict.fromkeys(row.roles[s.id] for s in row.stages if s.id in row.roles))
+        for stage in (s for s in shared if is_ir(s)):
+            node.add_leaf(stage_title(stage), data=stage)
+        for role in roles:
+            group = node.add(Text(role, style="bold"), data=RoleGroup(row.unit.id, role),
+                             expand=True)
             for stage in row.stages:
-                if stage.kind != RAW:
-                    node.add_leaf(stage_title(stage), data=stage)
-            if raw:  # dozens of log records would bury the IR stages
-                records = node.add(Text(f"raw records ({len(raw)})", style="dim"), data=RAW)
-                for stage in raw:
-                    records.add_leaf(stage.name, data=stage)
+                if row.roles.get(stage.id) == role:
+                    group.add_leaf(stage_title(stage, role, shown=False), data=stage)
+            self._add_kernels(group, group.data)
+        for stage in (s for s in shared if not is_ir(s)):
+            node.add_leaf(stage_title(stage), data=stage)
+        if raw:  # dozens of log records would bury the IR stages
+            records = node.add(Text(f"raw records ({len(raw)})", style="dim"), data=RAW)
+            for stage in raw:
+                records.add_leaf(stage.name, data=stage)
+
+    def _add_kernels(self, group, role: RoleGroup) -> None:
+        """Under a role's node: the kernels its output code launches, in launch order."""
+        if any(isinstance(child.data, KernelList) for child in group.children):
+            return
+        found = [k for k in self.kernels.get(role.unit_id, ()) if k.role == role.role]
+        for kernels in found:
+            launches = sum(k.launches for k in kernels.kernels)
+            node = group.add(Text(f"{len(kernels.kernels)} kernels, {launches} launches",
+                                  style="italic"), data=KernelList(kernels))
+            names = [k.name for k in kernels.kernels]
+            for kernel in kernels.kernels:
+                row = self.rows.get(kernel.unit_id)
+                if row is None:
+                    continue
+                child = node.add(self.kernel_label(kernel, names), data=row,
+                                 allow_expand=bool(row.stages))
+                others = [self.rows[i] for i in kernel.others if i in self.rows]
+                if others:
+                    folded = child.add(Text(f"{len(others)} other configurations",
+                                            style="dim"),
+                                       data=Configurations(tuple(r.unit.id for r in others)))
+                    for other in others:
+                        folded.add(self.unit_label(other, 7), data=other,
+                                   allow_expand=bool(other.stages))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         self.expand_unit(event.node)
@@ -157,9 +266,12 @@ class StageTree(Tree):
             parent.expand()
             parent = parent.parent
         for node in unit_node.children:
-            if node.data == RAW and stage.kind == RAW:
-                node.expand()
-                return next((n for n in node.children if n.data.id == stage.id), None)
+            if (node.data == RAW and stage.kind == RAW) or isinstance(node.data, RoleGroup):
+                found = next((n for n in node.children if isinstance(n.data, Stage)
+                              and n.data.id == stage.id), None)
+                if found is not None:
+                    node.expand()
+                    return found
             if isinstance(node.data, Stage) and node.data.id == stage.id:
                 return node
         return None
@@ -212,6 +324,8 @@ class Navigator(Vertical):
             self.hidden[unit.framework] = self.hidden.get(unit.framework, 0) + 1
         self.groups = [FrameworkGroup(g.framework, tuple(r for r in g.rows if r.unit.id in kept))
                        for g in groups]
+        self.stage_tree.rows = {row.unit.id: row for row in rows}
+        self.stage_tree._short.clear()
         self.unit_filter = UnitFilter(self.groups)
         self.rank_label.display = bool(self.unit_filter.ranks)
         self._show_rank()

@@ -23,10 +23,22 @@ from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram, histogram_diff
 from irscope.browse.line_diff import DiffLine, aligned_diff
 from irscope.read.problems import Problem
-from irscope.browse.tree import stage_title
+from irscope.browse.tree import short_name, stage_title
 
 if TYPE_CHECKING:
     from irscope.parsers.ptx import PtxKernel
+
+class FitLabel(Static):
+    """A one-line title that always shows: shortened to the width it has, its start and end
+    kept (a long unit name wrapped out of sight left the line blank)."""
+
+    def __init__(self, text: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.text = text
+
+    def render(self) -> Text:
+        return Text(short_name(self.text, max(self.size.width - 2, 8)), no_wrap=True)
+
 
 CLOSE = [Binding("escape", "dismiss", "Close", id="close"),
          Binding("q", "dismiss", "Close", show=False, id="close-q")]
@@ -101,7 +113,7 @@ class CompareScreen(Screen[None]):
         with Horizontal(id="compare-viewers"):
             for i, (stage, title, *_rest) in enumerate(self.sides):
                 with Vertical(classes="compare-side"):
-                    yield Label(title, classes="compare-title")
+                    yield FitLabel(title, classes="compare-title")
                     yield IrViewer(id=f"compare-{i}")
         yield Label("", id="compare-summary")
         yield DataTable(id="compare-diff", cursor_type="row", zebra_stripes=True)
@@ -216,8 +228,8 @@ class LoopsScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()  # up/down/page keys scroll the list
 
 
-def stage_label(stage: Stage, unit_name: str) -> str:
-    return f"{unit_name} · {stage_title(stage)}"
+def stage_label(stage: Stage, unit_name: str, role: str = "") -> str:
+    return f"{unit_name} · {stage_title(stage, role)}"
 
 
 class ProblemsScreen(ModalScreen[int | None]):
@@ -305,7 +317,7 @@ class SideBySideScreen(Screen[None]):
         with Horizontal(id="side-viewers"):
             for i, (title, *_rest) in enumerate(self.panes):
                 with Vertical(classes="compare-side"):
-                    yield Label(title, classes="compare-title")
+                    yield FitLabel(title, classes="compare-title")
                     yield IrViewer(id=f"side-{i}")
         # a plain line, not Footer: Footer rebuilds its widgets on each focus change
         yield Static(Text.assemble((" tab ", "reverse bold"), " next pane  ",

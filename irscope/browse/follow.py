@@ -205,8 +205,7 @@ class Follower:
     def label(self, stage: Stage, pipeline: Pipeline | None = None) -> str:
         unit = self.units.get(stage.unit_id)
         role = pipeline.role_of(stage) if pipeline else ""
-        return (f"{unit.name if unit else '?'} · {stage_title(stage)}"
-                + (f" ({role})" if role else ""))
+        return f"{unit.name if unit else '?'} · {stage_title(stage, role)}"
 
     @staticmethod
     def chosen(choices: list[Choice], how: str = "") -> FollowResult:

@@ -4,7 +4,7 @@ differ between two kernels."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from irscope.analysis.gpus import peaks_of
@@ -52,6 +52,18 @@ def kernel_card(unit: Unit, figures: Any = None) -> list[tuple[str, str]]:
     if isinstance(candidates, list) and candidates:
         rows.append(("candidates", str(len(candidates))))
     return rows
+
+
+def launched_by(unit_id: int, relations: Iterable[Any], units: Mapping[int, Unit]) -> str:
+    """The graphs that launch a kernel, each with the part of it that does ("the backward of
+    [1/0] forward": a compile's backward, not its forward), from the "launches" relations."""
+    roles: dict[str, set[str]] = {}
+    for relation in relations:
+        if relation.dst == unit_id and relation.src in units:
+            role = relation.attrs.get("role") if isinstance(relation.attrs, Mapping) else None
+            roles.setdefault(units[relation.src].name, set()).update([role] if role else [])
+    return ", ".join(f"the {' and '.join(sorted(found))} of {name}" if found else name
+                     for name, found in sorted(roles.items()))
 
 
 def time_rows(unit_id: int, time: Any) -> list[tuple[str, str]]:

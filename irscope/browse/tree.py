@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
@@ -23,6 +23,7 @@ class UnitRow:
 
     unit: Unit
     stages: tuple[Stage, ...]
+    roles: Mapping[int, str] = field(default_factory=dict)  # stage id -> see stage_roles
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,11 @@ def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
     for stage in run.stages():
         by_unit[stage.unit_id].append(stage)
     grouped: dict[str, list[UnitRow]] = defaultdict(list)
+    roles = stage_roles(run)
     for unit in run.units():
         stages = sorted(by_unit.get(unit.id, ()), key=pipeline_key)
-        grouped[unit.framework].append(UnitRow(unit, tuple(stages)))
+        grouped[unit.framework].append(UnitRow(unit, tuple(stages), {
+            s.id: roles[s.id] for s in stages if s.id in roles}))
     time = read_time(run)
     if time is not None:
         for rows in grouped.values():
@@ -92,9 +95,139 @@ def pipeline_key(stage: Stage) -> tuple[int, int]:
     return registry.get(stage.kind).order, stage.id
 
 
-def stage_title(stage: Stage) -> str:
+# Inductor's and AOTAutograd's graph dumps, named short enough for an 80-column navigator and
+# told apart by their first words ("FX graph (before_p" named three of them alike)
+GRAPH_NAMES = {"dynamo_output_graph": "Dynamo", "before_pre_grad_graph": "pre-grad in",
+               "after_pre_grad_graph": "pre-grad out", "before_joint_graph": "joint in",
+               "after_joint_graph": "joint out", "before_post_grad_graph": "post-grad in",
+               "inductor_post_grad_graph": "post-grad out",
+               "after_post_grad_graph": "post-grad out", "aot_joint_graph": "joint",
+               "aot_forward_graph": "forward", "aot_backward_graph": "backward",
+               "aot_inference_graph": "inference"}
+GRAPH_KINDS = {"fx_graph": "FX", "aot_graph": "AOT"}
+# a compile's records, by the name PyTorch's trace gives them
+RECORD_NAMES = {"fx_graph_runnable": "Runnable graph", "dynamo_cpp_guards_str": "Guards",
+                "compilation_metrics": "Compile metrics", "fx_graph_cache_miss": "FX cache miss",
+                "fx_graph_cache_hit": "FX cache hit", "aotautograd_cache_miss": "AOT cache miss",
+                "aotautograd_cache_hit": "AOT cache hit",
+                "inductor_provenance_tracking_node_mappings": "Node provenance",
+                "inductor_provenance_tracking_kernel_stack_traces": "Stack provenance",
+                "dynamo_graph_break_reason": "Graph break", "recompile_reasons": "Recompiles"}
+# the stages filed once per output code of a compile: the n-th of a name ("name#n") goes
+# with the n-th output code, whose role (forward, backward, inference) names them
+PER_OUTPUT_CODE = frozenset({"inductor_output_code", "fx_graph_runnable",
+                             "before_post_grad_graph", "inductor_post_grad_graph",
+                             "after_post_grad_graph", "fx_graph_cache_miss",
+                             "fx_graph_cache_hit", "inductor_provenance_tracking_node_mappings",
+                             "inductor_provenance_tracking_kernel_stack_traces"})
+OUTPUT_CODE = "inductor_output_code"
+AOT_ROLES = {"aot_forward_graph": "forward", "aot_backward_graph": "backward",
+             "aot_inference_graph": "inference"}
+
+
+def stage_title(stage: Stage, role: str = "", shown: bool = True) -> str:
+    """A stage's title: its kind's, with its name where that says more ("FX post-grad in",
+    "Compile metrics"); ``role``: the forward, backward or inference graph (or DDP bucket)
+    it belongs to, which replaces the "#2" of a compile's second output code (and is named
+    in the title unless ``shown`` is False: the navigator shows it as the stage's group)."""
     title = registry.get(stage.kind).title
-    return title if stage.name == stage.kind else f"{title} ({stage.name})"
+    name = stage.name.split("#")[0] if role else stage.name
+    if name in GRAPH_NAMES and stage.kind in GRAPH_KINDS:
+        title = f"{GRAPH_KINDS[stage.kind]} {GRAPH_NAMES[name]}"
+    elif name in RECORD_NAMES:
+        title = RECORD_NAMES[name]
+    elif name != stage.kind:
+        title = f"{title} ({name})"
+    return f"{title} · {role}" if role and shown and role not in title else title
+
+
+def stage_roles(run: RunView | Run) -> dict[int, str]:
+    """Stage id -> the graph it belongs to, for the stages of a compile filed once per output
+    code: "forward", "backward" or "inference" (the output code's role, as its launches
+    record it, else as its AOT ID says), "forward, bucket 2 of 4" where a compile holds
+    several output codes of one role (DDP's buckets)."""
+    run = RunView.of(run)
+    recorded = {(r.src, r.attrs.get("output_code")): r.attrs.get("role")
+                for r in run.relations("launches") if isinstance(r.attrs, Mapping)}
+    per_unit: dict[int, list[Stage]] = defaultdict(list)
+    aot: dict[int, list[Stage]] = defaultdict(list)
+    for stage in run.stages():
+        if stage.name.split("#")[0] in PER_OUTPUT_CODE:
+            per_unit[stage.unit_id].append(stage)
+        elif stage.kind == "aot_graph" and stage.name in AOT_ROLES:
+            aot[stage.unit_id].append(stage)
+    found: dict[int, str] = {}
+    for unit_id, stages in per_unit.items():
+        codes = sorted((s for s in stages if s.kind == OUTPUT_CODE), key=copy_index)
+        roles = [recorded.get((unit_id, code.name)) or _parsed_role(run, code) or ""
+                 for code in codes]
+        labels = role_labels(roles)
+        for stage in stages:
+            index = copy_index(stage) - 1
+            if index < len(labels) and labels[index]:
+                found[stage.id] = labels[index]
+        for stage in aot.get(unit_id, ()):  # the AOT graph of a role held by one output code
+            role = AOT_ROLES[stage.name]
+            if role in labels:
+                found[stage.id] = role
+    return found
+
+
+def copy_index(stage: Stage) -> int:
+    """1 for a stage "name", n for "name#n" (the n-th a compile filed of that name)."""
+    _, _, number = stage.name.rpartition("#")
+    return int(number) if "#" in stage.name and number.isdigit() else 1
+
+
+def role_labels(roles: list[str]) -> list[str]:
+    """Each output code's role, numbered as a bucket where several share one."""
+    totals = {role: roles.count(role) for role in roles}
+    seen: dict[str, int] = defaultdict(int)
+    labels = []
+    for role in roles:
+        seen[role] += 1
+        labels.append(f"{role}, bucket {seen[role]} of {totals[role]}"
+                      if role and totals[role] > 1 else role)
+    return labels
+
+
+def _parsed_role(run: RunView, code: Stage) -> str | None:
+    try:
+        return getattr(run.parsed(code), "role", None)
+    except Exception:  # noqa: BLE001  an output code that does not parse has no role to show
+        return None
+
+
+def short_name(name: str, width: int, head: int | None = None) -> str:
+    """``name`` in ``width`` characters, told apart from its neighbours: Inductor's kernel
+    names share their start (``triton_poi_fused_add_…``) and differ at their end (the ops,
+    the index, a configuration's hash), so the common prefix goes first, then the middle,
+    and the end is kept (``head`` characters of the start, a third by default)."""
+    if len(name) <= width:
+        return name
+    for prefix in ("triton_", "fused_"):
+        if len(name) > width and prefix in name[:12]:
+            name = name.replace(prefix, "", 1)
+    if len(name) <= width or width < 4:
+        return name[:max(width, 0)]
+    head = max(1, (width - 1) // 3) if head is None else min(max(head, 1), width - 2)
+    return name[:head] + "…" + name[len(name) - (width - 1 - head):]
+
+
+def short_names(names: list[str], width: int) -> dict[str, str]:
+    """Each of ``names`` shortened to ``width`` (``short_name``), names that would read alike
+    given more of their start until they differ (where ``width`` allows)."""
+    found = {name: short_name(name, width) for name in names}
+    alike: dict[str, list[str]] = defaultdict(list)
+    for name, short in found.items():
+        alike[short].append(name)
+    for group in (g for g in alike.values() if len(g) > 1):
+        for head in range(max(1, (width - 1) // 3) + 1, width - 1):
+            tried = {name: short_name(name, width, head) for name in group}
+            if len(set(tried.values())) == len(group):
+                found.update(tried)
+                break
+    return found
 
 
 def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,
