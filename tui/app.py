@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -468,6 +469,8 @@ class IrscopeApp(App[None]):
 
     def open_stage(self, stage: Stage, cursor: int | None = None,
                    marks: tuple[int, ...] = ()) -> None:
+        if self.current is not None and stage.id != self.current.id:
+            self.viewer.clear_search()  # a search is about the stage it was made in
         self.current = stage
         self.panel.title = self._label(stage)
         unit = self.units.get(stage.unit_id)
@@ -610,8 +613,7 @@ class IrscopeApp(App[None]):
         if self.collapsed and self.current.kind == "ptx":
             parts.append("collapsed")
         if viewer.pattern:
-            parts.append(f"/{viewer.pattern.pattern.replace(chr(92), '')}: "
-                         f"{len(viewer.matches)} lines")
+            parts.append(f"/{viewer.query}: {len(viewer.matches)} lines")
         elif viewer.marks:
             runs = viewer.mark_runs
             at = sum(1 for r in runs if r <= viewer.cursor)
@@ -715,14 +717,19 @@ class IrscopeApp(App[None]):
     def action_search(self) -> None:
         def done(text: str | None) -> None:
             if text is not None:
-                count = self.viewer.search(text)
+                try:
+                    count = self.viewer.search(text)
+                except re.error as exc:
+                    self.notify(f"not a regular expression ({exc}): start with = to search "
+                                "the text as it is", severity="warning", timeout=5)
+                    return
                 self.notify(f"{count} matching lines" if count else f"no match for {text!r}",
-                            timeout=3)
+                            timeout=3, severity="information" if count else "warning")
                 self.viewer.focus()
                 self._update_status()
 
-        current = self.viewer.pattern.pattern.replace("\\", "") if self.viewer.pattern else ""
-        self.push_screen(PromptScreen("Search", current, "text to find"), done)
+        self.push_screen(PromptScreen("Search (a regular expression; = first: plain text)",
+                                      self.viewer.query, "F(FMA|MUL) R  or  =ld.global"), done)
 
     def action_search_next(self) -> None:
         self.viewer.next_match(1)

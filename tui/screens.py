@@ -180,9 +180,12 @@ class CompareScreen(Screen[None]):
 
 
 class SourceScreen(Screen[None]):
-    """A read-only view of the Python file a line came from, at that line."""
+    """A read-only view of the Python file a line came from, at that line (a file the run's
+    records do not name: its lines lead to no kernel, which enter and ] say)."""
 
-    BINDINGS = CLOSE
+    BINDINGS = CLOSE + [Binding("enter", "choose", "Kernels of this line", id="plain-choose"),
+                        Binding("right_square_bracket", "choose", "Kernels of this line",
+                                show=False, id="plain-follow")]
 
     def __init__(self, path: str, lines: list[str], line: int, lexer: Any,
                  cursor: int | None = None) -> None:
@@ -199,6 +202,10 @@ class SourceScreen(Screen[None]):
         viewer = self.query_one(IrViewer)
         viewer.show(self.lines, self.lexer, cursor=self.cursor)
         viewer.focus()
+
+    def action_choose(self) -> None:
+        self.notify("the run's records name no kernel of this file's lines (S lists the "
+                    "files they name)", severity="warning", timeout=4)
 
 
 class LoopsScreen(ModalScreen[None]):
@@ -393,6 +400,8 @@ class SourceViewScreen(Screen[None]):
     one asks the app for its kernels (a picker, then the kernel opens)."""
 
     BINDINGS = CLOSE + [Binding("enter", "choose", "Kernels of this line", id="source-choose"),
+                        Binding("right_square_bracket", "choose", "Kernels of this line",
+                                show=False, id="source-follow"),
                         Binding("n", "mark(1)", "Next line with kernels", id="source-next"),
                         Binding("N", "mark(-1)", "Previous line with kernels", show=False,
                                 id="source-prev")]

@@ -24,6 +24,7 @@ from irscope.browse.locations import mark_runs
 CHUNK = 64  # lines lexed together: enough context for most tokens, cheap to redo
 TAB = 8  # columns per tab stop, as lines are drawn
 HSCROLL = 8  # columns one left/right key moves
+LITERAL = "="  # a search starting with this matches the rest as plain text, not a regex
 
 # Token type -> theme variable giving its colour (with an optional text style).
 TOKEN_COLOURS = (
@@ -70,6 +71,7 @@ class IrViewer(ScrollView, can_focus=True):
         self.lexer: Any = None
         self.message = "Select a stage in the navigator."
         self.pattern: re.Pattern[str] | None = None
+        self.query = ""  # the search as typed ("=" first: literal)
         self.matches: list[int] = []
         self.marks: frozenset[int] = frozenset()
         self.mark_runs: list[int] = []  # first line of each run of marked lines
@@ -90,8 +92,14 @@ class IrViewer(ScrollView, can_focus=True):
         self.virtual_size = Size(self._gutter_width() + widest + 1, len(lines))
         self.set_reactive(IrViewer.cursor, -1)
         self.cursor = min(max(cursor, 0), max(len(lines) - 1, 0))
-        self.scroll_to(0, max(self.cursor - self.size.height // 3, 0), animate=False)
+        self._show_cursor()
+        if not self.size.height:  # a screen being mounted: scroll once it is laid out
+            self.call_after_refresh(self._show_cursor)
         self.refresh()
+
+    def _show_cursor(self) -> None:
+        """Scroll so the cursor line sits a third of the way down."""
+        self.scroll_to(0, max(self.cursor - self.size.height // 3, 0), animate=False)
 
     def set_marks(self, marks: tuple[int, ...] | list[int]) -> None:
         """Mark ``marks`` (lines from the same source as another pane's cursor line)."""
@@ -127,14 +135,27 @@ class IrViewer(ScrollView, can_focus=True):
 
     # -- search ------------------------------------------------------------------------
     def search(self, text: str) -> int:
-        """Highlight lines matching ``text`` (case-insensitive, literal); jump to the first
-        match at or after the cursor. Returns the number of matching lines."""
-        self.pattern = re.compile(re.escape(text), re.IGNORECASE) if text else None
-        self.matches = self._find(self.pattern) if self.pattern else []
+        """Highlight lines matching ``text`` (a regular expression, case-insensitive; text
+        after a leading ``=`` is matched literally); jump to the first match at or after the
+        cursor. Returns the number of matching lines; a search that matches nothing is not
+        kept (``n`` then steps through followed lines, as before it). Raises re.error for
+        a pattern that does not compile."""
+        self.query = text
+        literal = text.startswith(LITERAL)
+        body = text[len(LITERAL):] if literal else text
+        pattern = re.compile(re.escape(body) if literal else body, re.IGNORECASE) if body \
+            else None
+        matches = self._find(pattern) if pattern else []
+        self.pattern, self.matches = (pattern, matches) if matches else (None, [])
         self.refresh()
         if self.matches:
             self.next_match(0)
-        return len(self.matches)
+        return len(matches)
+
+    def clear_search(self) -> None:
+        """Forget the search (another stage is shown)."""
+        self.pattern, self.matches, self.query = None, [], ""
+        self.refresh()
 
     def next_match(self, step: int = 1) -> bool:
         """Move to the next (1) / previous (-1) match, wrapping; 0 = at or after the cursor.

@@ -428,7 +428,13 @@ class Follower:
         if own is not None:
             return own
         found = python_location(keys)
-        if found is None:
+        if found is None:  # not on this machine: the lines the run's records name
+            named = self.graph.files()
+            found = next(((path, int(number)) for path, _, number in
+                          (key.rpartition(":") for key in files)
+                          if path in named and number.isdigit()), None)
+            if found is not None:
+                return SourceLines(found[0], [], found[1], path=found[0])
             return ("no Python source line for this line (the run keeps no source stage "
                     "for it)")
         path, number = found
