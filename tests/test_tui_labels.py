@@ -121,3 +121,24 @@ async def test_at_80_columns_names_stay_apart_and_the_status_line_names_the_unit
         await pilot.pause()
         status = screen_text(app)[-2]
         assert "PTX" in status and long.name[-10:] in status
+
+
+@synchronous
+async def test_raw_records_are_read_when_opened(tmp_path):
+    """The DDP job's graphs hold hundreds of raw log records: counted at open, read when
+    their node is opened."""
+    from irscope.tui.navigator import RawRecords
+
+    app = IrscopeApp(copy_sample("ddp_nccl", tmp_path / "ddp"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.shown is not None)
+        assert not any(s.kind == "raw" for stages in app.stages_by_unit.values()
+                       for s in stages)
+        tree = app.navigator.stage_tree
+        graph = next(n for n in tree.root.children[0].children
+                     if str(n.label).startswith("[4/0] forward"))
+        tree.expand_unit(graph)
+        records = next(c for c in graph.children if isinstance(c.data, RawRecords))
+        assert str(records.label) == "raw records (197)" and not records.children
+        records.expand()
+        await until(pilot, lambda: len(records.children) == 197)

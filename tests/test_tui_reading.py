@@ -125,3 +125,42 @@ async def test_p_opens_the_users_line_in_view_and_enter_or_bracket_lists_its_ker
         await pilot.press("right_square_bracket")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen)
                     or not isinstance(app.screen, SourceViewScreen))
+
+
+@synchronous
+async def test_side_by_side_fits_the_width_and_links_ptx_and_sass(gpt2):
+    """At 80 columns two panes, PTX (at its cursor) beside SASS at the same source line, by
+    the SASS's line info; `s` picks TTGIR, PTX and SASS."""
+    from irscope.tui.screens import SideBySideScreen, StagesPicker
+
+    app = IrscopeApp(gpt2)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await open_stage(app, pilot, KERNEL, "ptx")
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "ld.global" in line)
+        await pilot.press("v")
+        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        screen = app.screen
+        assert [p.title for p in screen.panes] == ["PTX", "SASS"]
+        assert "ld.global" in screen.viewer(0).current_line
+        sass = screen.viewer(1)
+        assert sass.marks and sass.cursor == min(sass.marks)
+        assert any("LDG" in sass.lines[n] for n in sass.marks), "the load's own instruction"
+        await pilot.press("s")
+        await until(pilot, lambda: isinstance(app.screen, StagesPicker))
+        picker = app.screen.query_one("#pick")
+        picker.deselect_all()
+        for index, title in enumerate(app.screen.titles):
+            if title in ("TTGIR", "PTX", "SASS"):
+                picker.select(index)
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+                    and len(app.screen.panes) == 3)
+        assert [p.title for p in app.screen.panes] == ["TTGIR", "PTX", "SASS"]
+        assert "ld.global" in app.screen.viewer(1).current_line  # the cursor kept
+
+
+def test_panes_fit_the_width():
+    from irscope.browse.side_by_side import pane_count
+
+    assert [pane_count(w) for w in (80, 120, 160, 200, 300)] == [2, 2, 3, 4, 4]

@@ -31,7 +31,8 @@ from irscope.tui.checks import Place, lint_badges, lint_places, problem_place, s
 from irscope.tui.navigator import Navigator
 from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PickerScreen,
                                  ProblemsScreen, SourceViewScreen,
-                                 PromptScreen, SideBySideScreen, SourceScreen, stage_label)
+                                 PromptScreen, SideBySideScreen, SidePane, SourceScreen,
+                                 stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
@@ -41,11 +42,11 @@ from irscope.browse.graph_kernels import graph_kernels
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
-from irscope.browse.tree import badges, navigator_groups, short_name, stage_title
+from irscope.browse.side_by_side import default_stages, pane_count, start_lines
+from irscope.browse.tree import RAW, badges, navigator_groups, short_name, stage_title
 from irscope.read.stage_text import readable_text
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
-SIDE_BY_SIDE = 4  # stages the side-by-side view shows at most
 # actions that act on the main screen: refused while another screen is on top
 GLOBAL_ACTIONS = frozenset({"quit", "help", "toggle_dark", "focus_next", "focus_previous",
                             "command_palette", "screenshot", "bell"})
@@ -329,38 +330,38 @@ class IrscopeApp(App[None]):
         self.post_message(msg.CompareReady(sides, figure_deltas(*cards)))
 
     @work(thread=True, exclusive=True, group="side", exit_on_error=False)
-    def side_by_side_worker(self, stage: Stage) -> None:
-        """The stage shown and the next IR stages of its unit (four at most), with the
-        source locations of every line, for the side-by-side screen."""
-        run = self.store()
-        stages = [s for s in self.stages_by_unit.get(stage.unit_id, ()) if is_ir(s)]
-        at = next((i for i, s in enumerate(stages) if s.id == stage.id), 0)
-        chosen = stages[at:at + SIDE_BY_SIDE] or [stage]
-        if len(chosen) < 2:
-            chosen = stages[max(at - 1, 0):at + 1]
-        if len(chosen) < 2:
+    def side_by_side_worker(self, anchor: Stage, cursor: int,
+                            chosen: tuple[Stage, ...] = ()) -> None:
+        """Stages side by side (``chosen``, else ``anchor`` and the IR stages after it, as
+        many as the width holds), each pane at the line of the same source as ``cursor`` of
+        ``anchor``, linked by the source locations every line carries."""
+        run, follower = self.store(), self.follower()
+        held = self.stages_by_unit.get(anchor.unit_id, ())
+        stages = list(chosen) or default_stages(held, anchor, pane_count(self.size.width))
+        if len(stages) < 2:
             self.post_message(msg.Problem("this unit has one stage to show", "warning"))
             return
-        panes = []
-        for this in chosen:
+        texts, locations = [], []
+        for this in stages:
             try:
-                lines = run.read_text(this).splitlines()
+                texts.append(readable_text(this.kind, run.read_text(this)).splitlines())
+                locations.append(follower.locations_of(this))
             except IrscopeError as exc:
-                lines = [f"⚠ {self._without_run_path(exc)}"]
-            panes.append((self._title(this), lines, lexer_for(this.kind), LineLocations()))
-        screen = SideBySideScreen(panes, tuple(chosen))
-        self.call_from_thread(self.push_screen, screen)  # the links are read on first use
+                texts.append([f"⚠ {self._without_run_path(exc)}"])
+                locations.append(LineLocations())
+        at = next((i for i, s in enumerate(stages) if s.id == anchor.id), 0)
+        starts = start_lines(locations, texts, [s.kind for s in stages], at,
+                             cursor if stages[at].id == anchor.id else 0)
+        panes = [SidePane(self._title(this), lines, lexer_for(this.kind), found, start)
+                 for this, lines, found, start in zip(stages, texts, locations, starts)]
+        choices = tuple(s for s in held if is_ir(s))
+        self.call_from_thread(self._show_side_by_side, panes, tuple(stages), at, choices)
 
-    @work(thread=True, exclusive=True, group="side-links", exit_on_error=False)
-    def side_links_worker(self, screen: SideBySideScreen) -> None:
-        """Source locations of the side-by-side panes, read when the cursor first moves."""
-        run = self.store()
-        for pane, this in enumerate(screen.stages):
-            try:
-                locations = self.follower().locations_of(this)
-            except IrscopeError:
-                continue
-            self.call_from_thread(screen.set_locations, pane, locations)
+    def _show_side_by_side(self, panes, stages, anchor, choices) -> None:
+        while isinstance(self.screen, SideBySideScreen):  # picked again: the new panes
+            self.pop_screen()
+        self.push_screen(SideBySideScreen(panes, stages, anchor, choices,
+                                          [self._title(s) for s in choices]))
 
     def _without_run_path(self, exc: Exception) -> str:
         """The error as the user needs it here: the run's path is already in the title."""
@@ -393,6 +394,16 @@ class IrscopeApp(App[None]):
     @on(Navigator.StageSelected)
     def _stage_selected(self) -> None:
         self.viewer.focus()
+
+    @on(Navigator.RecordsWanted)
+    def _records_wanted(self, message: Navigator.RecordsWanted) -> None:
+        self.records_worker(message.unit_id)
+
+    @work(thread=True, group="records", exit_on_error=False)
+    def records_worker(self, unit_id: int) -> None:
+        """A unit's raw log records, read when the navigator opens them."""
+        found = self.store().stages(unit_id, kinds=(RAW,))
+        self.call_from_thread(self.navigator.stage_tree.add_records, unit_id, found)
 
     @on(msg.BadgesReady)
     def _badges(self, message: msg.BadgesReady) -> None:
@@ -698,7 +709,7 @@ class IrscopeApp(App[None]):
 
     def action_side_by_side(self) -> None:
         if self.current is not None:
-            self.side_by_side_worker(self.current)
+            self.side_by_side_worker(self.current, self.viewer.cursor)
 
     def action_focus_panel(self) -> None:
         if not self.panel.display:

@@ -51,6 +51,14 @@ class KernelList:
 
 
 @dataclass(frozen=True)
+class RawRecords:
+    """The data of a unit's folded raw log records, read when first opened."""
+
+    unit_id: int
+    count: int
+
+
+@dataclass(frozen=True)
 class Configurations:
     """The data of a folded node holding autotuning's unchosen configurations of a kernel."""
 
@@ -206,10 +214,9 @@ class StageTree(Tree):
         records; raw log records folded."""
         row = node.data
         if not isinstance(row, UnitRow) or any(
-                isinstance(c.data, (Stage, RoleGroup)) or c.data == RAW for c in node.children):
+                isinstance(c.data, (Stage, RoleGroup, RawRecords)) for c in node.children):
             return
-        raw = [s for s in row.stages if s.kind == RAW]
-        shared = [s for s in row.stages if s.kind != RAW and s.id not in row.roles]
+        shared = [s for s in row.stages if s.id not in row.roles]
         roles = list(dict.fromkeys(row.roles[s.id] for s in row.stages if s.id in row.roles))
         for stage in (s for s in shared if is_ir(s)):
             node.add_leaf(stage_title(stage), data=stage)
@@ -222,9 +229,20 @@ class StageTree(Tree):
             self._add_kernels(group, group.data)
         for stage in (s for s in shared if not is_ir(s)):
             node.add_leaf(stage_title(stage), data=stage)
-        if raw:  # dozens of log records would bury the IR stages
-            records = node.add(Text(f"raw records ({len(raw)})", style="dim"), data=RAW)
-            for stage in raw:
+        if row.raw:  # dozens of log records would bury the IR stages: folded, read on demand
+            node.add(Text(f"raw records ({row.raw})", style="dim"),
+                     data=RawRecords(row.unit.id, row.raw))
+
+    def add_records(self, unit_id: int, stages: Sequence[Stage]) -> None:
+        """A unit's raw log records, read once its records node was opened."""
+        node = self._unit_nodes.get(unit_id)
+        records = next((c for c in node.children if isinstance(c.data, RawRecords)),
+                       None) if node is not None else None
+        if records is None:
+            return
+        held = {c.data.id for c in records.children if isinstance(c.data, Stage)}
+        for stage in stages:
+            if stage.id not in held:
                 records.add_leaf(stage.name, data=stage)
 
     def _add_kernels(self, group, role: RoleGroup) -> None:
@@ -253,6 +271,8 @@ class StageTree(Tree):
                                    allow_expand=bool(other.stages))
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
+        if isinstance(event.node.data, RawRecords) and not event.node.children:
+            self.post_message(Navigator.RecordsWanted(event.node.data.unit_id))
         self.expand_unit(event.node)
 
     def node_for_stage(self, stage: Stage):
@@ -266,7 +286,11 @@ class StageTree(Tree):
             parent.expand()
             parent = parent.parent
         for node in unit_node.children:
-            if (node.data == RAW and stage.kind == RAW) or isinstance(node.data, RoleGroup):
+            if isinstance(node.data, RawRecords) and stage.kind == RAW:
+                found = next((n for n in node.children if n.data.id == stage.id), None)
+                node.expand()
+                return found or node.add_leaf(stage.name, data=stage)
+            if isinstance(node.data, RoleGroup):
                 found = next((n for n in node.children if isinstance(n.data, Stage)
                               and n.data.id == stage.id), None)
                 if found is not None:
@@ -290,6 +314,13 @@ class Navigator(Vertical):
 
     class StageSelected(Message):
         """Enter on a stage: the reader wants to read it (focus moves to the viewer)."""
+
+    class RecordsWanted(Message):
+        """A unit's raw log records were opened: the app reads them."""
+
+        def __init__(self, unit_id: int) -> None:
+            super().__init__()
+            self.unit_id = unit_id
 
     show_all = False
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -12,7 +13,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Label, OptionList, Static
+from textual.widgets import (DataTable, Footer, Input, Label, OptionList, SelectionList,
+                             Static)
 from textual.widgets.option_list import Option
 
 from irscope.parsers.base import ParseResult
@@ -306,68 +308,120 @@ def problem_detail(problem: Problem) -> Text:
     return text
 
 
+@dataclass(frozen=True)
+class SidePane:
+    """One pane of the side-by-side view: its title, lines, lexer, the source locations of
+    its lines and the line its cursor starts on."""
+
+    title: str
+    lines: list[str]
+    lexer: Any
+    locations: Any  # irscope.browse.locations.LineLocations
+    cursor: int = 0
+
+
 class SideBySideScreen(Screen[None]):
-    """Two to four stages of one unit side by side; the focused pane's cursor line marks the
-    lines of the same source in the others and moves their cursors there."""
+    """Two to four stages of one unit side by side, each at the line of the same source as
+    the cursor it was opened from; moving the focused pane's cursor marks that source's lines
+    in the others and moves their cursors there. `s` picks the stages shown."""
 
-    BINDINGS = CLOSE + [Binding("tab", "focus_next", "Next pane", id="side-tab")]
+    BINDINGS = CLOSE + [Binding("tab", "focus_next", "Next pane", id="side-tab"),
+                        Binding("s", "pick", "Pick the stages", id="side-pick")]
 
-    def __init__(self, panes: list[tuple[str, list[str], Any, Any]],
-                 stages: tuple[Stage, ...] = ()) -> None:
+    def __init__(self, panes: Sequence[SidePane], stages: tuple[Stage, ...] = (),
+                 anchor: int = 0, choices: tuple[Stage, ...] = (),
+                 titles: Sequence[str] = ()) -> None:
         super().__init__()
-        self.panes = panes  # (title, lines, lexer, LineLocations) per stage
-        self.stages = stages
-        self.links_asked = False
-        self.last: tuple[int, int] | None = None  # the pane and line to link once read
+        self.panes = list(panes)
+        self.stages, self.anchor = stages, anchor
+        self.choices, self.titles = choices, list(titles)  # the stages `s` offers
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="side-viewers"):
-            for i, (title, *_rest) in enumerate(self.panes):
+            for i, pane in enumerate(self.panes):
                 with Vertical(classes="compare-side"):
-                    yield FitLabel(title, classes="compare-title")
+                    yield FitLabel(pane.title, classes="compare-title")
                     yield IrViewer(id=f"side-{i}")
         # a plain line, not Footer: Footer rebuilds its widgets on each focus change
         yield Static(Text.assemble((" tab ", "reverse bold"), " next pane  ",
+                                   (" s ", "reverse bold"), " pick the stages  ",
                                    (" escape ", "reverse bold"), " close"), id="side-keys")
 
     def on_mount(self) -> None:
-        for i, (_title, lines, lexer, _locations) in enumerate(self.panes):
+        for i, pane in enumerate(self.panes):
             viewer = self.viewer(i)
-            viewer.show(lines, lexer)
+            viewer.show(pane.lines, pane.lexer, cursor=pane.cursor)
             self.watch(viewer, "cursor", self._linked(i), init=False)
-        self.viewer(0).focus()
+        anchor = self.viewer(min(self.anchor, len(self.panes) - 1))
+        anchor.focus()
+        self._link(self.anchor, anchor.cursor, move=False)
 
     def viewer(self, pane: int) -> IrViewer:
         return self.query_one(f"#side-{pane}", IrViewer)
 
-    def set_locations(self, pane: int, locations: Any) -> None:
-        """A pane's source locations, read after its text is on screen."""
-        title, lines, lexer, _old = self.panes[pane]
-        self.panes[pane] = (title, lines, lexer, locations)
-        if self.last is not None and all(p[3].lines for p in self.panes):
-            self._link(*self.last)
-
     def _linked(self, pane: int):
         def follow(cursor: int) -> None:
-            if not self.viewer(pane).has_focus:  # moved by another pane: no echo back
-                return
-            self.last = (pane, cursor)
-            if not self.links_asked and self.stages:
-                self.links_asked = True
-                self.app.side_links_worker(self)
-            self._link(pane, cursor)
+            if self.viewer(pane).has_focus:  # moved by another pane: no echo back
+                self._link(pane, cursor)
         return follow
 
-    def _link(self, pane: int, cursor: int) -> None:
-        """Mark the lines of ``cursor``'s source in the other panes; move their cursors."""
-        keys = self.panes[pane][3].same_source(cursor)
+    def _link(self, pane: int, cursor: int, move: bool = True) -> None:
+        """Mark the lines of ``cursor``'s source in the other panes; move their cursors
+        there (``move``), so the panes scroll together."""
+        keys = self.panes[pane].locations.same_source(cursor)
         for other in range(len(self.panes)):
             if other != pane:
-                hits = self.panes[other][3].find(keys) if keys else []
+                hits = self.panes[other].locations.find(keys) if keys else []
                 viewer = self.viewer(other)
                 viewer.set_marks(hits)
-                if hits:
+                if hits and move and viewer.cursor not in hits:
                     viewer.cursor = hits[0]
+
+    def action_pick(self) -> None:
+        """Choose the stages to show (Python, TTGIR, PTX, SASS, ...) among the unit's."""
+        shown = {s.id for s in self.stages}
+
+        def chosen(picked: list[int] | None) -> None:
+            if picked and len(picked) >= 2:
+                stages = tuple(self.choices[i] for i in picked)
+                focused = next((i for i in range(len(self.panes))
+                                if self.viewer(i).has_focus), self.anchor)
+                anchor = self.stages[focused] if focused < len(self.stages) else stages[0]
+                self.app.side_by_side_worker(anchor, self.viewer(focused).cursor, stages)
+            elif picked is not None:
+                self.notify("pick two stages or more", severity="warning", timeout=3)
+
+        self.app.push_screen(StagesPicker(self.titles, [i for i, s in enumerate(self.choices)
+                                                        if s.id in shown]), chosen)
+
+
+class TickList(SelectionList[int]):
+    """A selection list whose enter confirms the ticks (space ticks) instead of ticking."""
+
+    BINDINGS = [Binding("enter", "screen.done", "Show these", id="ticks-done")]
+
+
+class StagesPicker(ModalScreen[list[int] | None]):
+    """The unit's stages with those shown ticked: space ticks, enter shows the ticked ones."""
+
+    BINDINGS = CLOSE
+
+    def __init__(self, titles: Sequence[str], ticked: Sequence[int]) -> None:
+        super().__init__()
+        self.titles, self.ticked = list(titles), set(ticked)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-box"):
+            yield Static("Stages side by side  (space ticks, enter shows them, escape closes)",
+                         classes="box-title")
+            yield TickList(*[(title, i, i in self.ticked) for i, title in enumerate(self.titles)],
+                           id="pick")
+
+    def on_mount(self) -> None:
+        self.query_one("#pick").focus()
+
+    def action_done(self) -> None:
+        self.dismiss(sorted(self.query_one("#pick", TickList).selected))
 
 
 class PickerScreen(ModalScreen[int | None]):

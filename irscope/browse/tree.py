@@ -4,7 +4,7 @@ order, titled and badged; a stage's text as the viewer shows it."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from irscope.parsers import registry
@@ -22,8 +22,9 @@ class UnitRow:
     """One unit in the navigator with its stages in pipeline order."""
 
     unit: Unit
-    stages: tuple[Stage, ...]
+    stages: tuple[Stage, ...]  # all but its raw log records
     roles: Mapping[int, str] = field(default_factory=dict)  # stage id -> see stage_roles
+    raw: int = 0  # its raw log records, read when the navigator opens them
 
 
 @dataclass(frozen=True)
@@ -67,18 +68,21 @@ def compact(n: int) -> str:
 
 
 def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
-    """The run's units grouped by framework, each with its stages in pipeline order; where
-    the run measured GPU time, the units of a framework by their time, most first."""
+    """The run's units grouped by framework, each with its stages in pipeline order (its raw
+    log records counted, not read: most of a large run's stages are those); where the run
+    measured GPU time, the units of a framework by their time, most first."""
     run = RunView.of(run)
     by_unit: dict[int, list[Stage]] = defaultdict(list)
-    for stage in run.stages():
+    stages_read = run.stages(kinds=[k for k in run.stage_kinds() if k != RAW])
+    for stage in stages_read:
         by_unit[stage.unit_id].append(stage)
     grouped: dict[str, list[UnitRow]] = defaultdict(list)
-    roles = stage_roles(run)
+    roles = stage_roles(run, stages_read)
+    raw = run.stage_counts(RAW)
     for unit in run.units():
         stages = sorted(by_unit.get(unit.id, ()), key=pipeline_key)
         grouped[unit.framework].append(UnitRow(unit, tuple(stages), {
-            s.id: roles[s.id] for s in stages if s.id in roles}))
+            s.id: roles[s.id] for s in stages if s.id in roles}, raw.get(unit.id, 0)))
     time = read_time(run)
     if time is not None:
         for rows in grouped.values():
@@ -141,17 +145,17 @@ def stage_title(stage: Stage, role: str = "", shown: bool = True) -> str:
     return f"{title} · {role}" if role and shown and role not in title else title
 
 
-def stage_roles(run: RunView | Run) -> dict[int, str]:
+def stage_roles(run: RunView | Run, stages: Iterable[Stage] | None = None) -> dict[int, str]:
     """Stage id -> the graph it belongs to, for the stages of a compile filed once per output
     code: "forward", "backward" or "inference" (the output code's role, as its launches
     record it, else as its AOT ID says), "forward, bucket 2 of 4" where a compile holds
-    several output codes of one role (DDP's buckets)."""
+    several output codes of one role (DDP's buckets). ``stages``: the run's, if read."""
     run = RunView.of(run)
     recorded = {(r.src, r.attrs.get("output_code")): r.attrs.get("role")
                 for r in run.relations("launches") if isinstance(r.attrs, Mapping)}
     per_unit: dict[int, list[Stage]] = defaultdict(list)
     aot: dict[int, list[Stage]] = defaultdict(list)
-    for stage in run.stages():
+    for stage in run.stages() if stages is None else stages:
         if stage.name.split("#")[0] in PER_OUTPUT_CODE:
             per_unit[stage.unit_id].append(stage)
         elif stage.kind == "aot_graph" and stage.name in AOT_ROLES:

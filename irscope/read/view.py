@@ -116,6 +116,14 @@ class RunView:
             found.sort(key=lambda s: (s.unit_id, s.position, s.id))
         return found
 
+    def stage_kinds(self) -> list[str]:
+        """The stage kinds the run holds (read once)."""
+        return self.derived("stage_kinds", self.run.stage_kinds)
+
+    def stage_counts(self, kind: str) -> dict[int, int]:
+        """Unit id -> its stages of ``kind``, counted without reading them."""
+        return self.derived(f"stage_counts:{kind}", lambda: self.run.stage_counts(kind))
+
     def stages_by_unit(self, kinds: Iterable[str] | None = None) -> dict[int, list[Stage]]:
         """Unit id -> its stages (of ``kinds``), in order."""
         grouped: dict[int, list[Stage]] = {}

@@ -362,6 +362,18 @@ class Run:
                                args)
         return [stage_from_row(r) for r in rows]
 
+    def stage_counts(self, kind: str) -> dict[int, int]:
+        """Unit id -> how many stages of ``kind`` it holds (a run may hold 400,000 raw log
+        records that a listing counts and reads only when asked)."""
+        return {integer_value(unit_id, 0): integer_value(count, 0) for unit_id, count in
+                self.db.execute("SELECT unit_id, count(*) FROM stages WHERE kind=? "
+                                "GROUP BY unit_id", (kind,))}
+
+    def stage_kinds(self) -> list[str]:
+        """The stage kinds the run holds."""
+        return sorted(text_value(kind) for (kind,) in
+                      self.db.execute("SELECT DISTINCT kind FROM stages"))
+
     def stage_outlines(self) -> dict[int, list[tuple[str, str, int]]]:
         """Unit id -> (kind, name, size) of each of its stages in order: what a listing of
         every stage shows, without building a Stage per row (a run may hold 500,000)."""
