@@ -207,3 +207,22 @@ def test_committed_hlo_samples_show_the_fusion_xla_made(cli):
     rows = {r["figure"]: r for r in csv.DictReader(io.StringIO(result.stdout))
             if r["status"] == "matched"}
     assert int(rows["fusions"]["b"]) == fusions == 1
+
+
+def test_runs_that_differ_only_in_where_their_caches_were_are_unchanged(tmp_path, cli):
+    """One kernel compiled from two folders (as two runs compile from their own caches):
+    its TTIR, TTGIR, LLVM IR and PTX differ in every location's path (and the PTX in its
+    DWARF bytes); `irscope diff` counts no stage changed, `--exact` counts them all."""
+    a, b = tmp_path / "cold", tmp_path / "warm"
+    for path, portable in ((a, False), (b, True)):
+        run = Run.create(path, {"name": path.name})
+        file_triton(run, "softmax_kernel", portable=portable)
+        run.close()
+    cold, warm = compile_aot("softmax_kernel"), compile_aot("softmax_kernel", portable=True)
+    assert all(cold[kind] != warm[kind] for kind in ("ttir", "ttgir", "llir", "ptx"))
+    exact = json.loads(cli("diff", a, b, "--json", "--exact").stdout)["units"][0]
+    assert {"ttir", "ttgir", "llir", "ptx"} <= set(exact["stages_changed"])
+    normal = json.loads(cli("diff", a, b, "--json").stdout)["units"][0]
+    assert set(normal["stages_changed"]) <= {"cubin"}  # its disassembly compares, where made
+    text = cli("diff", a, b).stdout
+    assert "4 stages" not in text and "ttir" not in text

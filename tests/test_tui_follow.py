@@ -218,9 +218,9 @@ async def test_compare_is_a_line_aligned_diff_with_linked_cursors(triton_run):
         await pilot.press("n")
         assert left.cursor > changed[0] and right.cursor == left.cursor  # linked
         before = sum(row.tag != "same" for row in screen.rows)
-        await pilot.press("i")  # numbering ignored: fewer rows differ
-        assert sum(row.tag != "same" for row in screen.rows) < before
-        assert "numbering ignored" in str(screen.query_one("#compare-summary").render())
+        await pilot.press("i")  # exact: numbering compared too, more rows differ
+        assert sum(row.tag != "same" for row in screen.rows) > before
+        assert "(exact)" in str(screen.query_one("#compare-summary").render())
         await pilot.press("m")  # main-screen keys do nothing here
         assert app.marked.unit_id != app.current.unit_id
 
@@ -256,6 +256,39 @@ async def test_compare_with_another_run_diffs_the_same_stage(triton_run, tmp_pat
         assert sides[0][0].id == stage.id and sides[1][0].kind == "ptx"
         assert sides[1][1].startswith("other: add_kernel")
         assert all(row.tag == "same" for row in app.screen.rows)  # the same capture
+
+
+@synchronous
+async def test_compare_ignores_where_each_run_compiled_unless_exact(tmp_path):
+    """softmax compiled from two folders (two runs' caches): c shows no changed line of the
+    TTIR or PTX, i (exact) shows the paths that differ; `open --compare --exact` starts so."""
+    from report_helpers import file_triton
+
+    from irscope.tui.screens import CompareScreen
+
+    paths = []
+    for name, portable in (("cold", False), ("warm", True)):
+        run = Run.create(tmp_path / name, {"name": name})
+        file_triton(run, "softmax_kernel", portable=portable)
+        run.close()
+        paths.append(tmp_path / name)
+    for exact in (False, True):
+        app = IrscopeApp(paths[0], compare_with=paths[1], exact=exact)
+        async with app.run_test(size=SIZE) as pilot:
+            for kind in ("ttir", "ptx"):
+                await open_stage(app, pilot, "softmax_kernel", kind)
+                await pilot.press("c")
+                await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+                changed = [r for r in app.screen.rows if r.tag != "same"]
+                assert bool(changed) == exact, (kind, exact)
+                if not exact:
+                    await pilot.press("i")
+                    assert any(r.tag != "same" for r in app.screen.rows)
+                    left = app.screen.sides[0][2]
+                    assert all("triton_kernels.py" in left[r.left] or left[r.left].strip()
+                               .startswith((".b", ".file", "//")) or r.left is None
+                               for r in app.screen.rows if r.tag == "changed")
+                await pilot.press("escape")
 
 
 def test_open_takes_a_run_to_compare_with(triton_run, cli):

@@ -76,8 +76,9 @@ class IrscopeApp(App[None]):
     exiting = False  # set by exit(): keys typed after q act no more
 
     def __init__(self, run_path: str | Path, show_all: bool = False,
-                 compare_with: str | Path | None = None) -> None:
+                 compare_with: str | Path | None = None, exact: bool = False) -> None:
         super().__init__()
+        self.exact = exact  # compare stages as they are (paths, hashes, numbers included)
         self.run_path = Path(run_path)
         self.other_path = Path(compare_with) if compare_with else None  # `--compare OTHER`
         self.sub_title = self.run_path.name
@@ -589,7 +590,7 @@ class IrscopeApp(App[None]):
 
     @on(msg.CompareReady)
     def _compare_ready(self, message: msg.CompareReady) -> None:
-        self.push_screen(CompareScreen(message.sides, message.figures))
+        self.push_screen(CompareScreen(message.sides, message.figures, self.exact))
 
     @on(msg.Problem)
     def _problem(self, message: msg.Problem) -> None:
@@ -849,11 +850,12 @@ def collapsed_listing(text: str) -> tuple[list[str], list[tuple[int, int]]]:
 
 
 def run_app(run_path: str | Path, theme: str | None = None, show_all: bool = False,
-            compare_with: str | Path | None = None) -> None:
+            compare_with: str | Path | None = None, exact: bool = False) -> None:
     """Open the TUI on a run directory (already checked to open), in ``theme`` if given;
     ``show_all`` lists the units hidden by default (JAX's eager ops) too; with
-    ``compare_with`` (a second run) c diffs the stage shown against that run's."""
-    app = IrscopeApp(run_path, show_all, compare_with)
+    ``compare_with`` (a second run) c diffs the stage shown against that run's (``exact``:
+    paths, hashes and numbers included)."""
+    app = IrscopeApp(run_path, show_all, compare_with, exact)
     if theme:
         if theme not in app.available_themes:
             raise UsageError(f"unknown theme {theme!r}; choose one of "

@@ -90,11 +90,12 @@ class PromptScreen(ModalScreen[str | None]):
 
 class CompareScreen(Screen[None]):
     """Two stages as a line-aligned diff: gaps where a side has no counterpart, changed rows
-    marked (n/N step through them), the cursors linked, figure and histogram deltas below."""
+    marked (n/N step through them), the cursors linked, figure and histogram deltas below.
+    Lines compare as compiles of one program do (browse.line_diff.normalized: folders of
+    paths, hashes in names, numbering) unless ``exact`` (i toggles)."""
 
     BINDINGS = CLOSE + [Binding("h", "cycle_histogram", "Histogram mode", id="compare-mode"),
-                        Binding("i", "toggle_numbering", "Ignore numbering",
-                                id="compare-numbering"),
+                        Binding("i", "toggle_exact", "Exact / normalised", id="compare-exact"),
                         Binding("n", "change(1)", "Next change", id="compare-next"),
                         Binding("N", "change(-1)", "Previous change", show=False,
                                 id="compare-prev"),
@@ -103,12 +104,12 @@ class CompareScreen(Screen[None]):
     MARKERS = {"same": "  ", "changed": "~ ", "removed": "- ", "added": "+ "}
 
     def __init__(self, sides: list[tuple[Stage, str, list[str], Any, ParseResult]],
-                 figures: tuple[str, ...] = ()) -> None:
+                 figures: tuple[str, ...] = (), exact: bool = False) -> None:
         super().__init__()
         self.sides = sides
         self.figures = figures  # "registers 29 → 26 (-3)" rows
         self.mode = "opcode"
-        self.ignore_numbering = False
+        self.exact = exact
         self.rows: list[DiffLine] = []
 
     def compose(self) -> ComposeResult:
@@ -141,7 +142,7 @@ class CompareScreen(Screen[None]):
 
     def _align(self) -> None:
         (_s0, _t0, left, lexer0, _p0), (_s1, _t1, right, lexer1, _p1) = self.sides
-        self.rows = aligned_diff(left, right, self.ignore_numbering)
+        self.rows = aligned_diff(left, right, self.exact)
         changed = tuple(i for i, row in enumerate(self.rows) if row.tag != "same")
         for side, lines, lexer in ((0, left, lexer0), (1, right, lexer1)):
             shown = []
@@ -155,7 +156,7 @@ class CompareScreen(Screen[None]):
                   for tag in ("changed", "removed", "added")}
         summary = (f"~{counts['changed']} changed  -{counts['removed']} only left  "
                    f"+{counts['added']} only right"
-                   + ("  (numbering ignored)" if self.ignore_numbering else "")
+                   + ("  (exact)" if self.exact else "  (paths, hashes, numbering ignored)")
                    + ("  │  " + "  ·  ".join(self.figures) if self.figures else ""))
         self.query_one("#compare-summary", Label).update(summary)
 
@@ -172,9 +173,9 @@ class CompareScreen(Screen[None]):
         self.mode = HISTOGRAM_MODES[(HISTOGRAM_MODES.index(self.mode) + 1) % len(HISTOGRAM_MODES)]
         self._fill_diff()
 
-    def action_toggle_numbering(self) -> None:
-        """Compare with SSA value, register and label numbers blanked."""
-        self.ignore_numbering = not self.ignore_numbering
+    def action_toggle_exact(self) -> None:
+        """Compare the lines as they are, or as compiles of one program compare."""
+        self.exact = not self.exact
         self._align()
 
     def action_change(self, step: int) -> None:

@@ -25,6 +25,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("a", help="before: run directory or name, report JSON, or artifact file")
     parser.add_argument("b", help="after: run directory or name, report JSON, or artifact file")
     add_format_options(parser)
+    parser.add_argument("--exact", action="store_true",
+                        help="count a stage changed when its text differs at all: by default "
+                             "two runs' stages that differ only in their cache folders, hashes "
+                             "in names and SSA, register, label or kernel numbers are the same")
     parser.add_argument("--fail-on", metavar="EXPR", action="append", default=[],
                         help="exit 1 when EXPR holds for a matched unit or the run total "
                              "(repeatable), e.g. 'ptx.spills > 0', 'fusions decreased', "
@@ -58,6 +62,36 @@ def load_side(spec: str, stages, unit_pattern):
         return build_report(opened, stages, unit_pattern)
 
 
+def normalised(diff):
+    """The diff of two runs with the stages that differ only in paths, hashes and numbering
+    no longer changed (a report or an artifact keeps no text to compare: left as it is)."""
+    from irscope.read.view import RunView
+    from irscope.reports.diff import without_renamings
+    from irscope.store import Run
+
+    paths = [report.path for report in (diff.a, diff.b)]
+    if not all(path and Path(path, "index.sqlite").is_file() for path in paths):
+        return diff
+    with Run.open(paths[0], read_only=True) as a, Run.open(paths[1], read_only=True) as b:
+        views = (RunView(a), RunView(b))
+
+        def texts(unit, name: str):
+            """Both sides' text of the stage: a cubin's disassembly (its bytes hold paths)."""
+            found = []
+            for view, record in zip(views, (unit.a, unit.b)):
+                match = view.run.unit_named(record.framework, record.name)
+                held = view.stages(match.id) if match else []
+                stage = next((s for s in held if s.name == name), None)
+                if stage is not None and stage.kind == "cubin":
+                    stage = next((s for s in held if s.kind == "sass"), None)
+                if stage is None:
+                    return None
+                found.append(view.read_text(stage))
+            return tuple(found)
+
+        return without_renamings(diff, texts)
+
+
 def run(args: argparse.Namespace) -> int:
     from irscope.reports import renderer
     from irscope.reports.common import Rendering
@@ -68,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
     fmt = chosen_format(args)
     stages = stage_filter(args)
     diff = diff_reports(load_side(args.a, stages, args.unit), load_side(args.b, stages, args.unit))
+    if not args.exact:
+        diff = normalised(diff)
     violations = []
     for gate in gates:
         if not known_figure(gate, diff):

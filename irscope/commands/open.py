@@ -19,6 +19,10 @@ def add_parser(subparsers) -> None:
     p.add_argument("--compare", metavar="OTHER",
                    help="a second run: c compares the stage shown with the same unit's stage "
                         "of OTHER as a line-aligned diff with figure deltas")
+    p.add_argument("--exact", action="store_true",
+                   help="compare stages as they are: by default folders of paths (each run its "
+                        "own caches), hashes in names and SSA, register, label and kernel "
+                        "numbers are ignored (i toggles inside)")
     p.set_defaults(func=run)
 
 
@@ -33,5 +37,6 @@ def run(args) -> int:
         Run.open(other).close()
     from irscope.tui.app import run_app
 
-    run_app(path, theme=args.theme, show_all=args.show_all, compare_with=other)
+    run_app(path, theme=args.theme, show_all=args.show_all, compare_with=other,
+            exact=args.exact)
     return 0

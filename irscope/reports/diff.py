@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from irscope.reports.records import Report, StageRecord, UnitRecord
@@ -199,6 +199,24 @@ def diff_reports(a: Report, b: Report) -> Diff:
             units.append(UnitDiff("removed", unit, None))
     units.extend(UnitDiff("added", None, u) for u in b.units if id(u) not in matched_b)
     return Diff(a, b, tuple(units), figure_changes(a.figures(figures), b.figures(figures)))
+
+
+def without_renamings(diff: Diff,
+                      texts: Callable[[UnitDiff, str], tuple[str, str] | None]) -> Diff:
+    """``diff`` with the stages whose two texts (``texts(unit, stage name)``) differ only in
+    what compiles of one program differ in (each run's cache folders in paths, hashes in
+    names, SSA, register, label and kernel numbers: browse.line_diff.same_program) no longer
+    counted as changed."""
+    from irscope.browse.line_diff import same_program
+
+    units = []
+    for unit in diff.units:
+        if unit.stages_changed:
+            kept = tuple(name for name in unit.stages_changed
+                         if not ((pair := texts(unit, name)) and same_program(*pair)))
+            unit = replace(unit, stages_changed=kept)
+        units.append(unit)
+    return replace(diff, units=tuple(units))
 
 
 def _number(value: float | None) -> float | str | None:
