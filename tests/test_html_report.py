@@ -159,3 +159,35 @@ def test_ranks_that_compiled_differently_are_problems(tmp_path):
     problems = page.split("<h2>Problems (")[1].split("</ul>")[0]
     assert "rank divergence</span> in <code>[1/0] f1</code>: presence differs on rank 1" \
         in problems
+
+
+def test_the_unit_table_fits_1400_pixels_with_every_figure(tmp_path, cli):
+    """The profiled GPT-2's report in headless Chromium 1,400 pixels wide: the unit table,
+    with all its figure columns, needs no sideways scrolling; the details are folded."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    run = shutil.copytree(Path(__file__).parents[1] / "samples" / "gpu" / "torch_profile",
+                          tmp_path / "gpt2")
+    page = tmp_path / "report.html"
+    assert cli("report", run, "-o", page).returncode == 0
+
+    async def measure():
+        async with Browser(1400, 900) as browser:
+            await browser.goto(page.as_uri())
+            for _ in range(200):
+                if await browser.evaluate("document.readyState") == "complete":
+                    break
+                await asyncio.sleep(0.05)
+            return await browser.evaluate("""(() => {
+                const t = document.querySelector("table.units");
+                const heads = [...t.querySelectorAll("th")].map(h => h.textContent);
+                return {right: t.getBoundingClientRect().right, heads,
+                        page: document.documentElement.scrollWidth,
+                        open: document.querySelectorAll("details[open]").length,
+                        folded: document.querySelectorAll("details").length};
+            })()""")
+
+    found = asyncio.run(measure())
+    assert {"GPU µs", "Regs", "Spills", "Smem B", "Occupancy"} <= set(found["heads"])
+    assert found["right"] <= 1400 and found["page"] <= 1400, found
+    assert found["folded"] > 50 and found["open"] == 0

@@ -195,3 +195,26 @@ def test_events_and_launches_become_unit_and_run_figures(tmp_path):
     unit = next(u for u in report.units if u.name == "[0/0] f")
     assert unit.headline == {"kernels_launched": 3, "graph_breaks": 1, "recompiles": 1}
     assert report.totals["graph_breaks"] == 2 and report.totals["recompiles"] == 1
+
+
+def test_a_markdown_summary_fits_a_pull_request_comment(cli, tmp_path):
+    """`report --format md --summary --against BASE`: at most 60 lines with the headline
+    figures, GPU time, the top kernels, the problems and what changed since BASE."""
+    import shutil
+
+    gpu = Path(__file__).parents[1] / "samples" / "gpu"
+    run, base = (shutil.copytree(gpu / name, tmp_path / name)
+                 for name in ("torch_profile", "gpt2_provenance"))
+    result = cli("report", run, "--format", "md", "--summary", "--against", base)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) <= 60
+    text = result.stdout
+    assert "63 units" in text and "3 graph breaks" in text and "**GPU time**" in text
+    assert "**Top kernels by GPU time**" in text and "| fmha_cutlassB" in text
+    assert "### Problems (12)" in text and "ignore_logging_functions" in text
+    assert "**Against gpt2_provenance**" in text and "| Unit | Figure | Before | After" in text
+    full = cli("report", run, "--format", "md").stdout
+    assert len(full.splitlines()) > 500 and "### Problems (12)" in full
+    refused = cli("report", run, "--summary")
+    assert refused.returncode != 0 and "--format md" in refused.stderr

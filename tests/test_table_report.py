@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,7 @@ def test_long_names_are_cut_in_the_middle_and_kept_whole_elsewhere():
         StageRecord("ptx", "ptx", {"mov.u32": 3}, {"instructions": 3}),),
         headline={"registers": 32}),), {"units": 1})
     text = table.render_report(report, Rendering(80))
-    assert "triton_per_fused" in text and "…" in text and "1991bdd6␛[31m" in text
+    assert "per_native" in text and "…" in text and "1991bdd6␛[31m" in text
     assert "\x1b" not in text and len(rows(text)) == 2
     doc = json.loads(json_report.render_report(report))
     assert doc["units"][0]["name"] == name  # whole, the escape as JSON's \u001b
@@ -75,3 +76,21 @@ def test_a_diff_is_one_line_a_row_too(width):
     changes = sum(len(u.changes) for u in diff.units) + len(
         [d for d in diff.totals if ".op." not in d.name])
     assert len(rows(text)) == len(diff.units) + changes
+
+
+def test_at_80_columns_the_kernels_rows_show_their_figures():
+    """The profiled GPT-2 at 80 columns: the figure columns kept are those most rows have
+    (time, registers, spills), not graph columns that read "-" on every kernel's row."""
+    with Run.open(SAMPLES / "torch_profile") as run:
+        text = table.render_report(build_report(run), Rendering(80))
+    units = text[text.index("torch_profile: 63 units"):]
+    header = next(line for line in units.splitlines() if "Unit" in line)
+    assert "GPU µs" in header and "Regs" in header and "Kernels" not in header
+    titles = [cell.strip() for cell in header.split("┃")[1:-1]]
+    kernels = [[cell.strip() for cell in line.split("│")[1:-1]]
+               for line in units.splitlines() if "│ triton " in line]
+    assert len(kernels) > 40
+    assert all(re.fullmatch(r"\d+", row[titles.index("Regs")]) for row in kernels)
+    timed = [row for row in kernels if row[titles.index("GPU µs")] != "-"]
+    assert len(timed) >= 25  # the configurations launched (the others never ran)
+    assert all(len(line) <= 80 for line in text.splitlines())

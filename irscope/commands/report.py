@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from irscope.console import note, rich_console, write_text
+from irscope.errors import UsageError
 from irscope.files import write_whole
 
 FORMATS = ("table", "json", "csv", "md", "html")
@@ -39,6 +40,13 @@ def add_parser(subparsers) -> None:
     parser.add_argument("run", nargs="?", default="latest",
                         help="run directory, run name under ./.irscope/runs, or 'latest' (default)")
     add_format_options(parser)
+    parser.add_argument("--summary", action="store_true",
+                        help="with --format md: at most 60 lines to paste in a pull request "
+                             "(headline figures, the top kernels, the problems, and with "
+                             "--against what changed)")
+    parser.add_argument("--against", metavar="BASE",
+                        help="with --summary: a run, report JSON or artifact to say what "
+                             "changed since")
     parser.add_argument("--history", metavar="DIR", type=Path,
                         help="an export dataset (irscope export): show each headline figure "
                              "over the earlier runs of the same name there")
@@ -95,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
     from irscope.store import Run, locate_run
 
     fmt = chosen_format(args)
+    if (args.summary or args.against) and fmt != "md":
+        raise UsageError("--summary and --against write Markdown: add --format md")
+    if args.against and not args.summary:
+        raise UsageError("--against says what changed in a --summary: add --summary")
     with Run.open(locate_run(args.run)) as opened:
         view = RunView(opened)
         report = build_report(view, stage_filter(args), args.unit, args.show_all,
@@ -109,7 +121,19 @@ def run(args: argparse.Namespace) -> int:
         note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
+    changes = None
+    if args.against:
+        from irscope.commands.diff import load_side
+        from irscope.reports.diff import diff_reports
+
+        changes = diff_reports(load_side(args.against, stage_filter(args), args.unit), report)
     module = renderer(fmt)
+    if args.summary:
+        emit(lambda width: module.render_summary(report, Rendering(width, details,
+                                                                   history=history,
+                                                                   changes=changes)),
+             None, fmt, args.output)
+        return 0
     emit(lambda width: module.render_report(report, Rendering(width, details, history=history)),
          lambda width: module.report_renderable(report, width,
                                                 Rendering(width, details, history=history)),

@@ -15,7 +15,7 @@ from irscope.reports.records import Report, StageRecord, UnitRecord
 
 # Unit-level figures shown as columns, in this order, with their titles.
 HEADLINE_COLUMNS = (
-    ("kernels_generated", "Kernels"), ("kernels_launched", "Launched"),
+    ("gpu_time_us", "GPU µs"), ("kernels_generated", "Kernels"), ("kernels_launched", "Launched"),
     ("extern_calls", "Extern kernels"), ("fusions", "Fusions"), ("layout_conversions", "Layout cvt"),
     ("registers", "Regs"), ("spills", "Spills"), ("shared_bytes", "Smem B"),
     ("occupancy", "Occupancy"), ("graph_breaks", "Breaks"), ("recompiles", "Recompiles"),
@@ -55,6 +55,7 @@ class Rendering:
     details: Details = field(default_factory=Details)
     violations: tuple[Any, ...] = ()  # reports.gates.Violation
     history: Any = None  # reports.history.History: the figures over earlier runs
+    changes: Any = None  # reports.diff.Diff against a base (report --against), for a summary
 
     @property
     def failures(self) -> tuple[str, ...]:
@@ -105,6 +106,8 @@ def number(value: float | None) -> str:
         return "-"
     if float(value).is_integer():
         return f"{int(value):,}"
+    if abs(value) >= 1000:  # a time in µs: 1,040, not 1.04e+03
+        return f"{value:,.0f}"
     return f"{value:.3g}"
 
 

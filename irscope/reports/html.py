@@ -19,7 +19,7 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, kernel_rows,
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
-from irscope.reports.timing import headline, section_tables
+from irscope.reports.timing import headline, numeric_from, section_tables
 
 BAR_LIMIT = 25  # ops per bar chart; the rest are summed into one "other" bar
 LIMIT = ' class="limit"'
@@ -31,6 +31,9 @@ h1{font-size:1.4em}h2{font-size:1.15em;margin-top:2em}
 table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
+.name{max-width:22em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.name.short{max-width:14em}
+table.units th{white-space:normal;min-width:3em}
 th{background:#f6f8fa}
 table.sortable th{cursor:pointer;user-select:none}
 table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
@@ -80,7 +83,21 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 
 def _td(value: object, numeric: bool = False, css: str = "") -> str:
     classes = " ".join(c for c in ("n" if numeric else "", css) if c)
+    if css.startswith("name"):  # cut by the stylesheet (a div: a cell's width is its content's)
+        return f"<td><div class=\"{css}\" title=\"{text(value)}\">{text(value)}</div></td>"
     return f"<td class=\"{classes}\">{text(value)}</td>" if classes else f"<td>{text(value)}</td>"
+
+
+def units_table(report: Report, columns) -> str:
+    """One row per unit with its headline figures: names cut to 22em (whole when hovered),
+    titles wrapped, so that every figure fits a 1,400-pixel window; each unit's stages,
+    kernels and op counts are folded below."""
+    head = "".join(f"<th>{text(h)}</th>" for h in ["Unit", "Framework", *(t for _, t in columns)])
+    rows = ("<tr>" + _td(u.name, css="name") + _td(u.framework)
+            + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
+            for u in report.units)
+    return (f"<table class=\"sortable units\"><thead><tr>{head}</tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
 
 
 def _table(header: Sequence[str], rows: Iterable[str], sortable: bool = True) -> str:
@@ -186,11 +203,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     columns, totals = unit_columns(report), stage_columns(report)
     body = [f"<h1>irscope report: {text(report.run)}</h1>",
             f"<p>{text(summary_line(report))}</p>", time_section(report),
-            _table(["Unit", "Framework", *(t for _, t in columns)],
-                   ("<tr>" + _td(u.name) + _td(u.framework)
-                    + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
-                    for u in report.units)),
-            problems_list(report)]
+            units_table(report, columns), problems_list(report)]
     for unit in (u for u in report.units if u.stages or details.kernels.get(u.key)):
         where = f" <small>{text(unit.location)}</small>" if unit.location else ""
         body.append(f"<details><summary>{text(unit.name)} "
@@ -204,7 +217,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
         if kernels:
             body.append("<h3>Generated kernels</h3>" + _table(
                 ["Stage", "Kernel", "Kind", "Fused ops"],
-                ("<tr>" + _td(stage) + _td(name) + _td(kind) + _td(fused, True) + "</tr>"
+                ("<tr>" + _td(stage) + _td(name, css="name") + _td(kind) + _td(fused, True) + "</tr>"
                  for stage, name, kind, fused in kernels)))
         for stage in unit.stages:
             if stage.histogram:
@@ -258,9 +271,10 @@ def time_section(report: Report) -> str:
         parts.append("<ul>" + "".join(f"<li>{text(n)}</li>" for n in report.time.notes)
                      + "</ul>")
     for title, header, rows in section_tables(report.time):
+        first = numeric_from(header)  # the names before the figures: cut, whole when hovered
         parts.append(f"<h3>{text(title)}</h3>" + _table(header, (
-            "<tr>" + "".join(_td(c, i > 0 and c[:1].isdigit()) for i, c in enumerate(row))
-            + "</tr>" for row in rows)))
+            "<tr>" + "".join(_td(c, css="name short") if i < first else _td(c, c[:1].isdigit())
+                             for i, c in enumerate(row)) + "</tr>" for row in rows)))
     return "".join(parts)
 
 

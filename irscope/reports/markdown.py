@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from irscope.escaping import markdown_text
-from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, number, percent,
+from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, middle, number, percent,
                                     run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_title,
                                     summary_line, unit_columns)
@@ -17,6 +17,7 @@ from irscope.reports.common import Rendering, history_rows
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
+from irscope.reports.timing import short_name as kernel_name
 
 
 cell = markdown_text  # every table cell, heading and summary of this module
@@ -143,3 +144,76 @@ def render_diff(diff: Diff, rendering: Rendering = Rendering()) -> str:
             lines += ["", "</details>"]
     return "\n".join(lines) + "\n"
 
+
+
+SUMMARY_LINES = 60  # a pull-request comment people read whole
+SUMMARY_KERNELS, SUMMARY_PROBLEMS, SUMMARY_CHANGES = 8, 8, 10
+SUMMARY_NAME = 60  # characters of a kernel's or unit's name in a summary's table
+
+
+def render_summary(report: Report, rendering: Rendering = Rendering()) -> str:
+    """The report in at most SUMMARY_LINES lines, to paste in a pull request: headline
+    figures (measured GPU time where the run has it), the top kernels, the problems and,
+    against a base (``rendering.changes``, a Diff), what changed."""
+    totals = report.totals
+    figures = [f"{number(totals.get('units'))} units"]
+    for key, word in (("graphs", "graphs"), ("kernels_generated", "kernels generated"),
+                      ("kernels_launched", "launched per call"), ("graph_breaks", "graph breaks"),
+                      ("recompiles", "recompiles")):
+        if totals.get(key):
+            figures.append(f"{number(totals[key])} {word}")
+    lines = [f"### irscope: {cell(report.run)}", "", cell(", ".join(figures))]
+    if report.time is not None:
+        lines += ["", f"**GPU time**: {cell(headline(report.time))}"]
+    lines += ["", *top_kernels(report)]
+    lines += problems_section(report, SUMMARY_PROBLEMS)
+    if rendering.changes is not None:
+        lines += ["", *what_changed(rendering.changes)]
+    lines += ["", "<sub>irscope report RUN --format md for every unit, stage and op count"
+                  "</sub>"]
+    return "\n".join(lines[:SUMMARY_LINES]) + "\n"
+
+
+def top_kernels(report: Report) -> list[str]:
+    """The kernels that took the most GPU time, else those with the most spills and
+    registers, with their resources."""
+    units = {u.name: u for u in report.units}
+    if report.time is not None and report.time.kernels:
+        rows = [[middle(kernel_name(row.get("name", "")), SUMMARY_NAME),
+                 middle(row.get("unit") or "", SUMMARY_NAME), f"{row.get('share', 0):.1%}",
+                 number(row.get("total_us")), *_resources(units.get(row.get("unit") or ""))]
+                for row in report.time.kernels[:SUMMARY_KERNELS]]
+        header = ["Kernel", "Unit", "Share", "GPU µs", "Regs", "Spills", "Occupancy"]
+        return ["**Top kernels by GPU time**", "", *table(header, rows, numeric_from=2)]
+    kernels = sorted((u for u in report.units if "registers" in u.headline),
+                     key=lambda u: (-u.headline.get("spills", 0), -u.headline["registers"]))
+    if not kernels:
+        return []
+    rows = [[middle(u.name, SUMMARY_NAME), *_resources(u)] for u in kernels[:SUMMARY_KERNELS]]
+    return ["**Kernels by spills and registers**", "",
+            *table(["Kernel", "Regs", "Spills", "Occupancy"], rows)]
+
+
+def _resources(unit) -> list[str]:
+    if unit is None:
+        return ["", "", ""]
+    occupancy = unit.headline.get("occupancy")
+    return [number(unit.headline.get("registers")), number(unit.headline.get("spills")),
+            "-" if occupancy is None else f"{occupancy:.0%}"]
+
+
+def what_changed(diff: Diff) -> list[str]:
+    """Units added and removed, the run totals and the figures that changed most."""
+    lines = [f"**Against {cell(diff.a.run)}**: {diff.count('matched')} matched, "
+             f"{diff.count('added')} added, {diff.count('removed')} removed", ""]
+    changes = [("(run)", d) for d in run_total_changes(diff)]
+    changes += [(u.name, d) for u in diff.units for d in u.changes if ".op." not in d.name]
+    changes.sort(key=lambda c: -abs(c[1].percent or 0) if c[1].percent not in (
+        float("inf"), float("-inf")) else -1e9)
+    if not changes:
+        return lines + ["No figure changed."]
+    rows = [[middle(unit, SUMMARY_NAME), d.name, number(d.a), number(d.b), percent(d)]
+            for unit, d in changes[:SUMMARY_CHANGES]]
+    more = len(changes) - len(rows)
+    return lines + table(["Unit", "Figure", "Before", "After", "%"], rows, numeric_from=2) + (
+        [f"… {more} more (irscope diff)"] if more > 0 else [])

@@ -8,6 +8,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
+from irscope.browse.tree import short_names
 from irscope.escaping import one_line, printable
 from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows, middle, number,
                                     percent, run_total_changes, signed, source_line_rows,
@@ -24,19 +25,26 @@ CELL_PADDING = 3  # a Rich cell's padding plus its border
 NAME_MIN, NAME_MAX = 12, 40  # a unit name's column: never narrower, and no wider than needed
 NAME_RESERVED = 24  # figure columns give way to a unit name up to this width
 STAGE_MAX, TOP_OPS_MIN, TOP_OPS_WIDE = 24, 12, 40
+FIRST_COLUMNS = frozenset({"gpu_time_us"})  # kept whatever the width, where the run has it
 
 
 def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, int]]:
-    """The leading figure columns, each with its width, that fit in ``width`` after
-    ``reserved`` cells; the rest are dropped (the unit name must stay readable)."""
-    kept, used = [], reserved
-    for key, title in columns:
+    """The figure columns, each with its width, that fit in ``width`` after ``reserved``
+    cells, those most rows have first (a narrow terminal shows the kernels' registers and
+    spills, not three graph columns that read "-" on every kernel's row), shown in their
+    usual order; the rest are dropped (the unit name must stay readable)."""
+    rows = list(rows)
+    order = sorted(range(len(columns)), key=lambda i: (
+        columns[i][0] not in FIRST_COLUMNS, -sum(1 for r in rows if columns[i][0] in r), i))
+    kept, used = set(), reserved
+    for index in order:
+        key, title = columns[index]
         need = max([len(title), *(len(number(r.get(key))) for r in rows)])
-        if used + need + CELL_PADDING > width:
-            break
-        kept.append((key, title, need))
-        used += need + CELL_PADDING
-    return kept
+        if used + need + CELL_PADDING <= width:
+            kept.add(index)
+            used += need + CELL_PADDING
+    return [(columns[i][0], columns[i][1], max([len(columns[i][1]), *(
+        len(number(r.get(columns[i][0]))) for r in rows)])) for i in sorted(kept)]
 
 
 def _text(value: object, width: int | None = None) -> Text:
@@ -70,8 +78,9 @@ def report_renderable(report: Report, width: int = 120,
     _fixed(units, "Framework", framework)
     for _, title, need in columns:
         _fixed(units, title, need, "right")
+    shown = short_names(names, name_width)  # told apart: their ends kept, more where alike
     for unit, name, framework_name in zip(report.units, names, frameworks):
-        units.add_row(_text(name, name_width), _text(framework_name),
+        units.add_row(_text(shown[name]), _text(framework_name),
                       *(number(unit.headline.get(key)) for key, *_ in columns))
 
     stage_rows = sum(len(u.stages) for u in report.units)
