@@ -142,3 +142,33 @@ async def test_raw_records_are_read_when_opened(tmp_path):
         assert str(records.label) == "raw records (197)" and not records.children
         records.expand()
         await until(pilot, lambda: len(records.children) == 197)
+
+
+@synchronous
+async def test_the_kernel_card_says_how_the_kernel_is_launched(tmp_path):
+    """The profiled GPT-2's GELU kernel: its launch line in the forward's output code, each
+    argument with its shape, strides and dtype, the grid the profiler saw, launches per
+    step."""
+    app = IrscopeApp(copy_sample("torch_profile", tmp_path / "gpt2"))
+    async with app.run_test(size=(200, 50)) as pilot:
+        await until(pilot, lambda: app.shown is not None and app.figures)
+        unit = next(u for u in app.units.values()
+                    if u.name == "triton_poi_fused_add_mul_pow_tanh_view_6-8b2673e7")
+        ptx = next(s for s in app.stages_by_unit[unit.id] if s.kind == "ptx")
+        app.navigator.select_stage(ptx)
+        await until(pilot, lambda: unit.id in app.launch_facts and app.panel.card
+                    and any(label == "grid" for label, _ in app.panel.card))
+        card = dict(app.panel.card)
+        assert card["launch"] == "line 1059 of the forward of [1/0] forward, 2 per call"
+        assert card["  in_ptr0"] == "buf27 f32[256, 512] stride (512, 1)"
+        assert card["  xnumel"] == "131072"
+        assert card["grid"] == "(128, 1, 1) × block (128, 1, 1) (measured)"
+        assert card["per step"] == "2 launches (measured over 3 steps)"
+        lines = app.viewer.lines  # not the output code: read it back independently
+    with Run.open(app.run_path) as run:
+        graph = run.unit("[1/0] forward")
+        code = run.read_text(run.stage(graph, "inductor_output_code")).splitlines()
+    assert code[1058].strip() == "triton_poi_fused_add_mul_pow_tanh_view_6.run(buf27, buf28, " \
+                                 "131072, stream=stream0)" and lines
+    assert any("buf27 = empty_strided_cuda((256, 512), (512, 1), torch.float32)" in line
+               for line in code)

@@ -39,6 +39,7 @@ from irscope.analysis.histograms import HISTOGRAM_MODES
 from irscope.browse.autotune import autotune_candidates, candidate_text
 from irscope.browse.kernel_card import figure_deltas, kernel_card, launched_by, time_rows
 from irscope.browse.graph_kernels import graph_kernels
+from irscope.browse.launch_facts import launch_facts
 from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
@@ -107,6 +108,7 @@ class IrscopeApp(App[None]):
         self.tuned: dict[int, Any] = {}  # the autotuners' benchmark times, likewise
         self.badges: dict[int, Any] = {}  # headline figures per unit, likewise
         self.launches: list = []  # the run's "launches" relations
+        self.launch_facts: dict[int, tuple] = {}  # card rows of each kernel's launches
         self.events: list = []
         self.problems: tuple = ()  # the run's problems (irscope.read.problems), each once
         self.findings: list = []  # (Finding, Place) per lint finding, worst first
@@ -396,6 +398,18 @@ class IrscopeApp(App[None]):
     def _stage_selected(self) -> None:
         self.viewer.focus()
 
+    @work(thread=True, exclusive=True, group="card", exit_on_error=False)
+    def launch_facts_worker(self, unit) -> None:
+        """A kernel's launch line, arguments, grid and launches per step (browse.launch_facts)."""
+        found = launch_facts(self.store(), unit, self.launches, self.units, self.roles,
+                             self.gpu_time)
+        self.call_from_thread(self._launch_facts_ready, unit.id, found)
+
+    def _launch_facts_ready(self, unit_id: int, rows: list) -> None:
+        self.launch_facts[unit_id] = tuple(rows)
+        if self.current is not None and self.current.unit_id == unit_id:
+            self.panel.card = self._card(self.units[unit_id])
+
     @on(Navigator.RecordsWanted)
     def _records_wanted(self, message: Navigator.RecordsWanted) -> None:
         self.records_worker(message.unit_id)
@@ -461,11 +475,16 @@ class IrscopeApp(App[None]):
             self.open_stage(message.stage)
 
     def _card(self, unit) -> tuple[tuple[str, str], ...]:
-        """The kernel card of ``unit`` with the graphs that launch it."""
+        """The kernel card of ``unit`` with the graphs that launch it and how (its launch
+        facts are read by a worker the first time: then the card is drawn again)."""
         rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.gpu_time)
         graphs = launched_by(unit.id, self.launches, self.units)
         if graphs:
             rows.append(("launched by", graphs))
+            if unit.id in self.launch_facts:
+                rows += self.launch_facts[unit.id]
+            elif self.figures:  # the badges are in: the run's measured time with them
+                self.launch_facts_worker(unit)
         candidates = autotune_candidates(unit, self.units.values(), self.tuned)
         if candidates:
             best = next((c for c in candidates if c.best), None)
