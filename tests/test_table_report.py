@@ -13,7 +13,7 @@ from irscope.reports import json_report, markdown, table
 from irscope.reports.common import middle
 from irscope.reports.build import build_report
 from irscope.reports.records import Report, StageRecord, UnitRecord
-from irscope.reports.common import SOURCE_LINES_SHOWN
+from irscope.reports.common import COMPILE_TIME_SHOWN, SOURCE_LINES_SHOWN
 from irscope.store import Run
 
 SAMPLES = Path(__file__).parent.parent / "samples" / "gpu"
@@ -43,6 +43,7 @@ def test_every_row_is_one_line_at_the_terminals_width(sample, width):
     expected = len(report.units) + (stages if stages <= table.MAX_STAGE_ROWS else 0)
     expected += sum(len(u.passes) for u in report.units)  # the passes that changed the IR
     expected += min(len(report.source_lines), SOURCE_LINES_SHOWN)  # the busiest source lines
+    expected += min(len(report.compile_time), COMPILE_TIME_SHOWN)  # the slowest compiles
     assert len(rows(text)) == expected
 
 

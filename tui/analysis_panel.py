@@ -19,7 +19,7 @@ from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
 from irscope.tui.checks import LINT_STYLES
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram
-from irscope.browse.tree import compact
+from irscope.browse.tree import compact, short_name
 
 if TYPE_CHECKING:
     from irscope.parsers.inductor import Launch
@@ -79,6 +79,36 @@ def card_table(rows: tuple[tuple[str, str], ...]) -> Table:
     return table
 
 
+PHASE_STYLES = ("cyan", "magenta", "yellow", "green", "blue")  # Rich styles, phase by phase
+
+
+def compile_timeline(timing: Any, kernels: tuple = (), width: int = 30) -> list[Text]:
+    """A compile's time as one stacked bar, its phases in order (each its own part: they
+    add up to the total), then each phase's seconds, the steps named inside them, the
+    slowest Triton compiles (in parallel: they add up to more) and the caches."""
+    from irscope.reports.common import counted
+
+    total = timing.total_s or 1.0
+    bar = Text("▕")
+    for (name, seconds), style in zip(timing.phases, PHASE_STYLES):
+        bar.append("█" * max(1 if seconds else 0, round((width - 2) * seconds / total)),
+                   style=style)
+    bar.append("▏")
+    rows = [Text(""), Text(f"compile {timing.total_s:.2f} s", style="bold"), bar]
+    for (name, seconds), style in zip(timing.phases, PHASE_STYLES):
+        rows.append(Text.assemble(("█ ", style), (f"{name:<16}", "dim"), f"{seconds:6.2f} s"))
+    for name, seconds in timing.inside:
+        if seconds >= 0.01:
+            rows.append(Text(f"  {name} {seconds:.2f} s", style="dim"))
+    if kernels:
+        rows.append(Text("slowest Triton compiles", style="dim"))
+        rows += [Text(f"  {short_name(name, width - 10)} {seconds:.2f} s", no_wrap=True)
+                 for name, seconds in kernels[:3]]
+    if timing.caches:
+        rows.append(Text(f"caches: {counted(', '.join(timing.caches))}", style="dim"))
+    return rows
+
+
 def where(finding) -> str:
     """A finding's evidence as `stage:line,line`, or its message when it has none."""
     if finding.stage:
@@ -105,6 +135,8 @@ class AnalysisPanel(VerticalScroll):
     mode: reactive[str] = reactive("opcode")
     title: reactive[str] = reactive("")
     card: reactive[tuple[tuple[str, str], ...]] = reactive(())
+    # a compile's time (irscope.read.compile_time.CompileTime) and its slowest Triton compiles
+    timeline: reactive[tuple[Any, tuple]] = reactive((None, ()))
     findings: reactive[tuple[tuple[Any, Any], ...]] = reactive(())  # (Finding, Place) rows
 
     def compose(self) -> ComposeResult:
@@ -129,6 +161,9 @@ class AnalysisPanel(VerticalScroll):
         self._refresh_all()
 
     def watch_card(self) -> None:
+        self._refresh_all()
+
+    def watch_timeline(self) -> None:
         self._refresh_all()
 
     def watch_findings(self) -> None:
@@ -171,6 +206,9 @@ class AnalysisPanel(VerticalScroll):
                                  is not None else "dim", overflow="fold")]
         if self.card:
             parts += [Text(""), Text("kernel", style="bold"), card_table(self.card)]
+        timing, kernels = self.timeline
+        if timing is not None:
+            parts += compile_timeline(timing, kernels, width)
         head.update(Group(*parts))
         parsed = self.parsed
         if parsed is None:

@@ -109,6 +109,7 @@ class IrscopeApp(App[None]):
         self.badges: dict[int, Any] = {}  # headline figures per unit, likewise
         self.launches: list = []  # the run's "launches" relations
         self.launch_facts: dict[int, tuple] = {}  # card rows of each kernel's launches
+        self.slowest_compiles: dict[int, tuple] = {}  # a graph's slowest Triton compiles
         self.events: list = []
         self.problems: tuple = ()  # the run's problems (irscope.read.problems), each once
         self.findings: list = []  # (Finding, Place) per lint finding, worst first
@@ -398,6 +399,34 @@ class IrscopeApp(App[None]):
     def _stage_selected(self) -> None:
         self.viewer.focus()
 
+    def _timeline(self, unit) -> tuple:
+        """The unit's compile time from its events, with its slowest Triton compiles once a
+        worker read them from its metrics."""
+        from irscope.read.compile_time import compile_time
+
+        event = next((e for e in self.events if e.kind == "compile_time"
+                      and e.unit_id == unit.id), None)
+        if event is None:
+            return (None, ())
+        caches = [e.data for e in self.events if e.unit_id == unit.id
+                  and e.kind in ("cache_miss", "cache_hit")]
+        timing = compile_time(unit, event.data, caches)
+        if unit.id not in self.slowest_compiles:
+            self.slowest_worker(unit)
+        return (timing, self.slowest_compiles.get(unit.id, ()))
+
+    @work(thread=True, exclusive=True, group="slowest", exit_on_error=False)
+    def slowest_worker(self, unit) -> None:
+        from irscope.read.compile_time import slowest_kernels
+
+        found = slowest_kernels(self.store(), unit)
+        self.call_from_thread(self._slowest_ready, unit, found)
+
+    def _slowest_ready(self, unit, found: tuple) -> None:
+        self.slowest_compiles[unit.id] = found
+        if found and self.current is not None and self.current.unit_id == unit.id:
+            self.panel.timeline = self._timeline(unit)
+
     @work(thread=True, exclusive=True, group="card", exit_on_error=False)
     def launch_facts_worker(self, unit) -> None:
         """A kernel's launch line, arguments, grid and launches per step (browse.launch_facts)."""
@@ -506,6 +535,7 @@ class IrscopeApp(App[None]):
         self.panel.title = self._label(stage)
         unit = self.units.get(stage.unit_id)
         self.panel.card = self._card(unit) if unit else ()
+        self.panel.timeline = self._timeline(unit) if unit else (None, ())
         self._show_findings()
         self.panel.parsed = None
         self.load_stage(stage, cursor, marks)

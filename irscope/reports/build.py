@@ -12,6 +12,7 @@ from irscope.analysis.lint import lint_counts
 from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
 from irscope.read.lint import read_findings
+from irscope.read.compile_time import run_compile_times
 from irscope.read.problems import Problem, run_problems
 from irscope.read.ranks import rank_totals
 from irscope.store.units import shown_units
@@ -48,9 +49,12 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
 
     units, totals = kept_or_built(run, (wanted, unit_pattern, show_all, candidates), build)
     problems = problem_records(run, candidates)
+    names = {u.name for u in units}
     return replace(report, units=units, totals=totals, time=time_section(run, units),
                    source_lines=source_line_records(run),
-                   problems=unit_problems(problems, units) if unit_pattern else problems)
+                   problems=unit_problems(problems, units) if unit_pattern else problems,
+                   compile_time=tuple(c.row() for c in run_compile_times(run)
+                                      if c.unit in names))
 
 
 def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:

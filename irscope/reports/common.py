@@ -83,6 +83,36 @@ def source_line_rows(report) -> list[tuple[str, int, int, int, int, int, int]]:
              r.instructions) for r in report.source_lines[:SOURCE_LINES_SHOWN]]
 
 
+# each compile phase (read.compile_time.LEVELS) and its column's title
+COMPILE_PHASES = (("Dynamo", "Dynamo"), ("AOTAutograd", "AOT"), ("Inductor", "Inductor"),
+                  ("code generation", "Codegen"), ("Triton compile", "Triton"))
+COMPILE_TIME_SHOWN = 10  # compiles in the compile-time table of the table, md and html formats
+
+
+def compile_time_table(report) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of the slowest compiles: total and each phase's own seconds, the
+    caches they hit or missed; none when the run recorded no compile times."""
+    rows = list(report.compile_time[:COMPILE_TIME_SHOWN])
+    phases = [(p, title) for p, title in COMPILE_PHASES if any(f"{p}_s" in r for r in rows)]
+    header = ["Compile", "Total s", *(title for _, title in phases), "Caches"]
+    return header, [[str(r.get("unit", "")), f"{r.get('total_s', 0):.2f}",
+                     *(f"{r[f'{p}_s']:.2f}" if f"{p}_s" in r else "-" for p, _ in phases),
+                     counted(str(r.get("caches", "")))] for r in rows]
+
+
+def counted(listing: str) -> str:
+    """"a, b, b" -> "a, b ×2": a compile's cache records, each kind once."""
+    items = [item for item in listing.split(", ") if item]
+    return ", ".join(f"{item} ×{items.count(item)}" if items.count(item) > 1 else item
+                     for item in dict.fromkeys(items))
+
+
+def compile_time_title(report) -> str:
+    shown = min(len(report.compile_time), COMPILE_TIME_SHOWN)
+    return (f"Compile time ({shown} slowest of {len(report.compile_time)} compiles; each "
+            "phase its own part, the Triton compiles inside code generation)")
+
+
 def source_lines_title(report) -> str:
     shown = min(len(report.source_lines), SOURCE_LINES_SHOWN)
     return (f"Source lines that produce the most kernels ({shown} of "

@@ -13,7 +13,8 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 
 from irscope.escaping import html_text as text
-from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, kernel_rows,
+from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, compile_time_table,
+                                    compile_time_title, kernel_rows,
                                     number, percent, run_total_changes, signed,
                                     source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
@@ -226,6 +227,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                             + bar_chart(stage.histogram, f"{unit.name} {title} op counts",
                                         drawn))
         body.append("</details>")
+    body.append(compile_time_section(report))
     body.append(passes_section(report))
     if report.source_lines:
         body.append(f"<h2>{text(source_lines_title(report))}</h2>" + _table(
@@ -276,6 +278,16 @@ def time_section(report: Report) -> str:
             "<tr>" + "".join(_td(c, css="name short") if i < first else _td(c, c[:1].isdigit())
                              for i, c in enumerate(row)) + "</tr>" for row in rows)))
     return "".join(parts)
+
+
+def compile_time_section(report: Report) -> str:
+    """The slowest compiles, each phase's part of its time and its caches."""
+    if not report.compile_time:
+        return ""
+    header, rows = compile_time_table(report)
+    return f"<h2>{text(compile_time_title(report))}</h2>" + _table(header, (
+        "<tr>" + _td(row[0], css="name") + "".join(_td(c, True) for c in row[1:-1])
+        + _td(row[-1]) + "</tr>" for row in rows))
 
 
 def passes_section(report: Report) -> str:

@@ -13,7 +13,8 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, middle, num
                                     run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_title,
                                     summary_line, unit_columns)
-from irscope.reports.common import Rendering, history_rows
+from irscope.reports.common import (Rendering, compile_time_table, compile_time_title,
+                                    history_rows)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
@@ -57,6 +58,7 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
                 lines += table(["Op", "Count"], stage.histogram.items())
         lines += ["", "</details>"]
     lines += problems_section(report)
+    lines += compile_time_section(report)
     lines += passes_section(report)
     if report.source_lines:
         lines += ["", f"### {cell(source_lines_title(report))}", ""]
@@ -93,6 +95,15 @@ def problems_section(report: Report, limit: int | None = None) -> list[str]:
         lines.append(f"- … {len(report.problems) - len(shown)} more (irscope report RUN "
                      "--format md)")
     return lines
+
+
+def compile_time_section(report: Report) -> list[str]:
+    """The slowest compiles, each phase's part of its time and its caches."""
+    if not report.compile_time:
+        return []
+    header, rows = compile_time_table(report)
+    return ["", f"### {cell(compile_time_title(report))}", "",
+            *table(header, rows, numeric_from=1)]
 
 
 def passes_section(report: Report) -> list[str]:

@@ -155,6 +155,8 @@ class Report:
     # the source lines that produce kernels, the most kernels and instructions first
     source_lines: tuple[SourceLineRecord, ...] = ()
     problems: tuple[Problem, ...] = ()  # irscope.read.problems: each once, ordered
+    # each compile's time by phase (irscope.read.compile_time.CompileTime.row), slowest first
+    compile_time: tuple[Mapping[str, Any], ...] = ()
 
     def figures(self, unit_figures: Callable[[UnitRecord], Mapping[str, float]] | None = None
                 ) -> dict[str, float]:
@@ -305,6 +307,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         } for u in report.units],
         "source_lines": [line.to_json() for line in report.source_lines],
         "problems": [problem.to_json() for problem in report.problems],
+        "compile_time": [dict(row) for row in report.compile_time],
     }
 
 
@@ -341,7 +344,9 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                   stages=tuple(doc["stages"]) if doc.get("stages") else None,
                   meta=dict(run.get("meta") or {}), time=_time_from_json(doc.get("time")),
                   source_lines=lines, problems=tuple(
-                      p for p in map(Problem.from_json, doc.get("problems") or ()) if p))
+                      p for p in map(Problem.from_json, doc.get("problems") or ()) if p),
+                  compile_time=tuple(dict(row) for row in doc.get("compile_time") or ()
+                                     if isinstance(row, Mapping)))
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:
@@ -374,7 +379,8 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
                   for u in report.units if unit_selected(u.name, unit_pattern))
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
                   wanted or report.stages, report.meta, report.time, report.source_lines,
-                  unit_problems(report.problems, units) if unit_pattern else report.problems)
+                  unit_problems(report.problems, units) if unit_pattern else report.problems,
+                  report.compile_time)
 
 
 def unit_problems(problems: Iterable[Problem], units: Iterable[UnitRecord]

@@ -14,6 +14,7 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows,
                                     percent, run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_summary,
                                     stage_title, summary_line, unit_columns)
+from irscope.reports.common import compile_time_table, compile_time_title
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
@@ -110,7 +111,8 @@ def report_renderable(report: Report, width: int = 120,
             stages.add_row(_text(name, unit_width), _text(stage_title(stage), stage_width),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            _text(stage_summary(stage)))
-    return Group(*_time_tables(report, width), units, stages, *_passes_table(report),
+    return Group(*_time_tables(report, width), units, stages, *_compile_time_table(report),
+                 *_passes_table(report),
                  *_source_lines_table(report, width), *_history_table(rendering))
 
 
@@ -175,6 +177,21 @@ def _source_lines_table(report: Report, width: int) -> list[Table]:
     for location, *values in source_line_rows(report):  # the file's name: md, html keep paths
         shown = location.rsplit("/", 1)[-1]
         table.add_row(_text(shown, place), *(number(v) for v in values))
+    return [table]
+
+
+def _compile_time_table(report: Report) -> list[Table]:
+    """The slowest compiles by phase (none when the run recorded no compile times); their
+    caches are in the md, html and json formats."""
+    if not report.compile_time:
+        return []
+    header, rows = compile_time_table(report)
+    table = Table(title=compile_time_title(report), title_justify="left")
+    for index, title in enumerate(header[:-1]):
+        table.add_column(title, justify="right" if index else "left", no_wrap=True,
+                         overflow="ellipsis", min_width=len(title) if index else NAME_MIN)
+    for row in rows:
+        table.add_row(Text(printable(row[0])), *row[1:-1])
     return [table]
 
 
