@@ -83,3 +83,50 @@ def test_the_panel_draws_a_compiles_timeline(tmp_path):
     assert name == "[1/0] forward"
     assert "compile 14.66 s" in head and "Triton compile    7.89 s" in head
     assert "▕" in head and "█" in head and "slowest Triton compiles" in head
+
+
+def test_compiles_are_indexed_by_the_users_frames_that_led_to_them(gpu_run):
+    """tlparse's index: the DDP job's ten compile ids (two ranks) under the frames of
+    ddp_small.py (and contextlib's) that called them; PyTorch's own frames left out."""
+    from irscope.browse.compile_index import collapsed, compile_index
+
+    root = collapsed(compile_index(RunView(gpu_run("ddp_nccl"))))
+    assert root.count() == 10 and not root.compiles
+    (top,) = root.frames.values()
+    assert top.where.endswith("ddp_small.py:51 in <module> › "
+                              "/work/main/samples/scripts/ddp_small.py:42 in main")
+    assert [c.name for c in top.compiles] == ["[0/0] inner", "[0/0] inner (rank 1)"]
+    assert all("graph break" in c.notes for c in top.compiles)
+    forward = next(f for where, f in top.frames.items() if where.endswith(":23 in forward"))
+    assert [c.name for c in forward.compiles] == ["[4/0] forward", "[4/0] forward (rank 1)"]
+    wheres = [where for f in (top, *top.frames.values()) for where in f.where.split(" › ")]
+    assert not any("/torch/" in where for where in wheres)
+
+
+def test_the_compile_index_opens_a_compile(tmp_path):
+    pytest.importorskip("textual")
+    import asyncio
+
+    from tui_helpers import copy_sample, until
+
+    from irscope.tui.app import IrscopeApp
+    from irscope.tui.screens import CompileIndexScreen
+
+    async def run():
+        app = IrscopeApp(copy_sample("ddp_nccl", tmp_path / "ddp"))
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.shown is not None)
+            await pilot.press("x")
+            await until(pilot, lambda: isinstance(app.screen, CompileIndexScreen))
+            tree = app.screen.query_one("#compile-index")
+            await pilot.pause()
+            target = next(n for n in tree._tree_nodes.values()
+                          if str(n.label).startswith("[4/0] forward (rank 1)"))
+            tree.move_cursor(target)
+            await pilot.press("enter")
+            await until(pilot, lambda: not isinstance(app.screen, CompileIndexScreen)
+                        and app.shown is not None
+                        and app.units[app.shown.unit_id].name == "[4/0] forward (rank 1)")
+            return True
+
+    assert asyncio.run(run())

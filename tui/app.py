@@ -29,10 +29,9 @@ from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.checks import Place, lint_badges, lint_places, problem_place, stage_of
 from irscope.tui.navigator import Navigator
-from irscope.tui.screens import (CompareScreen, HelpScreen, LoopsScreen, PickerScreen,
-                                 ProblemsScreen, SourceViewScreen,
-                                 PromptScreen, SideBySideScreen, SidePane, SourceScreen,
-                                 stage_label)
+from irscope.tui.screens import (CompareScreen, CompileIndexScreen, HelpScreen, LoopsScreen,
+                                 PickerScreen, ProblemsScreen, PromptScreen, SideBySideScreen,
+                                 SidePane, SourceScreen, SourceViewScreen, stage_label)
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
@@ -739,6 +738,26 @@ class IrscopeApp(App[None]):
                 self.jump(problem_place(rows[index]))
 
         self.push_screen(ProblemsScreen(rows), chosen)
+
+    def action_compile_index(self) -> None:
+        self.compile_index_worker()
+
+    @work(thread=True, exclusive=True, group="index", exit_on_error=False)
+    def compile_index_worker(self) -> None:
+        from irscope.browse.compile_index import collapsed, compile_index
+
+        root = collapsed(compile_index(self.store()))
+        if not root.count():
+            self.post_message(msg.Problem("this run records no Dynamo compile", "warning"))
+            return
+        self.call_from_thread(self._show_index, root)
+
+    def _show_index(self, root) -> None:
+        def chosen(unit_id: int | None) -> None:
+            if unit_id is not None:
+                self.jump(Place(unit_id))
+
+        self.push_screen(CompileIndexScreen(root), chosen)
 
     def action_passes(self) -> None:
         from irscope.tui.passes_screen import PassesScreen

@@ -50,6 +50,8 @@ ACTIONS: tuple[KeyAction, ...] = (
     KeyAction("problems", "e", "problems", "Problems: breaks, recompiles, failures, slowest",
               True, short="Problems"),
     KeyAction("passes", "i", "passes", "Pipeline: this unit's passes, each with its diff"),
+    KeyAction("compile-index", "x", "compile_index",
+              "Compile index: compile ids by the frames of your code that led to them"),
     KeyAction("side-by-side", "v", "side_by_side",
               "This stage and the next ones side by side, cursors linked by source"),
     KeyAction("python-source", "p", "python_source",

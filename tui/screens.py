@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import (DataTable, Footer, Input, Label, OptionList, SelectionList,
-                             Static)
+                             Static, Tree)
 from textual.widgets.option_list import Option
 
 from irscope.parsers.base import ParseResult
@@ -423,6 +423,42 @@ class StagesPicker(ModalScreen[list[int] | None]):
 
     def action_done(self) -> None:
         self.dismiss(sorted(self.query_one("#pick", TickList).selected))
+
+
+class CompileIndexScreen(ModalScreen[int | None]):
+    """The run's compiles under the user's frames that led to them (browse.compile_index):
+    enter on a compile opens it (dismisses with its unit id)."""
+
+    BINDINGS = CLOSE
+
+    def __init__(self, root: Any) -> None:
+        super().__init__()
+        self.root = root
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="problems-box"):
+            yield Static(f"Compiles by the frames that led to them ({self.root.count()})  "
+                         "enter opens one, escape closes", classes="box-title")
+            tree: Tree[int | None] = Tree("run", id="compile-index")
+            tree.show_root = False
+            self._add(tree.root, self.root)
+            yield tree
+
+    def _add(self, node, frame) -> None:
+        for compiled in frame.compiles:
+            node.add_leaf(Text(compiled.label(), style="bold"), data=compiled.unit_id)
+        for child in frame.frames.values():
+            self._add(node.add(Text(child.where, style="dim"), data=None, expand=True), child)
+
+    def on_mount(self) -> None:
+        tree = self.query_one("#compile-index", Tree)
+        tree.root.expand_all()
+        tree.focus()
+
+    @on(Tree.NodeSelected, "#compile-index")
+    def _chosen(self, event: Tree.NodeSelected) -> None:
+        if event.node.data is not None:
+            self.dismiss(event.node.data)
 
 
 class PickerScreen(ModalScreen[int | None]):
