@@ -174,37 +174,80 @@ def test_tree_focused_cursor_row_is_dimmed(run_path, snap_compare):
     assert snap_compare(IrscopeApp(run_path), terminal_size=(120, 30), run_before=hook)
 
 
-def test_problems_view(torch_run, snap_compare):
-    """`e`: a graph break and a recompilation (added to the read-only sample's events) above
-    the sample's slowest compiles."""
-    from irscope.store import Event
-
-    async def hook(pilot) -> None:
-        await goto("[1/0] activation_chain", "inductor_output_code")(pilot)
-        app = pilot.app
-        graph = app.current.unit_id
-        app.events = [Event(900, graph, "graph_break", {"reason": "call_function print"}),
-                      Event(901, graph, "recompile", {
-                          "reason": "tensor 'x' size mismatch at index 0. expected 32, "
-                                    "actual 64"}), *app.events]
-        await pilot.press("e")
-        await settle(pilot)
-
-    assert snap_compare(IrscopeApp(torch_run), terminal_size=(120, 30), run_before=hook)
-
-
 def test_side_by_side_stages(run_path, snap_compare):
-    """`v` on the softmax TTIR: TTIR, TTGIR, LLVM IR and PTX side by side; the cursor on the
-    tt.load line marks that line's source in the three other panes."""
+    """`v` on the softmax TTIR's tt.load line at 160 columns: TTIR, TTGIR and LLVM IR side
+    by side, each pane at that line's source and marking it."""
     async def hook(pilot) -> None:
-        await goto("softmax_kernel", "ttir", "v")(pilot)
+        await goto("softmax_kernel", "ttir")(pilot)
         app = pilot.app
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "tt.load" in line)
+        await pilot.press("v")
         await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
                     and app.screen.is_mounted, "the side-by-side screen")
-        first = app.screen.viewer(0)
-        first.cursor = next(i for i, line in enumerate(first.lines) if "tt.load" in line)
-        await until(pilot, lambda: all(p[3].index for p in app.screen.panes)
-                    and app.screen.viewer(3).marks, "the linked panes")
         await settle(pilot)
 
     assert snap_compare(IrscopeApp(run_path), terminal_size=(160, 32), run_before=hook)
+
+
+# -- the GPT-2 capture (samples/gpu/gpt2_provenance) at 80x24 and 200x50 ---------------------
+GPT2_KERNEL = "triton_poi_fused_add_mul_pow_tanh_view_6"
+
+
+@pytest.fixture(scope="module")
+def gpt2_run(tmp_path_factory):
+    return copy_sample("gpt2_provenance", tmp_path_factory.mktemp("snap") / "gpt2")
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_gpt2_graph_with_its_forward_backward_and_kernels(gpt2_run, snap_compare, size):
+    """GPT-2's compile in the navigator: its shared graphs, then forward and backward each
+    with its stages and the kernels it launches; names told apart at 80 columns, the panel
+    (kernel card, compile timeline) at 200."""
+    async def hook(pilot) -> None:
+        await goto("[1/0] forward", "inductor_output_code")(pilot)
+        app = pilot.app
+        tree = app.navigator.stage_tree
+        for node in list(tree._tree_nodes.values()):
+            if type(node.data).__name__ == "KernelList":
+                node.expand()
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size, run_before=hook)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_gpt2_problems_view(gpt2_run, snap_compare, size):
+    """`e` on GPT-2: its one graph break (met in three frames) with its explanation and hint
+    whole, lint's findings, the slow compile."""
+    async def hook(pilot) -> None:
+        await goto("[1/0] forward", "fx_graph", "e")(pilot)
+        await until(pilot, lambda: type(pilot.app.screen).__name__ == "ProblemsScreen",
+                    "the problems view")
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size, run_before=hook)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_gpt2_side_by_side_ptx_and_sass(gpt2_run, snap_compare, size):
+    """`v` on the GELU kernel's TTGIR load: TTGIR beside LLVM IR at 80 columns; TTGIR, LLVM
+    IR, PTX and SASS at 200, each pane at the load's source line and marking it."""
+    async def hook(pilot) -> None:
+        await goto(GPT2_KERNEL, "ttgir")(pilot)
+        app = pilot.app
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
+                                 if "tt.load" in line)
+        await pilot.press("v")
+        await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
+                    and app.screen.is_mounted, "the side-by-side screen")
+        await settle(pilot)
+
+    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size, run_before=hook)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (200, 50)])
+def test_gpt2_sass_at_its_first_instruction(gpt2_run, snap_compare, size):
+    """The GELU kernel's SASS opens on /*0000*/, past 570 lines of ELF sections."""
+    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size,
+                        run_before=goto(GPT2_KERNEL, "sass"))

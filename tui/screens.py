@@ -262,8 +262,9 @@ class ProblemsScreen(ModalScreen[int | None]):
                 yield Static("No compile failures, graph breaks, recompilations or findings "
                              "in this run.")
                 return
+            kind = min(max(len(row.kind) for row in self.rows), 26) + 1
             yield OptionList(id="problems", *[
-                Option(Text.assemble((f"{row.kind:<18}", self.SEVERITY_STYLES.get(
+                Option(Text.assemble((f"{row.kind:<{kind}}", self.SEVERITY_STYLES.get(
                     row.severity, "bold")), (f"{row.scope()}  ", "bold"), (row.title, "dim"),
                     no_wrap=True, overflow="ellipsis"), id=str(i))
                 for i, row in enumerate(self.rows)])
