@@ -147,7 +147,8 @@ def run_problems(run: RunView | Run, candidates: bool = False,
                          unit=unit, unit_id=_id_of(units, unit)), ("rank divergence", message))
     dropped = set() if candidates else unchosen_candidates(view)
     by_name = {u.name: u for u in units.values()}
-    for finding in (read_findings(view) if findings is None else findings):
+    found = read_findings(view, candidates=candidates) if findings is None else findings
+    for finding in found:
         owner = by_name.get(finding.unit)
         if finding.rule in EVENT_RULES or (owner is not None and owner.id in dropped):
             continue

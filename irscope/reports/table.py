@@ -191,7 +191,7 @@ def _compile_time_table(report: Report) -> list[Table]:
         table.add_column(title, justify="right" if index else "left", no_wrap=True,
                          overflow="ellipsis", min_width=len(title) if index else NAME_MIN)
     for row in rows:
-        table.add_row(Text(printable(row[0])), *row[1:-1])
+        table.add_row(_text(row[0]), *row[1:-1])
     return [table]
 
 
