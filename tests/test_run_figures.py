@@ -21,10 +21,10 @@ from irscope.analysis.lint import LintInput, occupancy_registers, occupancy_shar
 from irscope.analysis.figures import UnitFigures
 from irscope.analysis.kernels import KernelRecord
 from irscope.analysis.occupancy import occupancy
-from irscope.browse.problems import problems
 from irscope.ingest import ingest
 from irscope.read.figures import kernel_name, read_run_figures
 from irscope.read.lint import read_findings
+from irscope.read.problems import run_problems
 from irscope.read.summary import read_summary
 from irscope.reports import summary
 from irscope.reports.build import build_report
@@ -160,11 +160,10 @@ def test_recompiles_are_compiles_with_a_failed_guard_everywhere(recompiled):
     assert report.totals["recompiles"] == read_summary(run).recompiles == 3
     assert report.figures()["lint.recompile"] == 3
     assert sum(u.headline.get("recompiles", 0) for u in report.units) == 3
-    rows = [p for p in problems(run.events(), {u.id: u for u in run.units()})
-            if p.kind == "recompile"]
+    rows = [p for p in run_problems(run) if p.kind == "recompile"]
     assert len(rows) == 3
     for event in reasons:
-        assert " ".join(event.data["reason"].split()) in " ".join(r.text for r in rows)
+        assert " ".join(event.data["reason"].split()) in " ".join(r.title for r in rows)
 
 
 def test_every_output_code_counts_under_its_role(ddp):

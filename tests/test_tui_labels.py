@@ -172,3 +172,23 @@ async def test_the_kernel_card_says_how_the_kernel_is_launched(tmp_path):
                                  "131072, stream=stream0)" and lines
     assert any("buf27 = empty_strided_cuda((256, 512), (512, 1), torch.float32)" in line
                for line in code)
+
+
+def test_ddp_buckets_are_labelled_by_their_aot_graphs(tmp_path):
+    """The DDP optimizer split the 2-rank job's graph at two buckets (ddp_buckets.tar.gz):
+    four output codes per rank, each a bucket's forward or backward, numbered by its AOT
+    graph (the second bucket's backward is filed first: it runs first)."""
+    from dump_helpers import filed_dump
+
+    view = RunView(filed_dump("ddp_buckets", tmp_path))
+    roles = stage_roles(view)
+    for name in ("[4/0] forward", "[4/0] forward (rank 1)"):
+        codes = [s for s in view.stages(view.unit(name).id) if s.kind == "inductor_output_code"]
+        aot = [view.read_text(s).splitlines()[0] for s in codes]
+        assert aot == ["# AOT ID: ['0_forward']", "# AOT ID: ['1_forward']",
+                       "# AOT ID: ['1_backward']", "# AOT ID: ['0_backward']"]
+        assert [roles[s.id] for s in codes] == [
+            "forward, bucket 1 of 2", "forward, bucket 2 of 2", "backward, bucket 2 of 2",
+            "backward, bucket 1 of 2"]
+        kernels = graph_kernels(view, roles)[view.unit(name).id]
+        assert {k.role for k in kernels} == set(roles[s.id] for s in codes)

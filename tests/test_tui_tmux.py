@@ -80,7 +80,7 @@ def test_open_in_a_real_terminal_navigates_searches_and_quits(session):
     screen = wait_for_status(session, "PTX", "softmax_kernel")
     assert ".version" in screen
     keys(session, "/")
-    wait_for_screen(session, "text to find")  # the prompt's input is drawn
+    wait_for_screen(session, "=ld.global")  # the prompt's input is drawn (its placeholder)
     keys(session, "bar.sync")
     wait_for(session, lambda screen: any("bar.sync" in line and "▎" in line or "│ bar.sync"
                                          in line for line in screen.splitlines()),

@@ -3,6 +3,7 @@ order, titled and badged; a stage's text as the viewer shows it."""
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -165,7 +166,10 @@ def stage_roles(run: RunView | Run, stages: Iterable[Stage] | None = None) -> di
         codes = sorted((s for s in stages if s.kind == OUTPUT_CODE), key=copy_index)
         roles = [recorded.get((unit_id, code.name)) or _parsed_role(run, code) or ""
                  for code in codes]
-        labels = role_labels(roles)
+        numbers = None
+        if len(set(roles)) < len(roles):  # DDP's buckets: told apart by their AOT IDs
+            numbers = [aot_number(run, code) for code in codes]
+        labels = role_labels(roles, numbers)
         for stage in stages:
             index = copy_index(stage) - 1
             if index < len(labels) and labels[index]:
@@ -183,16 +187,34 @@ def copy_index(stage: Stage) -> int:
     return int(number) if "#" in stage.name and number.isdigit() else 1
 
 
-def role_labels(roles: list[str]) -> list[str]:
-    """Each output code's role, numbered as a bucket where several share one."""
+def role_labels(roles: list[str], numbers: list[int | None] | None = None) -> list[str]:
+    """Each output code's role, numbered as a bucket where several share one: by its AOT
+    graph's number (``numbers``: a bucket's forward and backward share it, and the backward
+    of the last bucket runs first), else in filing order."""
     totals = {role: roles.count(role) for role in roles}
+    known = sorted({n for n in numbers or () if n is not None})
     seen: dict[str, int] = defaultdict(int)
     labels = []
-    for role in roles:
+    for index, role in enumerate(roles):
         seen[role] += 1
-        labels.append(f"{role}, bucket {seen[role]} of {totals[role]}"
+        number = numbers[index] if numbers else None
+        bucket = known.index(number) + 1 if number is not None else seen[role]
+        labels.append(f"{role}, bucket {bucket} of {totals[role]}"
                       if role and totals[role] > 1 else role)
     return labels
+
+
+# "# AOT ID: ['1_backward']": the AOT graph an output code compiles, numbered by AOTAutograd
+AOT_NUMBER_RE = re.compile(r"^# AOT ID: \['?(\d+)_")
+
+
+def aot_number(run: RunView, code: Stage) -> int | None:
+    """The number of the AOT graph an output code was compiled from (its first line)."""
+    try:
+        match = AOT_NUMBER_RE.match(run.read_text(code)[:200])
+    except Exception:  # noqa: BLE001  an unreadable output code is numbered by its place
+        return None
+    return int(match[1]) if match else None
 
 
 def _parsed_role(run: RunView, code: Stage) -> str | None:

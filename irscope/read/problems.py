@@ -97,7 +97,9 @@ class Problem:
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
+        """The problem as a report holds it: its unit by name (ids are the store's own)."""
         found = asdict(self)
+        del found["unit_id"]
         found["units"], found["ranks"] = list(self.units), list(self.ranks)
         found["hints"], found["lines"] = list(self.hints), list(self.lines)
         return found
@@ -200,8 +202,9 @@ class _Rows:
             self.rows[key] = problem
             return
         shares = [s for s in (held.time_share, problem.time_share) if s is not None]
+        opens = min(held, problem, key=lambda p: (p.unit or "", p.stage or "", p.line or 0))
         self.rows[key] = replace(
-            held, units=tuple(dict.fromkeys(held.units + problem.units)),
+            opens, units=tuple(sorted(set(held.units + problem.units))),
             ranks=tuple(sorted(set(held.ranks + problem.ranks))),
             time_share=max(shares) if shares else None)
 
@@ -310,13 +313,15 @@ class _Rows:
                      ("slow compile", units, round(seconds, 1)), timed=False)
 
     def ordered(self) -> tuple[Problem, ...]:
-        def key(item: tuple[int, Problem]):
-            index, problem = item
+        """Failures first, then by time share, kind, and what they are about: the same
+        order whatever order the run's sources were filed in."""
+        def key(problem: Problem):
             tier = problem.kind if problem.kind in TIERS else f"lint {problem.severity}"
             return (problem.kind != "compile failure",
                     -(problem.time_share if problem.time_share is not None else -1.0),
-                    TIERS.index(tier) if tier in TIERS else len(TIERS), index)
-        return tuple(p for _, p in sorted(enumerate(self.rows.values()), key=key))
+                    TIERS.index(tier) if tier in TIERS else len(TIERS), problem.kind,
+                    problem.units, problem.stage or "", problem.line or 0, problem.title)
+        return tuple(sorted(self.rows.values(), key=key))
 
 
 def break_detail(text: str) -> dict[str, Any]:
