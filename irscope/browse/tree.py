@@ -80,8 +80,9 @@ def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
     grouped: dict[str, list[UnitRow]] = defaultdict(list)
     roles = stage_roles(run, stages_read)
     raw = run.stage_counts(RAW)
+    order = {kind: registry.get(kind).order for kind in run.stage_kinds()}
     for unit in run.units():
-        stages = sorted(by_unit.get(unit.id, ()), key=pipeline_key)
+        stages = sorted(by_unit.get(unit.id, ()), key=lambda s: (order[s.kind], s.id))
         grouped[unit.framework].append(UnitRow(unit, tuple(stages), {
             s.id: roles[s.id] for s in stages if s.id in roles}, raw.get(unit.id, 0)))
     time = read_time(run)
@@ -126,6 +127,9 @@ PER_OUTPUT_CODE = frozenset({"inductor_output_code", "fx_graph_runnable",
                              "fx_graph_cache_hit", "inductor_provenance_tracking_node_mappings",
                              "inductor_provenance_tracking_kernel_stack_traces"})
 OUTPUT_CODE = "inductor_output_code"
+# the kinds of the stages named by their output code's role (PER_OUTPUT_CODE) or AOT graph
+ROLE_KINDS = frozenset({OUTPUT_CODE, "python_source", "fx_graph", "metadata",
+                        "inductor_provenance", "aot_graph"})
 AOT_ROLES = {"aot_forward_graph": "forward", "aot_backward_graph": "backward",
              "aot_inference_graph": "inference"}
 
@@ -157,6 +161,8 @@ def stage_roles(run: RunView | Run, stages: Iterable[Stage] | None = None) -> di
     per_unit: dict[int, list[Stage]] = defaultdict(list)
     aot: dict[int, list[Stage]] = defaultdict(list)
     for stage in run.stages() if stages is None else stages:
+        if stage.kind not in ROLE_KINDS:
+            continue
         if stage.name.split("#")[0] in PER_OUTPUT_CODE:
             per_unit[stage.unit_id].append(stage)
         elif stage.kind == "aot_graph" and stage.name in AOT_ROLES:
