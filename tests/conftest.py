@@ -21,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests/kernels.py and other hel
 os.environ.setdefault("TRITON_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-triton-"))
 # irscope's own cache of XLA dumps: private to this test session, never the user's.
 os.environ.setdefault("IRSCOPE_CACHE_DIR", tempfile.mkdtemp(prefix="irscope-tests-cache-"))
+# Scrolling animated over frames would make a picture depend on when it is taken.
+os.environ["TEXTUAL_ANIMATIONS"] = "none"
 
 
 # Fixtures that torch.compile the seed models, in test modules that do not mark their users

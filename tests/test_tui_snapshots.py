@@ -68,6 +68,7 @@ async def drained(pilot) -> None:
     await until(pilot, lambda: app._message_queue.empty()
                 and not any(w.state in busy for w in app.workers), "idle workers")
     await pilot._wait_for_screen()
+    await pilot.wait_for_scheduled_animations()
     await until(pilot, lambda: app._message_queue.empty(), "the app's messages")
 
 

@@ -207,6 +207,12 @@ class StageTree(Tree):
                 for child in node.children:
                     if isinstance(child.data, RoleGroup):
                         self._add_kernels(child, child.data)
+        # lines added above the cursor push it down: kept in view, as if they had been there
+        self.call_after_refresh(self._cursor_in_view)
+
+    def _cursor_in_view(self) -> None:
+        if self.cursor_node is not None:
+            self.scroll_to_node(self.cursor_node, animate=False)
 
     def expand_unit(self, node) -> None:
         """A unit's stages: those its compile shares first, then a node per role (forward,

@@ -494,9 +494,13 @@ class Run:
             self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
             self.db.execute("BEGIN IMMEDIATE")
             try:
-                if generation is None or self.generation() != generation:
+                current = self.generation()
+                if current is None:  # not counting: what was kept may predate any change
                     for statement in COUNT_CHANGES.split(";\n"):
                         self.db.execute(statement)
+                    self.db.execute("DELETE FROM rollups")
+                elif generation is None or current != generation:
+                    pass  # changed since it was computed: kept next time
                 else:
                     self.db.execute("DELETE FROM rollups WHERE key=? OR generation!=?",
                                     (key, generation))
