@@ -21,6 +21,8 @@
 # unjoined, forward and backward kernels of one name, GEMMs and attention under their graph).
 # WARM_ONLY=1: every arm reads one pair of caches, filled once by a plain run first, and only
 # warm runs are timed (alternating, ROUNDS of them): the protocol for a short machine lease.
+# A WARM_ONLY fill is skipped when its caches are still there (REFILL=1 forces it), so rounds
+# can be spread over several calls on one machine. STATES=cold times only cold runs.
 # RUNS=DIR keeps the irscope runs there instead of under OUTDIR.
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
@@ -45,7 +47,7 @@ caches() {  # folder: every cache an arm reads, under it
   export JAX_COMPILATION_CACHE_DIR=$1/jax IRSCOPE_CACHE_DIR=$1/irscope
 }
 run_arm() {  # workload arm round
-  local w=$1 arm=$2 r=$3 cmd state states="cold warm"
+  local w=$1 arm=$2 r=$3 cmd state states=${STATES:-cold warm}
   cmd=$(command_for "$w" "${STEPS:-}")
   if [ "${WARM_ONLY:-0}" = 1 ]; then
     caches /tmp/bench-$w-shared; states=warm
@@ -67,8 +69,8 @@ run_arm() {  # workload arm round
   done
 }
 for w in $workloads; do
-  if [ "${WARM_ONLY:-0}" = 1 ]; then  # the one cold fill every arm's warm runs read
-    rm -rf /tmp/bench-$w-shared; caches /tmp/bench-$w-shared
+  if [ "${WARM_ONLY:-0}" = 1 ] && { [ "${REFILL:-0}" = 1 ] || [ ! -d /tmp/bench-$w-shared ]; }; then
+    rm -rf /tmp/bench-$w-shared; caches /tmp/bench-$w-shared  # the one cold fill every arm's warm runs read
     timed "$w-fill-cold" python3 $(command_for "$w" "${STEPS:-}")
   fi
   arms=${ARMS:-plain trace irscope}
@@ -80,16 +82,16 @@ for w in $workloads; do
 done
 python3 - "$out/times.txt" <<'PY'
 import re, statistics, sys
-warm = {}
+runs = {}
 for line in open(sys.argv[1]):  # "gpt2-profile-warm-r2 36123 ms (exit 0)"
-    m = re.match(r"(\w+)-(\S+)-warm-r\d+ (\d+) ms", line)
+    m = re.match(r"(\w+)-(\S+)-(cold|warm)-r\d+ (\d+) ms", line)
     if m:
-        warm.setdefault((m[1], m[2]), []).append(int(m[3]))
-for (w, arm), ms in sorted(warm.items()):
+        runs.setdefault((m[1], m[3], m[2]), []).append(int(m[4]))
+for (w, state, arm), ms in sorted(runs.items()):
     ratios = "".join(
-        f", {statistics.median(ms) / statistics.median(warm[(w, base)]) - 1:+.1%} over {base}"
-        for base in ("plain", "trace") if (w, base) in warm and arm != base)
-    print(f"{w} {arm} warm: median {statistics.median(ms)} ms of {len(ms)} rounds {ms}{ratios}")
+        f", {statistics.median(ms) / statistics.median(runs[(w, state, base)]) - 1:+.1%} over {base}"
+        for base in ("plain", "trace") if (w, state, base) in runs and arm != base)
+    print(f"{w} {arm} {state}: median {statistics.median(ms)} ms of {len(ms)} rounds {ms}{ratios}")
 PY
 for w in $workloads; do
   [ -d "$runs/$w-profile-warm" ] && python3 "$here/check_time.py" "$runs/$w-profile-warm"
