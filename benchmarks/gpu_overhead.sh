@@ -26,9 +26,10 @@
 # RUNS=DIR keeps the irscope runs there instead of under OUTDIR.
 set -u
 out=${1:?usage: gpu_overhead.sh OUTDIR [gpt2|jax ...]}; shift
-runs=${RUNS:-$out}
 here=$(cd "$(dirname "$0")" && pwd)
-mkdir -p "$out"
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+runs=${RUNS:-$out}
+cd /tmp || exit 1  # from the checkout's root, its irscope/ would shadow the installed package
 workloads=${*:-gpt2 jax}
 rounds=${ROUNDS:-1}
 command_for() {  # workload [steps]
