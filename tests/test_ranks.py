@@ -4,6 +4,7 @@ command on the CPU (gloo, 2 processes) end to end."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -12,8 +13,8 @@ import pytest
 from conftest import run_cli
 from inspect_helpers import SCRIPTS
 
-from irscope.analysis.ranks import (RankUnit, compare_ranks, process_neutral_digest,
-                                    rank_of_path, ranked_name, split_rank)
+from irscope.analysis.ranks import (RankUnit, code_digest, compare_ranks,
+                                    process_neutral_digest, rank_of_path, ranked_name, split_rank)
 from irscope.ingest import graphs, ingest
 from irscope.store import Run
 
@@ -68,6 +69,29 @@ def test_digest_ignores_which_gpu_each_rank_runs_on():
     assert process_neutral_digest([rank0]) == process_neutral_digest([rank1])
     assert process_neutral_digest([rank0]) != process_neutral_digest(
         [rank0.replace("size=[4, 8]", "size=[4, 9]")])
+
+def test_code_digest_reads_the_code_not_the_module_it_came_from():
+    """A kernel of the H100 DDP capture, disassembled as filing does (line info inline):
+    each rank compiles it from its own module (the GPU's index is in its source), whose path
+    the SASS spells; the code that runs is what is compared."""
+    from conftest import GPU_SAMPLES
+
+    from irscope import nvtools
+
+    if nvtools.find_tool("nvdisasm") is None:
+        pytest.skip("nvdisasm is not installed")
+    with Run.open(GPU_SAMPLES / "ddp_nccl") as run:
+        unit = run.unit("triton_poi_fused_sum_0")
+        sass = nvtools.disassemble(run.read_blob(run.stage(unit, "cubin").blob))
+        ptx = run.read_text(run.stage(unit, "ptx"))
+    for text in (sass, ptx):
+        module = re.search(r'"(/[^"]+/c\w+\.py)"', text).group(1)
+        other_rank = text.replace(module, module.replace("/c", "/crank1", 1))
+        assert other_rank != text
+        assert code_digest(other_rank) == code_digest(text)
+        changed = text.replace("EXIT", "BPT.TRAP", 1).replace("ret;", "trap;", 1)
+        assert changed != text and code_digest(changed) != code_digest(text)
+
 
 # -- the comparison --------------------------------------------------------------------------
 def _unit(rank, name="[0/0] forward", **kw):

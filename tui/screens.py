@@ -91,7 +91,7 @@ class PromptScreen(ModalScreen[str | None]):
 class CompareScreen(Screen[None]):
     """Two stages as a line-aligned diff: gaps where a side has no counterpart, changed rows
     marked (n/N step through them), the cursors linked, figure and histogram deltas below.
-    Lines compare as compiles of one program do (browse.line_diff.normalized: folders of
+    Lines compare as compiles of one program do (analysis.normalize.normalized: folders of
     paths, hashes in names, numbering) unless ``exact`` (i toggles)."""
 
     BINDINGS = CLOSE + [Binding("h", "cycle_histogram", "Histogram mode", id="compare-mode"),

@@ -13,6 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from irscope.analysis.normalize import PATH_RE, without_debug_sections
+
 # [0/0] forward (rank 1)
 RANK_SUFFIX = re.compile(r" \(rank (\d+)\)$")
 # .../staging/rank_1/torch_trace/dedicated_log_torch_trace_rank_1_3gdv6b3d.log
@@ -63,6 +65,14 @@ def process_neutral_digest(texts: Iterable[str]) -> str:
     return sha.hexdigest()[:12]
 
 
+def code_digest(text: str) -> str:
+    """A digest of a kernel's SASS or PTX as it runs, blind to the path of the module it was
+    compiled from (each rank writes its own: the GPU's index is in its source), which its
+    line comments (``//## File "..."``), ``.file`` lines and DWARF sections spell."""
+    lines = without_debug_sections(text.splitlines())
+    return process_neutral_digest(["\n".join(PATH_RE.sub("…", line) for line in lines)])
+
+
 @dataclass(frozen=True)
 class RankUnit:
     """What one rank compiled for one unit; None where the run does not say."""
@@ -75,7 +85,7 @@ class RankUnit:
     recompiles: int = 0
     kernels: tuple[str, ...] = ()  # kernels its output code generates, sorted
     kernels_launched: int | None = None
-    code: str | None = None  # a kernel's: process-neutral digest of its SASS (else PTX)
+    code: str | None = None  # a kernel's: code_digest of its SASS (else PTX)
     chosen: bool | None = None  # a kernel's: whether autotuning chose this configuration
 
     def signature(self) -> tuple:

@@ -30,7 +30,7 @@ def rank_units(run: RunView | Run) -> list[RankUnit]:
     """One summary per unit compiled by a rank: its graph, guards, recompilations, kernels;
     a kernel's code and whether autotuning chose it. A text many ranks hold (the same blob)
     is digested once."""
-    from irscope.analysis.ranks import process_neutral_digest
+    from irscope.analysis.ranks import code_digest, process_neutral_digest
 
     run = RunView.of(run)
     ranked = [u for u in run.units() if unit_rank(u) is not None]
@@ -44,12 +44,13 @@ def rank_units(run: RunView | Run) -> list[RankUnit]:
     recompiles = Counter(e.unit_id for e in run.events("recompile"))
     digests: dict[tuple[str, ...], str] = {}
 
-    def digest(held: list) -> str | None:
+    def digest(held: list, of_code: bool = False) -> str | None:
         if not held:
             return None
-        key = tuple(s.blob for s in held)
+        key = (str(of_code), *(s.blob for s in held))
         if key not in digests:
-            digests[key] = process_neutral_digest(run.read_text(s) for s in held)
+            digests[key] = (code_digest(run.read_text(held[0])) if of_code else
+                            process_neutral_digest(run.read_text(s) for s in held))
         return digests[key]
 
     out = []
@@ -64,7 +65,8 @@ def rank_units(run: RunView | Run) -> list[RankUnit]:
                 continue
             kernels += [k.name for k in parsed.kernels]
             launched = (launched or 0) + parsed.kernels_launched
-        code = next((digest([s]) for kind in CODE_KINDS for s in held if s.kind == kind), None)
+        code = next((digest([s], of_code=True) for kind in CODE_KINDS for s in held
+                     if s.kind == kind), None)
         chosen = bool(unit.attrs.get("autotune_best")) if unit.framework == "triton" else None
         out.append(RankUnit(
             rank=unit_rank(unit), framework=unit.framework, name=split_rank(unit.name)[0],

@@ -205,9 +205,9 @@ def without_renamings(diff: Diff,
                       texts: Callable[[UnitDiff, str], tuple[str, str] | None]) -> Diff:
     """``diff`` with the stages whose two texts (``texts(unit, stage name)``) differ only in
     what compiles of one program differ in (each run's cache folders in paths, hashes in
-    names, SSA, register, label and kernel numbers: browse.line_diff.same_program) no longer
+    names, SSA, register, label and kernel numbers: analysis.normalize.same_program) no longer
     counted as changed."""
-    from irscope.browse.line_diff import same_program
+    from irscope.analysis.normalize import same_program
 
     units = []
     for unit in diff.units:
