@@ -39,6 +39,16 @@ class MissingDependency(IrscopeError):
         super().__init__(f"{feature} needs {package}, which is not installed ({hint})")
 
 
+def disk_full(exc: BaseException) -> bool:
+    """Whether ``exc`` is the machine refusing a write for want of room (an OSError, or
+    SQLite's "database or disk is full" / "disk I/O error")."""
+    if isinstance(exc, OSError):
+        return exc.errno in DISK_FULL
+    sqlite3 = sys.modules.get("sqlite3")
+    return sqlite3 is not None and isinstance(exc, sqlite3.Error) and (
+        "full" in str(exc) or "disk I/O" in str(exc))
+
+
 def environment_error(exc: BaseException) -> tuple[str, int]:
     """One line and an exit status for an exception no command turned into an IrscopeError:
     a refusal by the machine (permissions, a full disk, memory) or, failing that, a bug."""
@@ -55,7 +65,7 @@ def environment_error(exc: BaseException) -> tuple[str, int]:
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is not None and isinstance(exc, sqlite3.Error):
         text = str(exc)
-        if "full" in text or "disk I/O" in text:
+        if disk_full(exc):
             return f"cannot write the run's index: disk full or not writable ({text})", \
                 EXIT_ENVIRONMENT
         return f"the run's index: {text}", EXIT_ENVIRONMENT

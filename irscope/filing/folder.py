@@ -26,6 +26,7 @@ from irscope.collectors.profile import FOLDER as PROFILE_FOLDER
 from irscope.filing.inductor_cache import stage_cached_kernels
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
+from irscope.errors import disk_full
 from irscope.filing.watch import Prepared, StagingWatch
 from irscope.ingest import profile, thunder_traces, triton_cache
 from irscope.ingest.collected import ingest_collected
@@ -92,6 +93,8 @@ def file_staging(run: Run, staging: Staging, extra: list[Path] = (),
             more = f" (+{len(report.warnings) - 1} more)" if len(report.warnings) > 1 else ""
             notes.append(f"ingest: {report.warnings[0]}{more}")
     except Exception as exc:  # keep the staging folder and everything filed below
+        if disk_full(exc):  # not a damaged dump: the run cannot be written, said as an error
+            raise
         notes.append(f"dumps not ingested ({type(exc).__name__}: {exc}); "
                      f"kept in {staging.root}")
         complete = False
