@@ -134,3 +134,49 @@ def test_seeded_orders_file_the_same_run(capture, request, tmp_path, no_tools):
         first = first or state
         assert state == first, order
         run.close()
+
+
+def test_kernels_inductor_named_triton_take_their_graphs_names(tmp_path):
+    """With TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=0 (an H100 capture) every kernel's function is
+    `triton_`, as its compile metadata says: each unit is named as the output code that
+    launches it names it (its configurations `name-<hash8>`), the name whose source the
+    output code holds; filed again from the compiler's names, the same names come back."""
+    import json
+    import re
+
+    from tui_helpers import writable_sample
+
+    from irscope.ingest import IngestReport, linking, triton_cache
+
+    quotes = "'" * 3
+    definition = re.compile(rf"^(\w+) = async_compile\.triton\('triton_', {quotes}\n(.*?){quotes}",
+                            re.M | re.S)
+
+    def kernels(run) -> dict[str, str]:  # independent: each name the output code gives, its code
+        return {name: code for unit in run.units("torch")
+                for stage in run.stages(unit.id, kinds=("inductor_output_code",))
+                for name, code in definition.findall(run.read_text(stage))}
+
+    def names(run) -> dict[str, str]:
+        return {str(u.attrs["hash"]): u.name for u in run.units("triton")}
+
+    with Run.open(writable_sample("torch_placeholder_names", tmp_path / "run")) as run:
+        defined, units = kernels(run), run.units("triton")
+        assert len(units) == 14 and {u.attrs["kernel"] for u in units} < set(defined)
+        assert {r.dst for r in run.relations("launches")} == {u.id for u in units}
+        for unit in units:
+            metadata = json.loads(run.read_text(run.stage(unit, "metadata")))
+            source = run.read_text(run.stage(unit, "python_source"))
+            assert metadata["name"] == "triton_" and unit.name.split("-")[0] in defined
+            assert defined[unit.attrs["kernel"]].strip() in source
+        assert sum(u.name in defined for u in units) == 6  # one plain name each
+        filed = names(run)
+        with run.transaction() as writer:  # as the Triton cache alone names them
+            for unit in units:
+                writer.rename_unit(unit.id, f"triton_-{str(unit.attrs['hash'])[:8]}")
+                writer.update_attrs(unit.id, {"kernel": "triton_"})
+        assert not set(names(run).values()) & set(filed.values())
+        with run.transaction() as writer:
+            linking.link(run, writer, IngestReport())
+            triton_cache.name_compiles(writer)
+        assert names(run) == filed

@@ -13,6 +13,10 @@ from . import single_file
 # the GPU a kernel's triton_meta names, "DeviceProperties(type='cuda', index=1, ...": each rank
 # of a data-parallel job compiles the same kernel for its own
 DEVICE_INDEX = re.compile(GPU_INDEX)
+# the name Inductor gives every kernel's function where its names are not unique
+# (TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=0) and to the kernels it compiles to benchmark fusions:
+# "triton_poi_fused_add_0 = async_compile.triton('triton_', ...)", "def triton_(in_ptr0, ..."
+PLACEHOLDER = "triton_"
 
 
 def link(run: Run, writer: Writer, report, ranks: set[int] | None = None) -> None:
@@ -36,6 +40,7 @@ def link(run: Run, writer: Writer, report, ranks: set[int] | None = None) -> Non
     parsed: dict[str, object] = {}
     triton = _TritonUnits(run, ranks)
     links: list[tuple[int, int | None, int, str | None, dict]] = []
+    named: dict[int, str] = {}  # a Triton unit -> the name the first graph launching it gives
     for unit, stage in rows:
         if stage.blob not in parsed:
             try:
@@ -55,11 +60,28 @@ def link(run: Run, writer: Writer, report, ranks: set[int] | None = None) -> Non
                 continue
             for kernel_id in triton.of_rank(triton.compiled_from(kernel), rank):
                 links.append((unit.id, rank, kernel_id, kernel.path, attrs))
+                named.setdefault(kernel_id, kernel.name)
     for unit_id in dict.fromkeys(u.id for u, _ in rows):
         writer.remove_relations(unit_id, "launches")
+    _name_placeholders(writer, triton, named)
     ranks = _RankCopies(writer, links, triton.units)
     for graph, rank, kernel_id, path, attrs in links:
         writer.add_relation(graph, "launches", ranks.unit(kernel_id, rank, path), attrs)
+
+
+def _name_placeholders(writer: Writer, triton: "_TritonUnits", named: dict[int, str]) -> None:
+    """A kernel whose function Inductor named ``triton_`` takes the name the output code
+    launching it gives it, as ``name-<hash8>`` until ``name_compiles`` names the compiles of
+    each name."""
+    for kernel_id, name in named.items():
+        unit = triton.units.get(kernel_id)
+        if unit is None or name == PLACEHOLDER or unit.attrs.get("kernel") != PLACEHOLDER:
+            continue
+        rank = split_rank(unit.name)[1]
+        writer.rename_unit(kernel_id, ranked_name(
+            f"{name}-{str(unit.attrs.get('hash') or kernel_id)[:8]}", rank))
+        writer.update_attrs(kernel_id, {"kernel": name})
+        triton.units[kernel_id] = writer.run.unit_by_id(kernel_id)
 
 
 def _rank(unit) -> int | None:
