@@ -123,6 +123,7 @@ def test_open_a_run_with_hostile_blobs_and_quit(tmp_path, how):
     check(f"tui/blob-{how}", found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("keys", [b"qe", b"qi"])
 def test_a_key_typed_right_after_q_quits_cleanly(tmp_path, keys):
     """q then e (problems) or i (passes) in one go: the screen the second key asks for is

@@ -79,6 +79,7 @@ def test_a_restarted_compile_is_one_unit_whatever_the_order(gpt2, tmp_path, no_t
     assert len(launches) == len(runs[0].relations("launches"))
 
 
+@pytest.mark.slow
 def test_every_order_of_six_sources_files_the_same_run(trust, tmp_path):
     """Sequential ingests in four orders and one ingest of every source: the same run, down
     to each stage's content, and so the same report."""
@@ -101,6 +102,7 @@ def test_every_order_of_six_sources_files_the_same_run(trust, tmp_path):
     assert reports[0] == reports[1]
 
 
+@pytest.mark.slow
 def test_every_subset_holding_the_trace_counts_the_trace_s_graphs(trust, tmp_path):
     """Whatever other sources join the trace, the graphs and their figures are the trace's;
     with Triton's cache among them, so are the kernels' figures."""

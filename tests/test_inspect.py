@@ -166,6 +166,7 @@ def test_jax_cost_analysis_counts_the_matmul_flops(jax_run):
     assert jaxpr.count("dot_general[") == 2
 
 
+@pytest.mark.slow
 def test_triton_second_run_over_a_warm_cache_still_has_every_kernel(tmp_path):
     script = write(tmp_path, "triton_aot.py", TRITON_AOT)
     env = {"TRITON_CACHE_DIR": str(tmp_path / "cache")}

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from inspect_helpers import inspect, inspect_popen, jax_script, write
 
 from irscope.store import Run, find_runs
@@ -133,6 +135,7 @@ def _xla_kinds(run_path: Path, unit: str) -> set[str]:
         return {s.kind for s in run.stages(run.unit(unit).id)} & XLA_STAGES
 
 
+@pytest.mark.slow
 def test_jax_persistent_cache_hits_still_show_the_xla_dump(tmp_path):
     """JAX's persistent compilation cache skips XLA, and with it XLA's dump. A run of the
     script alone fills JAX's cache; the run under irscope that follows uses the same cache
@@ -156,6 +159,7 @@ def test_jax_persistent_cache_hits_still_show_the_xla_dump(tmp_path):
     assert list((tmp_path / "dumps" / "xla-dumps").glob("jit_from_disk-*.zip"))
 
 
+@pytest.mark.slow
 def test_no_dump_cache_dumps_every_compile_and_caches_nothing(tmp_path):
     script = write(tmp_path, "plain.py", jax_script("uncached"))
     env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
@@ -166,6 +170,7 @@ def test_no_dump_cache_dumps_every_compile_and_caches_nothing(tmp_path):
     assert not (tmp_path / "dumps").exists()
 
 
+@pytest.mark.slow
 def test_a_damaged_cached_dump_is_noted_dropped_and_dumped_again(tmp_path):
     script = write(tmp_path, "two.py", jax_script("kept", "damaged"))
     env = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}

@@ -287,6 +287,7 @@ def _filed(run) -> dict:
             for unit in run.units()}
 
 
+@pytest.mark.slow
 @needs_tools
 def test_parallel_filing_equals_serial_filing(sincos, spilling, tmp_path, monkeypatch):
     sys.path.insert(0, str(Path(__file__).parent))

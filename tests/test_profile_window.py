@@ -80,6 +80,7 @@ def window_of(tmp_path, script: str, skip=None, steps=3) -> dict:
     return window["irscope_profile_window"]
 
 
+@pytest.mark.slow
 def test_top_level_torch_compile_calls_are_the_steps(tmp_path):
     window = window_of(tmp_path, TORCH_SCRIPT, skip=3)
     # outer x3 and the compiled module's forward: the window opens at the 4th, finds no GPU
@@ -97,6 +98,7 @@ def test_top_level_jax_jit_calls_are_the_steps(tmp_path):
     assert (window["steps_seen"], window["reason"]) == (2, "JAX runs on cpu, not a GPU")
 
 
+@pytest.mark.slow
 def test_marked_blocks_replace_compiled_calls_as_steps(tmp_path):
     window = window_of(tmp_path, MARKED_SCRIPT)
     assert window["marked"] and window["skip"] == 0 and window["steps_seen"] == 1

@@ -106,6 +106,7 @@ def bar_counts(text: str) -> list[tuple[str, int, int]]:
     return [(m[1], int(m[2]), int(m[3])) for frame in frames if (m := BAR.search(frame))]
 
 
+@pytest.mark.slow
 def test_the_bar_counts_kernels_filed_of_all_on_a_terminal(triton_cache, held_tools,
                                                              tmp_path):
     tools, release = held_tools
@@ -122,6 +123,7 @@ def test_the_bar_counts_kernels_filed_of_all_on_a_terminal(triton_cache, held_to
     assert "ingested" in terminal.text and "3 new units" in terminal.text
 
 
+@pytest.mark.slow
 def test_no_bar_when_stderr_is_not_a_terminal(triton_cache, held_tools, tmp_path):
     tools, release = held_tools
     argv, env = _ingest(tmp_path / "piped", triton_cache, tools, tmp_path)

@@ -125,6 +125,7 @@ async def screen_showing(page, *texts: str) -> str:
         raise AssertionError(f"{texts} never appeared; the screen was:\n{last[0]}") from None
 
 
+@pytest.mark.slow
 @needs_browser
 def test_two_viewers_browse_a_served_run_which_stays_untouched(hostile_run, tmp_path):
     pytest.importorskip("textual_serve")

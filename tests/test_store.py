@@ -145,9 +145,12 @@ def test_sigint_during_ingest_leaves_the_run_as_it_was(tmp_path):
     blobs = run_dir / "blobs"
     start_count = sum(1 for _ in blobs.rglob("*"))
     deadline = time.time() + 120
-    while time.time() < deadline and sum(1 for _ in blobs.rglob("*")) < start_count + 20:
-        time.sleep(0.05)  # large blobs are files before the index commits: ingest is mid-way
+    while time.time() < deadline and sum(1 for _ in blobs.rglob("*")) == start_count:
+        time.sleep(0.01)  # large blobs are files before the index commits: ingest is mid-way
+    proc.send_signal(signal.SIGSTOP)  # held there, however busy the machine, until signalled
+    assert proc.poll() is None, "the ingest ended before it could be interrupted"
     proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGCONT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err.decode() and "Traceback" not in err.decode()

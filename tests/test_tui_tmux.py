@@ -102,6 +102,7 @@ def test_open_in_a_real_terminal_navigates_searches_and_quits(session):
     raise AssertionError("q did not quit the app")
 
 
+@pytest.mark.slow
 def test_follow_a_line_from_python_source_down_to_sass(session):
     """The committed H100 softmax kernel: from its `tl.load` line in the Python source stage,
     `]` through TTIR, TTGIR, LLVM IR and PTX (the same source marked each time) to SASS."""
