@@ -14,6 +14,7 @@ import itertools
 import random
 
 import pytest
+from conftest import GPU_SAMPLES
 from dump_helpers import file_one_by_one, filed, unpack
 
 from irscope.ingest import ingest
@@ -182,3 +183,22 @@ def test_kernels_inductor_named_triton_take_their_graphs_names(tmp_path):
             linking.link(run, writer, IngestReport())
             triton_cache.name_compiles(writer)
         assert names(run) == filed
+
+
+def test_kernels_named_triton_are_found_in_the_cache_by_their_function():
+    """Kernels Inductor's compile workers compiled are found again in Triton's cache, whose
+    files carry the kernel function's name: `triton_` in the H100 capture above, for all 26
+    kernels of its three output codes, each with the module its `# kernel path:` names."""
+    import re
+
+    from irscope.filing.inductor_cache import inductor_triton_kernels
+    from irscope.filing.watch import TRACE_KERNEL_DEF
+
+    with Run.open(GPU_SAMPLES / "torch_placeholder_names") as run:
+        codes = [run.read_text(s) for u in run.units("torch")
+                 for s in run.stages(u.id, kinds=("inductor_output_code",))]
+        found = inductor_triton_kernels(run)
+    paths = [p for code in codes for p in re.findall(r"^# kernel path: (\S+)", code, re.M)]
+    assert len(paths) == 26 and sorted(found) == sorted(("triton_", p) for p in set(paths))
+    lines = [line for code in codes for line in code.splitlines() if "async_compile.triton(" in line]
+    assert {TRACE_KERNEL_DEF.match(f"\t{line}")[1] for line in lines} == {"triton_"}

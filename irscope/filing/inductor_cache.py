@@ -25,12 +25,15 @@ from irscope.store import Run
 # # kernel path: /tmp/torchinductor_root/ab/cabc123.py
 # # Topologically Sorted Source Nodes: [tanh, exp], Original ATen: [aten.tanh, aten.exp]
 # triton_poi_fused_exp_tanh_0 = async_compile.triton('triton_poi_fused_exp_tanh_0', '''
-KERNEL_DEF = re.compile(r"^# kernel path: (\S+)\n(?:#[^\n]*\n)*?(\w+) = async_compile\.triton\(",
-                        re.MULTILINE)
+# The name taken is the kernel function's, which Triton's cache names its files by: the
+# kernel's own, or "triton_" where Inductor's names are not unique (unique_kernel_names off).
+KERNEL_DEF = re.compile(r"^# kernel path: (\S+)\n(?:#[^\n]*\n)*?\w+ = async_compile\.triton\("
+                        r"['\"](\w+)['\"]", re.MULTILINE)
 
 
 def inductor_triton_kernels(run: Run) -> list[tuple[str, str]]:
-    """(kernel name, kernel source path) of every Triton kernel in the run's output code.
+    """(kernel function name, kernel source path) of every Triton kernel in the run's output
+    code.
 
     A name alone is no identity: Inductor gives the same name to different kernels of
     different graphs and dtypes, each with a module file of its own.

@@ -35,7 +35,7 @@ LEAST_PRIORITY = 19  # the nice value of the threads that work while the program
 # \t# kernel path: /tmp/torchinductor_me/ab/cabc123.py   (output code in a trace log)
 TRACE_KERNEL_PATH = re.compile(r"^\t# kernel path: (\S+)$")
 # \ttriton_poi_fused_exp_tanh_0 = async_compile.triton('triton_poi_fused_exp_tanh_0', '''
-TRACE_KERNEL_DEF = re.compile(r"^\t(\w+) = async_compile\.triton\(")
+TRACE_KERNEL_DEF = re.compile(r"^\t\w+ = async_compile\.triton\(['\"](\w+)['\"]")  # its function
 
 
 @dataclass
