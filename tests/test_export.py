@@ -50,6 +50,7 @@ def report_of(name: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.slow
 def test_every_figure_of_every_report_is_in_the_export(dataset):
     """Round trip: each unit's figures and the run totals, as `irscope report --json` gives
     them, equal the export's figures table row for row."""

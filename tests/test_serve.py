@@ -232,6 +232,7 @@ def test_a_page_of_another_site_is_refused_and_starts_no_app(tmp_path):
     assert rows == 24, "the server's own page got no app"
 
 
+@pytest.mark.slow
 def test_an_oversize_terminal_is_clamped(tmp_path):
     """/ws?width=100000&height=100000, then a resize to a billion cells: the app draws at
     most 500 columns and 200 rows (it grew to gigabytes drawing what it was asked)."""

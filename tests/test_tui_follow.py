@@ -258,6 +258,7 @@ async def test_compare_with_another_run_diffs_the_same_stage(triton_run, tmp_pat
         assert all(row.tag == "same" for row in app.screen.rows)  # the same capture
 
 
+@pytest.mark.slow
 @synchronous
 async def test_compare_ignores_where_each_run_compiled_unless_exact(tmp_path):
     """softmax compiled from two folders (two runs' caches): c shows no changed line of the
