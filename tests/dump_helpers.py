@@ -1,5 +1,5 @@
-"""The committed raw GPU dumps (samples/gpu/dumps/*.tar.gz) unpacked, filed, and what a run holds
-of them in a form two runs can be compared by."""
+"""The committed raw GPU dumps (samples/gpu/dumps/*.tar.gz, *.tar.xz) unpacked, filed, and what
+a run holds of them in a form two runs can be compared by."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ WHERE = frozenset({"origin", "trace"})
 
 
 def unpack(name: str, into: Path) -> Path:
-    """``samples/gpu/dumps/<name>.tar.gz`` unpacked under ``into``: its one top folder."""
-    with tarfile.open(DUMPS / f"{name}.tar.gz") as archive:
+    """``samples/gpu/dumps/<name>.tar.gz`` (or ``.tar.xz``) unpacked under ``into``: its one
+    top folder."""
+    with tarfile.open(next(DUMPS.glob(f"{name}.tar.?z"))) as archive:
         archive.extractall(into, filter="data")
         top = archive.getnames()[0].split("/")[0]
     return into / top

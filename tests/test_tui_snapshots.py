@@ -49,6 +49,20 @@ def goto(unit: str, kind: str, *then: str):
     return hook
 
 
+def side_by_side_at(unit: str, kind: str, text: str):
+    """A run_before hook: ``unit``'s ``kind`` stage, the cursor on its first line holding
+    ``text``, then `v` (side by side from there), waited for."""
+    async def hook(pilot) -> None:
+        await goto(unit, kind)(pilot)
+        app = pilot.app
+        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines) if text in line)
+        await pilot.press("v")
+        await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
+                    and app.screen.is_mounted, "the side-by-side screen")
+        await settle(pilot)
+    return hook
+
+
 async def settle(pilot) -> None:
     """Let workers finish and every widget handle what they posted, then drop toasts: a
     toast's timeout must not decide the picture, nor how busy the machine is."""
@@ -178,17 +192,8 @@ def test_tree_focused_cursor_row_is_dimmed(run_path, snap_compare):
 def test_side_by_side_stages(run_path, snap_compare):
     """`v` on the softmax TTIR's tt.load line at 160 columns: TTIR, TTGIR and LLVM IR side
     by side, each pane at that line's source and marking it."""
-    async def hook(pilot) -> None:
-        await goto("softmax_kernel", "ttir")(pilot)
-        app = pilot.app
-        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
-                                 if "tt.load" in line)
-        await pilot.press("v")
-        await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
-                    and app.screen.is_mounted, "the side-by-side screen")
-        await settle(pilot)
-
-    assert snap_compare(IrscopeApp(run_path), terminal_size=(160, 32), run_before=hook)
+    assert snap_compare(IrscopeApp(run_path), terminal_size=(160, 32),
+                        run_before=side_by_side_at("softmax_kernel", "ttir", "tt.load"))
 
 
 # -- the GPT-2 capture (samples/gpu/gpt2_provenance) at 80x24 and 200x50 ---------------------
@@ -234,17 +239,8 @@ def test_gpt2_problems_view(gpt2_run, snap_compare, size):
 def test_gpt2_side_by_side_ptx_and_sass(gpt2_run, snap_compare, size):
     """`v` on the GELU kernel's TTGIR load: TTGIR beside LLVM IR at 80 columns; TTGIR, LLVM
     IR, PTX and SASS at 200, each pane at the load's source line and marking it."""
-    async def hook(pilot) -> None:
-        await goto(GPT2_KERNEL, "ttgir")(pilot)
-        app = pilot.app
-        app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
-                                 if "tt.load" in line)
-        await pilot.press("v")
-        await until(pilot, lambda: type(app.screen).__name__ == "SideBySideScreen"
-                    and app.screen.is_mounted, "the side-by-side screen")
-        await settle(pilot)
-
-    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size, run_before=hook)
+    assert snap_compare(IrscopeApp(gpt2_run), terminal_size=size,
+                        run_before=side_by_side_at(GPT2_KERNEL, "ttgir", "tt.load"))
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 50)])
