@@ -113,6 +113,54 @@ async def test_navigator_shows_a_page_of_units_and_the_rest_on_enter(copies_run,
         assert "matmul_kernel_0003" in names(tree)
 
 
+def test_navigator_groups_first_page_reads_those_units_stages_and_counts_the_rest(copies_run):
+    with Run.open(copies_run) as run:
+        whole = navigator_groups(run)
+    with Run.open(copies_run) as run:
+        first = navigator_groups(run, first=5)
+    rows, first_rows = whole[0].rows, first[0].rows
+    assert [r.unit.id for r in first_rows] == [r.unit.id for r in rows]
+    assert first_rows[:5] == rows[:5] and all(r.pending == 0 for r in rows)
+    for row, outline in zip(rows[5:], first_rows[5:]):
+        assert outline.stages == () and outline.pending == len(row.stages) > 0
+
+
+@synchronous
+async def test_a_run_past_one_page_is_browsable_before_the_rest_is_read(copies_run,
+                                                                         monkeypatch):
+    """The first page's stages are read first and the first stage drawn; the other units
+    are listed (counted, expandable) and take their stages when the rest is read, a filter
+    typed meanwhile matching their stage kinds then; badges wait for the whole run."""
+    monkeypatch.setattr(StageTree, "PAGE", 5)
+    read_rest, held = IrscopeApp.load_rest, []
+    monkeypatch.setattr(IrscopeApp, "load_rest", lambda app: held.append(app))
+    app = IrscopeApp(copies_run)
+    async with app.run_test(size=SIZE) as pilot:
+        tree, navigator = app.navigator.stage_tree, app.navigator
+        await until(pilot, lambda: app.shown is not None and held)
+        with Run.open(copies_run) as run:
+            stages = run.counts()[1]
+            late = run.unit("add_kernel_0003").id
+        assert app.loaded is False and not app._badges_requested
+        assert f"12 units · {stages} stages" in app.sub_title
+        assert tree.rows[late].stages == () and tree.rows[late].pending > 0
+        navigator.filter.value = "sass"
+        await until(pilot, lambda: navigator.applied == "sass")
+        assert tree.shown_units == [r.unit.id for r in tree.rows.values()
+                                    if r.stages][:5]  # the units whose kinds are read
+        read_rest(app)
+        await until(pilot, lambda: app.loaded and tree.badges)
+        assert len(tree.shown_units) == 12 and tree.rows[late].stages
+        assert app.stages_by_unit[late] == tree.rows[late].stages
+        navigator.filter.value = ""
+        await until(pilot, lambda: names(tree)[-1] == "more")
+        tree.show_more(tree.root.children[0].children[-1], upto=12)
+        node = tree._unit_nodes[late]
+        assert node.data is tree.rows[late] and node.allow_expand
+        tree.expand_unit(node)
+        assert any(child.data in tree.rows[late].stages for child in node.children)
+
+
 @synchronous
 async def test_typing_a_filter_fills_the_tree_once_per_change(copies_run):
     app = IrscopeApp(copies_run)

@@ -28,7 +28,7 @@ from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.checks import Place, lint_badges, lint_places, problem_place, stage_of
-from irscope.tui.navigator import Navigator
+from irscope.tui.navigator import Navigator, StageTree
 from irscope.tui.screens import (CompareScreen, CompileIndexScreen, HelpScreen, LoopsScreen,
                                  PickerScreen, ProblemsScreen, PromptScreen, SideBySideScreen,
                                  SidePane, SourceScreen, SourceViewScreen, stage_label)
@@ -102,6 +102,8 @@ class IrscopeApp(App[None]):
         self.status = Static("", id="status")
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
+        self.loaded: bool | None = None  # the run read: None not yet, False its first page
+        self._rest_requested = False
         self.figures: dict[int, Any] = {}  # UnitFigures by unit id, once badges are read
         self.gpu_time: Any = None  # the run's measured GPU time, once badges are read
         self.tuned: dict[int, Any] = {}  # the autotuners' benchmark times, likewise
@@ -158,6 +160,17 @@ class IrscopeApp(App[None]):
     # -- workers: each posts one message ----------------------------------------------------
     @work(thread=True, exclusive=True, group="run", exit_on_error=False)
     def load_run(self) -> None:
+        """The navigator's first page first: a run of 12,000 units is browsable before the
+        stages of all of them are read (load_rest, once the first stage is drawn)."""
+        run = self.store()
+        groups = navigator_groups(run, first=StageTree.PAGE)
+        if any(row.pending for group in groups for row in group.rows):
+            self.post_message(msg.RunLoaded(groups, complete=False))
+        else:
+            self.post_message(msg.RunLoaded(groups, run.events(), run.relations("launches")))
+
+    @work(thread=True, exclusive=True, group="run", exit_on_error=False)
+    def load_rest(self) -> None:
         run = self.store()
         self.post_message(msg.RunLoaded(navigator_groups(run), run.events(),
                                         run.relations("launches")))
@@ -377,22 +390,48 @@ class IrscopeApp(App[None]):
     # -- messages ---------------------------------------------------------------------------
     @on(msg.RunLoaded)
     def _run_loaded(self, message: msg.RunLoaded) -> None:
-        self.units = {row.unit.id: row.unit for g in message.groups for row in g.rows}
-        self.stages_by_unit = {row.unit.id: row.stages for g in message.groups for row in g.rows}
-        self.roles = {k: v for g in message.groups for row in g.rows for k, v in row.roles.items()}
-        self.launches = message.launches
-        self.events = message.events
-        self.navigator.set_groups(message.groups)
-        stage_count = sum(len(s) for s in self.stages_by_unit.values())
-        self.sub_title = f"{self.run_path.name} · {len(self.units)} units · {stage_count} stages"
-        first = self.navigator.first_stage()
-        if first is None:
-            self.viewer.show_message("This run has no stages.")
+        rows = [row for group in message.groups for row in group.rows]
+        shown_before = self.loaded is not None
+        self.units = {row.unit.id: row.unit for row in rows}
+        self.stages_by_unit = {row.unit.id: row.stages for row in rows}
+        self.roles = {k: v for row in rows for k, v in row.roles.items()}
+        self.launches, self.events = message.launches, message.events
+        self.loaded = message.complete
+        if shown_before:
+            self._local = threading.local()  # followers built over the first page's stages
+            self.navigator.update_groups(message.groups)
         else:
-            self.open_stage(first)
-            self.navigator.select_stage(first, quiet=True)
-        self.viewer.focus()  # the stage's keys work from the start; tab reaches the tree
-        settle_heap()
+            self.navigator.set_groups(message.groups)
+            self.viewer.focus()  # the stage's keys work from the start; tab reaches the tree
+        stage_count = sum(len(row.stages) + row.pending for row in rows)
+        self.sub_title = f"{self.run_path.name} · {len(self.units)} units · {stage_count} stages"
+        if self.current is None:
+            first = self.navigator.first_stage()
+            if first is not None:
+                self.open_stage(first)
+                self.navigator.select_stage(first, quiet=True)
+            elif message.complete:
+                self.viewer.show_message("This run has no stages.")
+            elif not self._rest_requested:  # a unit still being read comes first
+                self._rest_requested = True
+                self.load_rest()
+        elif message.complete and self.current.unit_id in self.units:
+            unit = self.units[self.current.unit_id]  # its card and compile time, all read
+            self.panel.card, self.panel.timeline = self._card(unit), self._timeline(unit)
+        if message.complete:
+            if self.shown is not None:
+                self._request_badges()
+            settle_heap()
+
+    def _request_badges(self) -> None:
+        """Badges parse every unit: once the whole run is read and a stage is on screen.
+        The first stage drawn over a run's first page, the rest of the run is read."""
+        if self.loaded is False and not self._rest_requested:
+            self._rest_requested = True
+            self.call_after_refresh(self.load_rest)
+        if self.loaded and not self._badges_requested:
+            self._badges_requested = True
+            self.call_after_refresh(self.load_badges)
 
     @on(Navigator.StageSelected)
     def _stage_selected(self) -> None:
@@ -548,9 +587,7 @@ class IrscopeApp(App[None]):
         self.viewer.show(message.lines, message.lexer, message.cursor, message.marks)
         self._update_status()
         self.call_after_refresh(self.load_analysis, message.stage)  # after the text is drawn
-        if not self._badges_requested:  # badges parse every unit: only once the screen is up
-            self._badges_requested = True
-            self.call_after_refresh(self.load_badges)
+        self._request_badges()
 
     @on(msg.StageFailed)
     def _stage_failed(self, message: msg.StageFailed) -> None:
@@ -558,6 +595,7 @@ class IrscopeApp(App[None]):
             return
         self.shown = message.stage
         self.viewer.show_message(f"⚠ {message.reason}. The other stages are still browsable.")
+        self._request_badges()
         self._update_status()
         self.load_analysis(message.stage)
 

@@ -14,11 +14,13 @@ from irscope.browse.tree import Badges, FrameworkGroup
 
 @dataclass
 class RunLoaded(Message):
-    """The run's units are grouped and ready for the navigator."""
+    """The run's units are grouped and ready for the navigator; ``complete`` False: only the
+    navigator's first page holds its stages (a large run), the whole run follows."""
 
     groups: list[FrameworkGroup]
     events: list[Event] = field(default_factory=list)
     launches: list[Relation] = field(default_factory=list)  # graph --launches--> kernel
+    complete: bool = True
 
 
 @dataclass

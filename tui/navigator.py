@@ -145,8 +145,24 @@ class StageTree(Tree):
         return None
 
     def _add_unit(self, parent, row: UnitRow) -> None:
-        node = parent.add(self.unit_label(row), data=row, allow_expand=bool(row.stages))
+        row = self.rows.get(row.unit.id, row)  # a "more" node's rows may predate update_rows
+        node = parent.add(self.unit_label(row), data=row,
+                          allow_expand=bool(row.stages or row.pending))
         self._unit_nodes[row.unit.id] = node
+
+    def update_rows(self, rows: dict[int, UnitRow]) -> None:
+        """Every unit's row with its stages read (navigator_groups' second call): the nodes
+        filled take theirs, those expanded meanwhile gain their stages; what is shown,
+        expanded and under the cursor stays."""
+        self.rows = rows
+        for unit_id, node in self._unit_nodes.items():
+            row = rows.get(unit_id)
+            if row is None or node.data is row:
+                continue
+            node.data = row
+            node.allow_expand = bool(row.stages)
+            if node.is_expanded:
+                self.expand_unit(node)
 
     def unit_label(self, row: UnitRow, depth: int = 2, suffix: str = "") -> Text:
         """A unit's name, shortened to the tree's width so that names stay told apart (their
@@ -219,9 +235,9 @@ class StageTree(Tree):
         backward, a DDP bucket) with that output code's stages and kernels, then its
         records; raw log records folded."""
         row = node.data
-        if not isinstance(row, UnitRow) or any(
+        if not isinstance(row, UnitRow) or row.pending or any(
                 isinstance(c.data, (Stage, RoleGroup, RawRecords)) for c in node.children):
-            return
+            return  # pending: its stages come with update_rows
         shared = [s for s in row.stages if s.id not in row.roles]
         roles = list(dict.fromkeys(row.roles[s.id] for s in row.stages if s.id in row.roles))
         for stage in (s for s in shared if is_ir(s)):
@@ -368,14 +384,31 @@ class Navigator(Vertical):
         self._show_rank()
         self.apply_filter(refill=True)
 
+    def update_groups(self, groups: list[FrameworkGroup]) -> None:
+        """The same units as ``set_groups`` showed, now with every unit's stages: the tree
+        keeps its nodes, and a filter typed meanwhile is applied again (it matches stage
+        kinds too)."""
+        rows = {row.unit.id: row for group in groups for row in group.rows}
+        self.groups = [FrameworkGroup(g.framework, tuple(rows.get(r.unit.id, r) for r in g.rows))
+                       for g in self.groups]
+        self.stage_tree.update_rows(rows)
+        self.unit_filter = UnitFilter(self.groups)
+        self.apply_filter()
+
     def first_stage(self) -> Stage | None:
         """The stage to open first: the first IR of the first unit that has one, the user's
-        units before grouped ones (eager ops)."""
+        units before grouped ones (eager ops); None while a unit before it is still being
+        read (its stages pending)."""
         rows = sorted((row for g in self.groups for row in g.rows),
                       key=lambda row: group_of(row.unit) is not None)
-        stages = [s for row in rows for s in row.stages]
-        return next((s for s in stages if is_ir(s) and s.kind != "python_source"),
-                    stages[0] if stages else None)
+        for row in rows:
+            if row.pending:
+                return None
+            found = next((s for s in row.stages if is_ir(s) and s.kind != "python_source"),
+                         None)
+            if found is not None:
+                return found
+        return next((s for row in rows for s in row.stages), None)
 
     def select_stage(self, stage: Stage, quiet: bool = False) -> None:
         """Move the tree's cursor to ``stage``, which is then chosen; ``quiet``: the app opened

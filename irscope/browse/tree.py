@@ -26,6 +26,7 @@ class UnitRow:
     stages: tuple[Stage, ...]  # all but its raw log records
     roles: Mapping[int, str] = field(default_factory=dict)  # stage id -> see stage_roles
     raw: int = 0  # its raw log records, read when the navigator opens them
+    pending: int = 0  # its other stages, counted and not read yet (navigator_groups' first)
 
 
 @dataclass(frozen=True)
@@ -68,31 +69,46 @@ def compact(n: int) -> str:
     return str(n)
 
 
-def navigator_groups(run: RunView | Run) -> list[FrameworkGroup]:
+def navigator_groups(run: RunView | Run, first: int | None = None) -> list[FrameworkGroup]:
     """The run's units grouped by framework, each with its stages in pipeline order (its raw
     log records counted, not read: most of a large run's stages are those); where the run
-    measured GPU time, the units of a framework by their time, most first."""
+    measured GPU time, the units of a framework by their time, most first. ``first``: the
+    stages of each framework's first ``first`` units only (a navigator's first page, shown
+    before the rest of a 12,000-unit run is read), the others counted (``UnitRow.pending``)."""
     run = RunView.of(run)
+    grouped: dict[str, list[Unit]] = defaultdict(list)
+    for unit in run.units():
+        grouped[unit.framework].append(unit)
+    time = read_time(run)
+    if time is not None:
+        for units in grouped.values():
+            units.sort(key=lambda u: -time.units[u.id].total_ns if u.id in time.units else 0)
+    kinds = [k for k in run.stage_kinds() if k != RAW]
+    if first is None:
+        stages_read, unread = run.stages(kinds=kinds), {}
+    else:
+        read = [u.id for units in grouped.values() for u in units[:first]]
+        stages_read = run.stages_of_units(read, kinds)
+        unread = dict(run.stage_counts(None))  # of every kind: raw records taken off below
+        for unit_id in read:
+            unread.pop(unit_id, None)
     by_unit: dict[int, list[Stage]] = defaultdict(list)
-    stages_read = run.stages(kinds=[k for k in run.stage_kinds() if k != RAW])
     for stage in stages_read:
         by_unit[stage.unit_id].append(stage)
-    grouped: dict[str, list[UnitRow]] = defaultdict(list)
     roles = stage_roles(run, stages_read)
     raw = run.stage_counts(RAW)
     order = {kind: registry.get(kind).order for kind in run.stage_kinds()}
-    for unit in run.units():
-        stages = sorted(by_unit.get(unit.id, ()), key=lambda s: (order[s.kind], s.id))
-        grouped[unit.framework].append(UnitRow(unit, tuple(stages), {
-            s.id: roles[s.id] for s in stages if s.id in roles}, raw.get(unit.id, 0)))
-    time = read_time(run)
-    if time is not None:
-        for rows in grouped.values():
-            rows.sort(key=lambda row: -time.units[row.unit.id].total_ns
-                      if row.unit.id in time.units else 0)
     rank = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
-    order = sorted(grouped, key=lambda fw: (rank.get(fw, len(rank)), fw))
-    return [FrameworkGroup(fw, tuple(grouped[fw])) for fw in order]
+    groups = []
+    for framework in sorted(grouped, key=lambda fw: (rank.get(fw, len(rank)), fw)):
+        rows = []
+        for unit in grouped[framework]:
+            stages = sorted(by_unit.get(unit.id, ()), key=lambda s: (order[s.kind], s.id))
+            rows.append(UnitRow(unit, tuple(stages), {s.id: roles[s.id] for s in stages
+                                                      if s.id in roles}, raw.get(unit.id, 0),
+                                unread[unit.id] - raw.get(unit.id, 0) if unit.id in unread else 0))
+        groups.append(FrameworkGroup(framework, tuple(rows)))
+    return groups
 
 
 def pipeline_key(stage: Stage) -> tuple[int, int]:

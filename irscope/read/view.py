@@ -120,9 +120,18 @@ class RunView:
         """The stage kinds the run holds (read once)."""
         return self.derived("stage_kinds", self.run.stage_kinds)
 
-    def stage_counts(self, kind: str) -> dict[int, int]:
-        """Unit id -> its stages of ``kind``, counted without reading them."""
+    def stage_counts(self, kind: str | None) -> dict[int, int]:
+        """Unit id -> its stages of ``kind`` (None: of every kind), counted without reading
+        them."""
         return self.derived(f"stage_counts:{kind}", lambda: self.run.stage_counts(kind))
+
+    def stages_of_units(self, unit_ids: Iterable[int], kinds: Iterable[str]) -> list[Stage]:
+        """The stages of ``kinds`` of a few units, in the store's order: read apart from the
+        run's (a navigator's first page before the other 12,000 units)."""
+        if self._every_kind:
+            wanted, kinds = set(unit_ids), set(kinds)
+            return [s for s in self.stages(kinds=kinds) if s.unit_id in wanted]
+        return self.run.stages(units=unit_ids, kinds=kinds)
 
     def stages_by_unit(self, kinds: Iterable[str] | None = None) -> dict[int, list[Stage]]:
         """Unit id -> its stages (of ``kinds``), in order."""

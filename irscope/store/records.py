@@ -109,8 +109,8 @@ def unit_from_row(row) -> Unit:
 def attrs_from_json(text: Any) -> dict[str, Any]:
     """A unit's or relation's attributes, without values of a type no writer gives them."""
     attrs = json_object(text)
-    for key, expected in ATTR_TYPES.items():
-        value = attrs.get(key)
+    for key in [key for key in attrs if key in ATTR_TYPES]:  # a unit holds a few of them
+        value, expected = attrs[key], ATTR_TYPES[key]
         if value is None:
             continue
         if not isinstance(value, expected) or isinstance(value, bool) and expected is not bool:

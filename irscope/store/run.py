@@ -345,14 +345,19 @@ class Run:
             raise RunError(f"{self.path}: no unit {unit_id}")
         return unit_from_row(row)
 
-    def stages(self, unit_id: int | None = None, kinds: Iterable[str] | None = None
-               ) -> list[Stage]:
-        """The stages of the run (or of one unit), only those of ``kinds`` when given."""
+    def stages(self, unit_id: int | None = None, kinds: Iterable[str] | None = None,
+               units: Iterable[int] | None = None) -> list[Stage]:
+        """The stages of the run (or of one unit, or of ``units``), only those of ``kinds``
+        when given."""
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
         where, args = [], []
         if unit_id is not None:
             where.append("unit_id=?")
             args.append(unit_id)
+        if units is not None:
+            units = sorted(set(units))
+            where.append(f"unit_id IN ({', '.join('?' * len(units))})")
+            args += units
         if kinds is not None:
             kinds = sorted(set(kinds))
             where.append(f"kind IN ({', '.join('?' * len(kinds))})")
@@ -362,12 +367,13 @@ class Run:
                                args)
         return [stage_from_row(r) for r in rows]
 
-    def stage_counts(self, kind: str) -> dict[int, int]:
-        """Unit id -> how many stages of ``kind`` it holds (a run may hold 400,000 raw log
-        records that a listing counts and reads only when asked)."""
+    def stage_counts(self, kind: str | None) -> dict[int, int]:
+        """Unit id -> how many stages of ``kind`` (None: of every kind) it holds (a run may
+        hold 400,000 raw log records that a listing counts and reads only when asked)."""
+        where = " WHERE kind=?" if kind is not None else ""
         return {integer_value(unit_id, 0): integer_value(count, 0) for unit_id, count in
-                self.db.execute("SELECT unit_id, count(*) FROM stages WHERE kind=? "
-                                "GROUP BY unit_id", (kind,))}
+                self.db.execute(f"SELECT unit_id, count(*) FROM stages{where} GROUP BY unit_id",
+                                (kind,) if kind is not None else ())}
 
     def stage_kinds(self) -> list[str]:
         """The stage kinds the run holds."""
