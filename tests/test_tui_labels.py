@@ -4,6 +4,8 @@ stay told apart (and never blank) at 80 columns."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("textual")
@@ -121,6 +123,13 @@ async def test_at_80_columns_names_stay_apart_and_the_status_line_names_the_unit
         await pilot.pause()
         status = screen_text(app)[-2]
         assert "PTX" in status and long.name[-10:] in status
+        # the name takes the room the line has when drawn: all of it once the line is wider
+        await pilot.resize_terminal(300, 24)
+        await until(pilot, lambda: long.name in screen_text(app)[-2])
+        short = next(u for u in app.units.values() if 12 < len(u.name) < 20)
+        app.navigator.select_stage(app.stages_by_unit[short.id][0])
+        await until(pilot, lambda: re.search(rf"│  {re.escape(short.name)} +▏",
+                                             screen_text(app)[-2]))
 
 
 @synchronous

@@ -9,11 +9,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Header, Static
+from textual.widgets import Header
 from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError, UsageError
@@ -32,6 +31,7 @@ from irscope.tui.navigator import Navigator, StageTree
 from irscope.tui.screens import (CompareScreen, CompileIndexScreen, HelpScreen, LoopsScreen,
                                  PickerScreen, ProblemsScreen, PromptScreen, SideBySideScreen,
                                  SidePane, SourceScreen, SourceViewScreen, stage_label)
+from irscope.tui.status_line import SEPARATOR, StatusLine
 from irscope.tui.threads import DaemonThreads
 from irscope.tui.viewer import IrViewer
 from irscope.analysis.histograms import HISTOGRAM_MODES
@@ -43,7 +43,7 @@ from irscope.browse.launches import output_code_kernels
 from irscope.browse.follow import Follower, parsed_quietly
 from irscope.browse.locations import LineLocations, first_code_line, is_ir
 from irscope.browse.side_by_side import default_stages, pane_count, start_lines
-from irscope.browse.tree import RAW, badges, navigator_groups, short_name, stage_title
+from irscope.browse.tree import RAW, badges, navigator_groups, stage_title
 from irscope.read.stage_text import readable_text
 
 NARROW = 110  # below this many columns the analysis panel starts hidden
@@ -99,7 +99,7 @@ class IrscopeApp(App[None]):
 
         self.navigator = Navigator(id="navigator", show_all=show_all)
         self.viewer = IrViewer(id="viewer")
-        self.status = Static("", id="status")
+        self.status = StatusLine(id="status")
         self.panel = AnalysisPanel(id="panel")
         self._badges_requested = False
         self.loaded: bool | None = None  # the run read: None not yet, False its first page
@@ -720,12 +720,8 @@ class IrscopeApp(App[None]):
             parts.append(f"marked: {self.marked.kind}")
         if self.navigator.rank is not None:
             parts.append(f"rank {self.navigator.rank}")
-        text = "  │  ".join(parts)
         unit = self.units.get(self.current.unit_id)
-        if unit is not None:  # shortened to what is left, its end kept: never blank
-            room = max(self.status.size.width - 2 - len(text) - 5, 12)
-            text += "  │  " + short_name(unit.name, room)
-        self.status.update(Text(text, no_wrap=True, overflow="ellipsis"))
+        self.status.show(SEPARATOR.join(parts), unit.name if unit is not None else "")
 
     # -- actions ----------------------------------------------------------------------------
     def exit(self, *args, **kwargs) -> None:
