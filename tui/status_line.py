@@ -11,9 +11,9 @@ SEPARATOR = "  │  "
 
 
 class StatusLine(Static):
-    """One line (app.tcss: no wrap, an ellipsis where the figures alone overflow). Shows ``figures`` and a unit's name, the name shortened (its end kept, never blank) to
-    the room the line has when it is drawn: the panels beside it settle their widths after
-    a stage opens, and a terminal may be resized."""
+    """``figures``, then a unit's name shortened (its end kept, never blank) to the room the
+    line has when it is drawn: the panels beside it settle their widths after a stage opens,
+    and a terminal may be resized. One line (app.tcss): figures too wide end in an ellipsis."""
 
     def __init__(self, id: str | None = None) -> None:
         super().__init__("", id=id)
