@@ -142,7 +142,8 @@ class IrscopeApp(App[None]):
         built once); line locations are shared across threads."""
         view = self.store()
         follower = getattr(self._local, "follower", None)
-        if follower is None or follower.source is not view:
+        if (follower is None or follower.source is not view
+                or follower.stages_by_unit is not self.stages_by_unit):  # the rest read since
             follower = self._local.follower = Follower(RunView.of(view), self.units,
                                                        self.stages_by_unit, self._locations)
             follower.source = view
@@ -398,7 +399,6 @@ class IrscopeApp(App[None]):
         self.launches, self.events = message.launches, message.events
         self.loaded = message.complete
         if shown_before:
-            self._local = threading.local()  # followers built over the first page's stages
             self.navigator.update_groups(message.groups)
         else:
             self.navigator.set_groups(message.groups)
