@@ -146,8 +146,14 @@ class ShownWriter:
 
     def add_stage(self, unit_id: int, kind: str, data, name: str | None = None,
                   origin: str | None = None) -> int:
-        return self._writer.add_stage(unit_id, kind, data, name,
-                                      None if origin is None else self._expansions.shown(origin))
+        return self._writer.add_stage(unit_id, kind, data, name, self._shown(origin))
+
+    def add_stages(self, unit_id: int, stages) -> None:
+        self._writer.add_stages(unit_id, [(kind, ref, name, self._shown(origin))
+                                          for kind, ref, name, origin in stages])
+
+    def _shown(self, origin: str | None) -> str | None:
+        return None if origin is None else self._expansions.shown(origin)
 
 
 def named_files(paths: list[Path], expansions: Expansions) -> dict[Path, Path]:

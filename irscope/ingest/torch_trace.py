@@ -514,15 +514,7 @@ class _TraceReader:
             # once: no stage can meet one of its name, so none is looked for.
             writer.keep_all = keep_all and not fresh
             try:
-                for kind, stage_name, ref, lineno in comp.stages:
-                    key = None
-                    if kind == graphs.OUTPUT_CODE:  # the key other sources find the graph by
-                        key = comp.code_keys.get(ref.blob) or stored_output_code_key(self.run, ref)
-                        graphs.replace_output_code(writer, unit, key)  # a log's copy of it
-                    writer.add_stage(unit, kind, ref, name=stage_name,
-                                     origin=f"{self.origin}:{lineno}")
-                    if key is not None:
-                        graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
+                self._write_stages(writer, unit, comp)
             finally:
                 writer.keep_all = keep_all
             located = any(k == "graph_break" and "file" in d for k, d in comp.events)
@@ -534,6 +526,25 @@ class _TraceReader:
                 if key not in seen:
                     seen.add(key)
                     writer.add_event(kind, data, unit)
+
+
+    def _write_stages(self, writer: Writer, unit: int, comp: Compile) -> None:
+        """The compile's stages in the order read, many in one statement: an output code
+        alone, as the stages filed before it are what it is looked for among."""
+        batch = []
+        for kind, stage_name, ref, lineno in comp.stages:
+            origin = f"{self.origin}:{lineno}"
+            if kind != graphs.OUTPUT_CODE:
+                batch.append((kind, ref, stage_name, origin))
+                continue
+            writer.add_stages(unit, batch)
+            batch = []
+            # the key other sources find the graph by
+            key = comp.code_keys.get(ref.blob) or stored_output_code_key(self.run, ref)
+            graphs.replace_output_code(writer, unit, key)  # a log's copy of it
+            writer.add_stage(unit, kind, ref, name=stage_name, origin=origin)
+            graphs.note_output_code(writer, unit, key, stage_name, ref.blob)
+        writer.add_stages(unit, batch)
 
 
 def _kind(meta: dict) -> str:

@@ -16,6 +16,7 @@ from . import graphs
 BLOBS_REMEMBERED = 100_000  # digests of the blobs a log stored, kept to store repeats once
 JSON = json.JSONDecoder()
 SCAN_JSON = JSON.scan_once  # (value, end) of the JSON value at an index
+JSON_BLANKS = " \t\n\r"  # the blank space JSON allows around a value
 
 
 class Blobs:
@@ -35,7 +36,7 @@ class Blobs:
             if len(self.stored) >= BLOBS_REMEMBERED:
                 self.stored.clear()
                 self.facts.clear()
-            ref = self.stored[key] = BlobRef(self.run.put_blob(data), len(data))
+            ref = self.stored[key] = BlobRef(self.run.put_blob(data, key), len(data))
         return ref
 
     def fact(self, key: str, what: str, find, data: bytes):
@@ -91,13 +92,16 @@ def stored_output_code_key(run: Run, ref: BlobRef) -> str:
 
 def read_json(data: bytes) -> Any:
     """The JSON value of ``data``, as ``json.loads`` reads bytes of UTF-8 (and with its
-    errors), read by its scanner directly when the value fills ``data``."""
+    errors), read by its scanner directly when the value starts ``data`` and only blank
+    space (a payload's last newline) follows it."""
     text = data.decode("utf-8", "surrogatepass")
     try:
         value, end = SCAN_JSON(text, 0)
     except StopIteration:
         end = -1
-    return value if end == len(text) else JSON.decode(text)
+    if end > 0 and not text[end:].strip(JSON_BLANKS):
+        return value
+    return JSON.decode(text)  # with json.loads' own error, or leading blank space
 
 
 def json_problem(data: bytes) -> str | None:

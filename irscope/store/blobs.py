@@ -7,6 +7,7 @@ import hashlib
 import os
 import stat
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,9 +41,16 @@ def zstandard_module():
     return zstandard
 
 
+_COMPRESSORS = threading.local()  # a compressor serves one thread at a time
+
+
 def compress(data: bytes) -> bytes:
-    """One zstandard frame holding ``data`` (its size recorded in the frame header)."""
-    return zstandard_module().ZstdCompressor(level=ZSTD_LEVEL).compress(data)
+    """One zstandard frame holding ``data`` (its size recorded in the frame header). Each
+    thread reuses its compressor: making one costs as much as compressing a few KiB."""
+    compressor = getattr(_COMPRESSORS, "compressor", None)
+    if compressor is None:
+        compressor = _COMPRESSORS.compressor = zstandard_module().ZstdCompressor(level=ZSTD_LEVEL)
+    return compressor.compress(data)
 
 
 def decompress(data: bytes) -> bytes:

@@ -173,9 +173,10 @@ class Run:
         """Where a large blob's file is (its bytes compressed in a compressed run)."""
         return self.path / BLOBS / checked_blob_name(blob, self.path)[:2] / blob
 
-    def put_blob(self, data: bytes) -> str:
-        """Store ``data`` once by its SHA-256; returns the digest."""
-        key = digest(data)
+    def put_blob(self, data: bytes, key: str | None = None) -> str:
+        """Store ``data`` once by its SHA-256 (``key``, where the caller has it already);
+        returns the digest."""
+        key = key or digest(data)
         self._store(key, data)
         return key
 

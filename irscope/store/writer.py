@@ -12,6 +12,10 @@ from irscope.store.schema import BLOBS, BLOB_NAME
 if TYPE_CHECKING:
     from irscope.store.run import Run
 
+# A stage row, replacing the unit's stage of that kind and name
+ADD_STAGE = ("INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
+             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
+             "blob=excluded.blob, size=excluded.size, origin=excluded.origin")
 
 
 class Writer:
@@ -104,12 +108,25 @@ class Writer:
         if self.keep_all:
             name = self._free_name(unit_id, kind, name, blob)
         self.touched.add(unit_id)
-        cur = self.db.execute(
-            "INSERT INTO stages (unit_id, kind, name, position, blob, size, origin) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (unit_id, kind, name) DO UPDATE SET "
-            "blob=excluded.blob, size=excluded.size, origin=excluded.origin",
-            (unit_id, kind, name, registry.get(kind).order, blob, size, origin))
+        cur = self.db.execute(ADD_STAGE, (unit_id, kind, name, registry.get(kind).order, blob,
+                                          size, origin))
         return cur.lastrowid
+
+    def add_stages(self, unit_id: int, stages: Iterable[tuple[str, BlobRef, str, str | None]]
+                   ) -> None:
+        """``add_stage`` of each (kind, stored blob, name, origin), in one statement where
+        no name needs looking up (``keep_all`` off)."""
+        if self.keep_all:
+            for kind, ref, name, origin in stages:
+                self.add_stage(unit_id, kind, ref, name, origin)
+            return
+        from irscope.parsers import registry
+
+        rows = [(unit_id, kind, name, registry.get(kind).order, ref.blob, ref.size, origin)
+                for kind, ref, name, origin in stages]
+        if rows:
+            self.touched.add(unit_id)
+            self.db.executemany(ADD_STAGE, rows)
 
     def _free_name(self, unit_id: int, kind: str, name: str, blob: str) -> str:
         """``name``, or the first ``name (n)`` that holds nothing or these very bytes."""
