@@ -60,14 +60,15 @@ def _pass_dumps(paths: list[str]) -> tuple[list[str], list[Path]]:
 
 
 def _file_pass_dumps(run_, dumps: list[Path], report) -> None:
+    if not dumps:
+        return
     from irscope.ingest.passes import file_triton_dump
 
     for dump in dumps:
         report.warnings.extend(file_triton_dump(run_, dump))
         report.sources.append((str(dump), "mlir_pass_dump"))
         report.artifacts += 1
-    if dumps:
-        report.units_after, report.stages_after = run_.counts()
+    report.units_after, report.stages_after = run_.counts()
 
 
 def run(args) -> int:

@@ -134,7 +134,7 @@ def _file(run: Run, plan: _Plan, report: IngestReport, progress, dumps, workers,
     later = [p for p in plan.files if p.suffix == ".cpp"]
     named = archives.named_files(plan.files + plan.xla_files, plan.opened)
     names = single_file.unit_names([named[path] for path in plan.files])
-    with run.transaction() as writer:
+    with run.transaction(bulk=True) as writer:
         writer.keep_all = True
         writer.collect_orphans(keep)
         if plan.opened.named:  # what came out of an archive is filed under the archive's name

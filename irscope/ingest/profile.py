@@ -22,7 +22,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from irscope.analysis.launches import encode_trace
 from irscope.analysis.ranks import rank_of_path, ranked_name
 from irscope.store import Writer
 
@@ -77,6 +76,7 @@ def ingest_trace(writer: Writer, path: Path, report, rank: int | None = None,
                  companions: Mapping[str, Path] | None = None) -> int:
     """File one profiler trace as a ``profile`` unit; returns 1, or 0 when nothing in it was
     readable (said in ``report``). ``companions``: the window file beside it, if any."""
+    from irscope.analysis.launches import encode_trace
     from irscope.parsers import profile_trace
 
     try:

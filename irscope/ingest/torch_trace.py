@@ -452,16 +452,15 @@ class _TraceReader:
             # an FX graph cache hit logs the record with no payload: that one is kept raw
             comp.stages.append(("inductor_provenance", comp.stage_name(name), ref(), lineno))
             return True
-        if name not in CACHE_ARTIFACTS and name not in TEXT_ARTIFACTS:
-            return False
-        text = payload.text.decode("utf-8", "replace")
         if name in CACHE_ARTIFACTS:
             event, cache = CACHE_ARTIFACTS[name]
-            detail = _json_or_text(text, "reason")
-            comp.events.append((event, {"cache": cache, "artifact": name, **{
-                k: detail[k] for k in CACHE_EVENT_KEYS if k in detail}}))
+            comp.events.append((event, {"cache": cache, "artifact": name,
+                                        **payload.fact("cache", _cache_detail)}))
             comp.stages.append(("metadata", comp.stage_name(name), ref(), lineno))
             return True
+        if name not in TEXT_ARTIFACTS:
+            return False
+        text = payload.text.decode("utf-8", "replace")
         if name == "recompile_reasons":
             reasons = _json_or_text(text, "reasons").get("reasons", text)
             for reason in reasons if isinstance(reasons, list) else [reasons]:
@@ -574,6 +573,13 @@ def _json_or_text(payload: str, key: str) -> dict:
     except (ValueError, RecursionError):
         return {key: payload.strip()}
     return value if isinstance(value, dict) else {key: value}
+
+
+def _cache_detail(payload: bytes) -> dict:
+    """What a cache hit or miss artifact says of the cache (its JSON is mostly the entry's
+    contents, read once per content)."""
+    detail = _json_or_text(payload.decode("utf-8", "replace"), "reason")
+    return {k: detail[k] for k in CACHE_EVENT_KEYS if k in detail}
 
 
 def _graph_break(payload: str) -> dict:

@@ -69,11 +69,15 @@ class Payload:
                                            else envelope)
         return self._raw_ref
 
+    def fact(self, what: str, find):
+        """``find(text)`` of the payload in memory, found once per content."""
+        return self.blobs.fact(self.ref().blob, what, find, self.text)
+
     def code_key(self) -> str | None:
         """``graphs.output_code_key`` of a payload in memory (None for a streamed one)."""
         if self.streamed is not None:
             return None
-        return self.blobs.fact(self.ref().blob, "code", graphs.output_code_key, self.text)
+        return self.fact("code", graphs.output_code_key)
 
 
 def stored_output_code_key(run: Run, ref: BlobRef) -> str:

@@ -31,8 +31,6 @@ from pathlib import Path
 
 from irscope.errors import InputError
 from irscope.files import read_bytes
-from irscope.ingest.passes import PipelineFiler, file_mlir_dump, kept_bytes
-from irscope.parsers import mlir_passes
 from irscope.store import Writer
 
 # module_0001.jit_mlp.before_optimizations.txt (a module name may hold any character, a
@@ -228,6 +226,8 @@ def _file_hlo_passes(writer: Writer, unit: int, passes, report) -> int:
     """File the HLO after each pass as the unit's ``hlo`` pipeline, one file read at a time."""
     if not passes:
         return 0
+    from irscope.ingest.passes import PipelineFiler, kept_bytes
+
     filer = PipelineFiler(writer, unit, "hlo", "hlo", passes[0][2].folder, kept_bytes(writer, unit))
     for match, _suffix, file in passes:
         try:
@@ -243,6 +243,9 @@ def _file_hlo_passes(writer: Writer, unit: int, passes, report) -> int:
 
 def _file_pass_log(writer: Writer, unit: int, suffix: str, data: bytes, file: DumpFile) -> bool:
     """File an emitter's MLIR pass log pass by pass (False: it is not one, keep it as text)."""
+    from irscope.ingest.passes import file_mlir_dump, kept_bytes
+    from irscope.parsers import mlir_passes
+
     text = data.decode("utf-8", "replace")
     if not mlir_passes.sniff(text):
         return False

@@ -115,10 +115,10 @@ CREATE INDEX IF NOT EXISTS events_unit ON events(unit_id, kind);
 GENERATION_TRIGGERS = tuple(f"count_{table}_{change.lower()}"
                             for table in ("units", "stages", "relations", "events")
                             for change in ("INSERT", "UPDATE", "DELETE"))
+COUNT_ONE_CHANGE = "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
 COUNT_CHANGES = ";\n".join(
     ["CREATE TABLE IF NOT EXISTS rollups (key TEXT PRIMARY KEY, generation INTEGER NOT NULL, "
      "data BLOB NOT NULL)",
      "INSERT OR IGNORE INTO meta VALUES ('generation', '0')"]
     + [f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {name.rsplit('_', 1)[1].upper()} ON "
-       f"{name.split('_')[1]} BEGIN UPDATE meta SET value = CAST(value AS INTEGER) + 1 "
-       f"WHERE key = 'generation'; END" for name in GENERATION_TRIGGERS])
+       f"{name.split('_')[1]} BEGIN {COUNT_ONE_CHANGE}; END" for name in GENERATION_TRIGGERS])
