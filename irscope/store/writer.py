@@ -114,27 +114,38 @@ class Writer:
 
     def add_stages(self, unit_id: int, stages: Iterable[tuple[str, BlobRef, str, str | None]]
                    ) -> None:
-        """``add_stage`` of each (kind, stored blob, name, origin), in one statement where
-        no name needs looking up (``keep_all`` off)."""
-        if self.keep_all:
-            for kind, ref, name, origin in stages:
-                self.add_stage(unit_id, kind, ref, name, origin)
-            return
+        """``add_stage`` of each (kind, stored blob, name, origin), in one statement (with
+        ``keep_all``, each name looked for among the unit's stages read once)."""
         from irscope.parsers import registry
 
+        if self.keep_all:
+            held = {(kind, name): blob for kind, name, blob in self.db.execute(
+                "SELECT kind, name, blob FROM stages WHERE unit_id=?", (unit_id,))}
+            named = []
+            for kind, ref, name, origin in stages:
+                name = self._free_name(unit_id, kind, name, ref.blob, held)
+                held[kind, name] = ref.blob
+                named.append((kind, ref, name, origin))
+            stages = named
         rows = [(unit_id, kind, name, registry.get(kind).order, ref.blob, ref.size, origin)
                 for kind, ref, name, origin in stages]
         if rows:
             self.touched.add(unit_id)
             self.db.executemany(ADD_STAGE, rows)
 
-    def _free_name(self, unit_id: int, kind: str, name: str, blob: str) -> str:
-        """``name``, or the first ``name (n)`` that holds nothing or these very bytes."""
+    def _free_name(self, unit_id: int, kind: str, name: str, blob: str,
+                   held: dict[tuple[str, str], str] | None = None) -> str:
+        """``name``, or the first ``name (n)`` that holds nothing or these very bytes (the
+        unit's stages looked up in the index, or in ``held``: kind and name -> blob)."""
         candidate, n = name, 1
         while True:
-            row = self.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind=? AND name=?",
-                                  (unit_id, kind, candidate)).fetchone()
-            if row is None or row[0] == blob:
+            if held is None:
+                row = self.db.execute("SELECT blob FROM stages WHERE unit_id=? AND kind=? AND "
+                                      "name=?", (unit_id, kind, candidate)).fetchone()
+                holding = row and row[0]
+            else:
+                holding = held.get((kind, candidate))
+            if holding is None or holding == blob:
                 return candidate
             n += 1
             candidate = f"{name} ({n})"
