@@ -77,11 +77,13 @@ def entry() -> None:
     ``inspect`` and ``ingest`` have filed, closed and flushed everything when they return;
     the interpreter's own teardown (freeing the few hundred modules filing and the summary
     loaded, and what filing made: 10-20 ms) would only add to the time they cost, so it is
-    skipped.
+    skipped, unless a profiler or tracer (``python -m cProfile``, coverage) is to write its
+    report at exit.
     """
     code = main()
     argv = sys.argv[1:]
-    if next((a for a in argv if not a.startswith("-")), None) in QUICK_EXIT:
+    observed = sys.getprofile() is not None or sys.gettrace() is not None
+    if next((a for a in argv if not a.startswith("-")), None) in QUICK_EXIT and not observed:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import SAMPLES
 from ingest_helpers import write_triton_entry
 from kernels import compile_aot
 
@@ -120,3 +123,14 @@ def test_unknown_unit_stage_and_run_are_one_line_errors(cli, tmp_path, inputs):
         result = cli(*args, cwd=tmp_path)
         assert result.returncode == 1 and message in result.stderr
         assert result.stderr.count("\n") == 1
+
+
+def test_a_profiled_ingest_still_writes_its_profile(tmp_path):
+    """ingest skips the interpreter's teardown when it is done, but not under a profiler,
+    which writes its report at exit."""
+    profile = tmp_path / "ingest.prof"
+    out = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(profile), "-m", "irscope",
+                          "ingest", str(SAMPLES / "profile" / "gpt2_small.torch_trace.log.gz"),
+                          "-o", str(tmp_path / "run")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "ingested" in out.stdout and profile.stat().st_size > 0

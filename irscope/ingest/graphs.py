@@ -84,8 +84,8 @@ def note_output_code(writer: Writer, unit: int, key: str, stage_name: str, blob:
     """Record that ``unit`` holds the output code ``key`` in the stage filed as ``stage_name``
     with content ``blob``: under the name the stage got, ``stage_name (2)`` when another
     output code of the unit held ``stage_name`` already."""
-    filed = [s.name for s in writer.run.stages(unit, kinds=(OUTPUT_CODE,))
-             if s.blob == blob and stage_name in (s.name, _base_name(s.name))]
+    filed = [s.name for s in writer.run.stages(unit, kinds=(OUTPUT_CODE,), blob=blob)
+             if stage_name in (s.name, _base_name(s.name))]
     found = writer.run.unit_by_id(unit)
     writer.add_unit(found.name, found.framework, attrs={
         KEYS: {**found.attrs.get(KEYS, {}), key: filed[-1] if filed else stage_name}})

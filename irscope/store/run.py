@@ -361,9 +361,9 @@ class Run:
         return unit_from_row(row)
 
     def stages(self, unit_id: int | None = None, kinds: Iterable[str] | None = None,
-               units: Iterable[int] | None = None) -> list[Stage]:
+               units: Iterable[int] | None = None, blob: str | None = None) -> list[Stage]:
         """The stages of the run (or of one unit, or of ``units``), only those of ``kinds``
-        when given."""
+        and holding ``blob`` when given."""
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
         where, args = [], []
         if unit_id is not None:
@@ -377,6 +377,9 @@ class Run:
             kinds = sorted(set(kinds))
             where.append(f"kind IN ({', '.join('?' * len(kinds))})")
             args += kinds
+        if blob is not None:
+            where.append("blob=?")
+            args.append(blob)
         order = " ORDER BY unit_id, position, id" if unit_id is None else " ORDER BY position, id"
         rows = self.db.execute(sql + (" WHERE " + " AND ".join(where) if where else "") + order,
                                args)
