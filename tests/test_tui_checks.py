@@ -125,6 +125,25 @@ def test_navigator_groups_first_page_reads_those_units_stages_and_counts_the_res
         assert outline.stages == () and outline.pending == len(row.stages) > 0
 
 
+def test_navigator_groups_first_page_keeps_its_graphs_roles(tmp_path):
+    """The first page's graphs are named forward and backward from the launches of those
+    units alone, as the whole run names them."""
+    path = copy_sample("torch_profile", tmp_path / "gpt2")
+    with Run.open(path) as run:
+        whole = {g.framework: g.rows for g in navigator_groups(run)}
+    with Run.open(path) as run:
+        first = {g.framework: g.rows for g in navigator_groups(run, first=4)}
+    assert {row.roles.get(s.id) for row in first["torch"][:4] for s in row.stages} >= {
+        "forward", "backward"}
+    assert all(first[fw][:4] == rows[:4] for fw, rows in whole.items())
+    with Run.open(path) as run:  # those launches, read alone
+        launches = run.relations("launches")
+        graph = launches[0].src
+        key = lambda r: (r.dst, sorted(r.attrs.items()))  # noqa: E731
+        assert sorted(run.relations("launches", [graph]), key=key) == sorted(
+            (r for r in launches if r.src == graph), key=key)
+
+
 @synchronous
 async def test_a_run_past_one_page_is_browsable_before_the_rest_is_read(copies_run,
                                                                          monkeypatch):

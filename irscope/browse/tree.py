@@ -12,7 +12,7 @@ from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
-from irscope.store import Run, Stage, Unit
+from irscope.store import Relation, Run, Stage, Unit
 
 FRAMEWORK_ORDER = ("torch", "cpp", "triton", "jax")
 RAW = "raw"  # raw log records: grouped under one navigator node
@@ -85,17 +85,18 @@ def navigator_groups(run: RunView | Run, first: int | None = None) -> list[Frame
             units.sort(key=lambda u: -time.units[u.id].total_ns if u.id in time.units else 0)
     kinds = [k for k in run.stage_kinds() if k != RAW]
     if first is None:
-        stages_read, unread = run.stages(kinds=kinds), {}
+        stages_read, unread, launches = run.stages(kinds=kinds), {}, None
     else:
         read = [u.id for units in grouped.values() for u in units[:first]]
         stages_read = run.stages_of_units(read, kinds)
+        launches = run.relations_from("launches", read)
         unread = dict(run.stage_counts(None))  # of every kind: raw records taken off below
         for unit_id in read:
             unread.pop(unit_id, None)
     by_unit: dict[int, list[Stage]] = defaultdict(list)
     for stage in stages_read:
         by_unit[stage.unit_id].append(stage)
-    roles = stage_roles(run, stages_read)
+    roles = stage_roles(run, stages_read, launches)
     raw = run.stage_counts(RAW)
     order = {kind: registry.get(kind).order for kind in run.stage_kinds()}
     rank = {name: i for i, name in enumerate(FRAMEWORK_ORDER)}
@@ -166,14 +167,17 @@ def stage_title(stage: Stage, role: str = "", shown: bool = True) -> str:
     return f"{title} · {role}" if role and shown and role not in title else title
 
 
-def stage_roles(run: RunView | Run, stages: Iterable[Stage] | None = None) -> dict[int, str]:
+def stage_roles(run: RunView | Run, stages: Iterable[Stage] | None = None,
+                launches: Iterable[Relation] | None = None) -> dict[int, str]:
     """Stage id -> the graph it belongs to, for the stages of a compile filed once per output
     code: "forward", "backward" or "inference" (the output code's role, as its launches
     record it, else as its AOT ID says), "forward, bucket 2 of 4" where a compile holds
-    several output codes of one role (DDP's buckets). ``stages``: the run's, if read."""
+    several output codes of one role (DDP's buckets). ``stages``: the run's, if read;
+    ``launches``: its "launches" relations (those from the units of ``stages`` suffice)."""
     run = RunView.of(run)
     recorded = {(r.src, r.attrs.get("output_code")): r.attrs.get("role")
-                for r in run.relations("launches") if isinstance(r.attrs, Mapping)}
+                for r in (run.relations("launches") if launches is None else launches)
+                if isinstance(r.attrs, Mapping)}
     per_unit: dict[int, list[Stage]] = defaultdict(list)
     aot: dict[int, list[Stage]] = defaultdict(list)
     for stage in run.stages() if stages is None else stages:

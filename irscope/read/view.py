@@ -160,6 +160,14 @@ class RunView:
             self._relations = self.run.relations()
         return [r for r in self._relations if kind is None or r.kind == kind]
 
+    def relations_from(self, kind: str, sources: Iterable[int]) -> list[Relation]:
+        """The relations of ``kind`` from a few units (a navigator's first page), read apart
+        from the run's when those are not read yet."""
+        if self._relations is None:
+            return self.run.relations(kind, sources)
+        wanted = set(sources)
+        return [r for r in self._relations if r.kind == kind and r.src in wanted]
+
     # -- contents ----------------------------------------------------------------------
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's result for ``stage`` (the run's parse cache, then this memo); a

@@ -465,9 +465,19 @@ class Run:
         """The units of ``framework`` compiled from ``source_file`` (e.g. an Inductor kernel path)."""
         return [u for u in self.units(framework) if u.source_file == source_file]
 
-    def relations(self, kind: str | None = None) -> list[Relation]:
-        sql = "SELECT src, kind, dst, attrs FROM relations"
-        rows = self.db.execute(sql + (" WHERE kind=?" if kind else ""), (kind,) if kind else ())
+    def relations(self, kind: str | None = None, sources: Iterable[int] | None = None
+                  ) -> list[Relation]:
+        """The run's relations (of ``kind``, from ``sources`` when given)."""
+        where, args = [], []
+        if kind:
+            where.append("kind=?")
+            args.append(kind)
+        if sources is not None:
+            sources = sorted(set(sources))
+            where.append(f"src IN ({', '.join('?' * len(sources))})")
+            args += sources
+        rows = self.db.execute("SELECT src, kind, dst, attrs FROM relations"
+                               + (" WHERE " + " AND ".join(where) if where else ""), args)
         return [Relation(integer_value(r[0], 0), text_value(r[1]), integer_value(r[2], 0), attrs_from_json(r[3]))
                 for r in rows]
 
