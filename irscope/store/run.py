@@ -48,6 +48,23 @@ if TYPE_CHECKING:
     from irscope.parsers.base import ParseResult
 
 
+def where_clause(*conditions: tuple[str, Any]) -> tuple[str, list]:
+    """(" WHERE a=? AND b IN (?, ?)", its arguments) for the (column, value) pairs given a
+    value: one value, or a collection of them (matched with IN)."""
+    where, args = [], []
+    for column, value in conditions:
+        if value is None:
+            continue
+        if isinstance(value, (str, int)):
+            where.append(f"{column}=?")
+            args.append(value)
+        else:
+            values = sorted(set(value))
+            where.append(f"{column} IN ({', '.join('?' * len(values))})")
+            args += values
+    return (" WHERE " + " AND ".join(where) if where else ""), args
+
+
 class Run:
     """An open run directory. Reads are plain; writes go through ``transaction()``."""
 
@@ -365,24 +382,10 @@ class Run:
         """The stages of the run (or of one unit, or of ``units``), only those of ``kinds``
         and holding ``blob`` when given."""
         sql = "SELECT id, unit_id, kind, name, position, blob, size, origin FROM stages"
-        where, args = [], []
-        if unit_id is not None:
-            where.append("unit_id=?")
-            args.append(unit_id)
-        if units is not None:
-            units = sorted(set(units))
-            where.append(f"unit_id IN ({', '.join('?' * len(units))})")
-            args += units
-        if kinds is not None:
-            kinds = sorted(set(kinds))
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            args += kinds
-        if blob is not None:
-            where.append("blob=?")
-            args.append(blob)
+        where, args = where_clause(("unit_id", unit_id), ("unit_id", units), ("kind", kinds),
+                                   ("blob", blob))
         order = " ORDER BY unit_id, position, id" if unit_id is None else " ORDER BY position, id"
-        rows = self.db.execute(sql + (" WHERE " + " AND ".join(where) if where else "") + order,
-                               args)
+        rows = self.db.execute(sql + where + order, args)
         return [stage_from_row(r) for r in rows]
 
     def stage_counts(self, kind: str | None) -> dict[int, int]:
@@ -468,16 +471,8 @@ class Run:
     def relations(self, kind: str | None = None, sources: Iterable[int] | None = None
                   ) -> list[Relation]:
         """The run's relations (of ``kind``, from ``sources`` when given)."""
-        where, args = [], []
-        if kind:
-            where.append("kind=?")
-            args.append(kind)
-        if sources is not None:
-            sources = sorted(set(sources))
-            where.append(f"src IN ({', '.join('?' * len(sources))})")
-            args += sources
-        rows = self.db.execute("SELECT src, kind, dst, attrs FROM relations"
-                               + (" WHERE " + " AND ".join(where) if where else ""), args)
+        where, args = where_clause(("kind", kind or None), ("src", sources))
+        rows = self.db.execute("SELECT src, kind, dst, attrs FROM relations" + where, args)
         return [Relation(integer_value(r[0], 0), text_value(r[1]), integer_value(r[2], 0), attrs_from_json(r[3]))
                 for r in rows]
 
