@@ -65,6 +65,8 @@ def load_side(spec: str, stages, unit_pattern):
 def normalised(diff):
     """The diff of two runs with the stages that differ only in paths, hashes and numbering
     no longer changed (a report or an artifact keeps no text to compare: left as it is)."""
+    from irscope.analysis.normalize import same_program
+    from irscope.browse.tree import RAW
     from irscope.read.view import RunView
     from irscope.reports.diff import without_renamings
     from irscope.store import Run
@@ -74,22 +76,33 @@ def normalised(diff):
         return diff
     with Run.open(paths[0], read_only=True) as a, Run.open(paths[1], read_only=True) as b:
         views = (RunView(a), RunView(b))
+        held: list[dict[tuple[str, str], list]] = []  # per side: (framework, name) -> stages
+        verdicts: dict[tuple[str, str], bool] = {}  # by blob pair: a large run shares them
 
-        def texts(unit, name: str):
-            """Both sides' text of the stage: a cubin's disassembly (its bytes hold paths)."""
+        def renamed_only(unit, name: str) -> bool:
+            """Whether both sides' text of the stage (a cubin's disassembly: its bytes hold
+            paths) differ only in renamings, each pair of contents compared once."""
+            if not held:  # each side's units and stages, read once when a stage changed
+                for view in views:
+                    stages = view.stages_by_unit([k for k in view.stage_kinds() if k != RAW])
+                    held.append({(u.framework, u.name): stages.get(u.id, [])
+                                 for u in view.units()})
             found = []
-            for view, record in zip(views, (unit.a, unit.b)):
-                match = view.run.unit_named(record.framework, record.name)
-                held = view.stages(match.id) if match else []
-                stage = next((s for s in held if s.name == name), None)
+            for side, record in zip(held, (unit.a, unit.b)):
+                stages = side.get((record.framework, record.name), [])
+                stage = next((s for s in stages if s.name == name), None)
                 if stage is not None and stage.kind == "cubin":
-                    stage = next((s for s in held if s.kind == "sass"), None)
+                    stage = next((s for s in stages if s.kind == "sass"), None)
                 if stage is None:
-                    return None
-                found.append(view.read_text(stage))
-            return tuple(found)
+                    return False
+                found.append(stage)
+            key = (found[0].blob, found[1].blob)
+            if key not in verdicts:
+                verdicts[key] = same_program(views[0].read_text(found[0]),
+                                             views[1].read_text(found[1]))
+            return verdicts[key]
 
-        return without_renamings(diff, texts)
+        return without_renamings(diff, renamed_only)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,8 +53,8 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     return replace(report, units=units, totals=totals, time=time_section(run, units),
                    source_lines=source_line_records(run),
                    problems=unit_problems(problems, units) if unit_pattern else problems,
-                   compile_time=tuple(c.row() for c in run_compile_times(run)
-                                      if c.unit in names))
+                   compile_time=tuple(row for row in compile_time_records(run)
+                                      if row.get("unit") in names))
 
 
 def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:
@@ -66,6 +66,12 @@ def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ..
     found = (Problem.from_json(json.loads(row["problem"])) for row in rows
              if isinstance(row.get("problem"), str))
     return tuple(p for p in found if p is not None)
+
+
+def compile_time_records(run: RunView) -> list[dict]:
+    """Each compile's time by phase (read.compile_time), slowest first, kept in the run
+    between reports like the unit records: a cached report reads no event again."""
+    return kept_rows(run, "compile_time", lambda: [c.row() for c in run_compile_times(run)])
 
 
 def source_line_records(run: RunView) -> tuple[SourceLineRecord, ...]:

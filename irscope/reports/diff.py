@@ -201,19 +201,15 @@ def diff_reports(a: Report, b: Report) -> Diff:
     return Diff(a, b, tuple(units), figure_changes(a.figures(figures), b.figures(figures)))
 
 
-def without_renamings(diff: Diff,
-                      texts: Callable[[UnitDiff, str], tuple[str, str] | None]) -> Diff:
-    """``diff`` with the stages whose two texts (``texts(unit, stage name)``) differ only in
+def without_renamings(diff: Diff, renamed_only: Callable[[UnitDiff, str], bool]) -> Diff:
+    """``diff`` with the stages that ``renamed_only(unit, stage name)`` says differ only in
     what compiles of one program differ in (each run's cache folders in paths, hashes in
     names, SSA, register, label and kernel numbers: analysis.normalize.same_program) no longer
     counted as changed."""
-    from irscope.analysis.normalize import same_program
-
     units = []
     for unit in diff.units:
         if unit.stages_changed:
-            kept = tuple(name for name in unit.stages_changed
-                         if not ((pair := texts(unit, name)) and same_program(*pair)))
+            kept = tuple(name for name in unit.stages_changed if not renamed_only(unit, name))
             unit = replace(unit, stages_changed=kept)
         units.append(unit)
     return replace(diff, units=tuple(units))
