@@ -226,3 +226,23 @@ def test_runs_that_differ_only_in_where_their_caches_were_are_unchanged(tmp_path
     assert set(normal["stages_changed"]) <= {"cubin"}  # its disassembly compares, where made
     text = cli("diff", a, b).stdout
     assert "4 stages" not in text and "ttir" not in text
+
+
+def test_normalized_lines_are_each_line_normalized_alone():
+    """A stage's lines are normalized as one text: no pattern reaches across a line's end
+    (a `!dbg` closing one line and the `!42` opening the next stay apart), DWARF sections
+    are blanked, and the lines keep their count and order."""
+    from irscope.analysis.normalize import normalized, normalized_lines
+
+    lines = ["  %r12 = add.s32 %r3, 1; !dbg", "!42 = !{}",
+             "  call @triton_poi_fused_add_6(%x_3) !dbg !9",
+             "/tmp/cap/inductor_cache/fk/cfk3x6abcdefghijklmnopqrstu4.py:12",
+             "\t.section\t.debug_info", "\t.b8 47", "\t.section\t.text", "  R120 = P0", ""]
+    expected, debug = [], False
+    for line in lines:
+        if line.strip().startswith(".section"):
+            debug = ".debug" in line
+        expected.append("" if debug else normalized(line).strip())
+    assert normalized_lines(lines) == expected
+    assert expected[1] == "!42 = !{}" and expected[5] == "" and expected[7] == "R# = P#"
+    assert normalized_lines([]) == []
