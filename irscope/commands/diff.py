@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,10 +37,12 @@ def add_parser(subparsers) -> None:
     parser.set_defaults(func=run)
 
 
-def load_side(spec: str, stages, unit_pattern):
-    """A Report for one side: a report JSON file, an artifact file, or a run."""
+def load_side(spec: str, stages, unit_pattern, opened_runs: ExitStack):
+    """A Report for one side (a report JSON file, an artifact file, or a run), and the run's
+    view when it is a run (kept open in ``opened_runs`` for the comparison of its texts)."""
     from irscope.files import read_artifact
     from irscope.parsers import registry
+    from irscope.read.view import RunView
     from irscope.reports.build import build_report
     from irscope.reports.records import filtered, report_from_json, report_from_parsed
     from irscope.store import Run, locate_run
@@ -50,59 +53,55 @@ def load_side(spec: str, stages, unit_pattern):
         if path.suffix.lower() == ".json" and '"schema"' in text[:4096]:
             try:
                 return filtered(report_from_json(json.loads(text), str(path)), stages,
-                                unit_pattern)
+                                unit_pattern), None
             except (ValueError, KeyError, TypeError) as exc:
                 raise InputError(f"{path}: not a readable irscope report ({exc})") from None
         kind = registry.detect(text, path.name)
         if not registry.get(kind).module:
             raise InputError(f"{path}: neither a run, an irscope report nor a known artifact")
         return report_from_parsed(path.name, kind, registry.parse(kind, text),
-                                  str(path))
-    with Run.open(locate_run(spec)) as opened:
-        return build_report(opened, stages, unit_pattern)
+                                  str(path)), None
+    view = RunView(opened_runs.enter_context(Run.open(locate_run(spec))))
+    return build_report(view, stages, unit_pattern), view
 
 
-def normalised(diff):
-    """The diff of two runs with the stages that differ only in paths, hashes and numbering
-    no longer changed (a report or an artifact keeps no text to compare: left as it is)."""
+def normalised(diff, views):
+    """The diff of two runs (their ``views``) with the stages that differ only in paths,
+    hashes and numbering no longer changed (a report or an artifact keeps no text to
+    compare: left as it is)."""
     from irscope.analysis.normalize import same_program
     from irscope.browse.tree import RAW
-    from irscope.read.view import RunView
     from irscope.reports.diff import without_renamings
-    from irscope.store import Run
 
-    paths = [report.path for report in (diff.a, diff.b)]
-    if not all(path and Path(path, "index.sqlite").is_file() for path in paths):
+    if None in views:
         return diff
-    with Run.open(paths[0], read_only=True) as a, Run.open(paths[1], read_only=True) as b:
-        views = (RunView(a), RunView(b))
-        held: list[dict[tuple[str, str], list]] = []  # per side: (framework, name) -> stages
-        verdicts: dict[tuple[str, str], bool] = {}  # by blob pair: a large run shares them
+    held: list[dict[tuple[str, str], list]] = []  # per side: (framework, name) -> stages
+    verdicts: dict[tuple[str, str], bool] = {}  # by blob pair: a large run shares them
 
-        def renamed_only(unit, name: str) -> bool:
-            """Whether both sides' text of the stage (a cubin's disassembly: its bytes hold
-            paths) differ only in renamings, each pair of contents compared once."""
-            if not held:  # each side's units and stages, read once when a stage changed
-                for view in views:
-                    stages = view.stages_by_unit([k for k in view.stage_kinds() if k != RAW])
-                    held.append({(u.framework, u.name): stages.get(u.id, [])
-                                 for u in view.units()})
-            found = []
-            for side, record in zip(held, (unit.a, unit.b)):
-                stages = side.get((record.framework, record.name), [])
-                stage = next((s for s in stages if s.name == name), None)
-                if stage is not None and stage.kind == "cubin":
-                    stage = next((s for s in stages if s.kind == "sass"), None)
-                if stage is None:
-                    return False
-                found.append(stage)
-            key = (found[0].blob, found[1].blob)
-            if key not in verdicts:
-                verdicts[key] = same_program(views[0].read_text(found[0]),
-                                             views[1].read_text(found[1]))
-            return verdicts[key]
+    def renamed_only(unit, name: str) -> bool:
+        """Whether both sides' text of the stage (a cubin's disassembly: its bytes hold
+        paths) differ only in renamings, each pair of contents compared once."""
+        if not held:  # each side's units and stages, read once when a stage changed
+            for view in views:
+                stages = view.stages_by_unit([k for k in view.stage_kinds() if k != RAW])
+                held.append({(u.framework, u.name): stages.get(u.id, [])
+                             for u in view.units()})
+        found = []
+        for side, record in zip(held, (unit.a, unit.b)):
+            stages = side.get((record.framework, record.name), [])
+            stage = next((s for s in stages if s.name == name), None)
+            if stage is not None and stage.kind == "cubin":
+                stage = next((s for s in stages if s.kind == "sass"), None)
+            if stage is None:
+                return False
+            found.append(stage)
+        key = (found[0].blob, found[1].blob)
+        if key not in verdicts:
+            verdicts[key] = same_program(views[0].read_text(found[0]),
+                                         views[1].read_text(found[1]))
+        return verdicts[key]
 
-        return without_renamings(diff, renamed_only)
+    return without_renamings(diff, renamed_only)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -114,9 +113,12 @@ def run(args: argparse.Namespace) -> int:
     gates = [parse_gate(expr) for expr in args.fail_on]  # malformed: exit 2 before any work
     fmt = chosen_format(args)
     stages = stage_filter(args)
-    diff = diff_reports(load_side(args.a, stages, args.unit), load_side(args.b, stages, args.unit))
-    if not args.exact:
-        diff = normalised(diff)
+    with ExitStack() as opened_runs:
+        (a, view_a), (b, view_b) = (load_side(spec, stages, args.unit, opened_runs)
+                                    for spec in (args.a, args.b))
+        diff = diff_reports(a, b)
+        if not args.exact:
+            diff = normalised(diff, (view_a, view_b))
     violations = []
     for gate in gates:
         if not known_figure(gate, diff):
