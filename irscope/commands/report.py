@@ -123,10 +123,14 @@ def run(args: argparse.Namespace) -> int:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     changes = None
     if args.against:
+        from contextlib import ExitStack
+
         from irscope.commands.diff import load_side
         from irscope.reports.diff import diff_reports
 
-        changes = diff_reports(load_side(args.against, stage_filter(args), args.unit), report)
+        with ExitStack() as opened_runs:
+            against, _ = load_side(args.against, stage_filter(args), args.unit, opened_runs)
+        changes = diff_reports(against, report)
     module = renderer(fmt)
     if args.summary:
         emit(lambda width: module.render_summary(report, Rendering(width, details,
