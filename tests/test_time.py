@@ -258,3 +258,25 @@ def test_a_users_autotuned_triton_kernel_in_marked_steps(tmp_path):
     (unit,) = run.units("profile")
     assert unit.attrs["window"] == {"framework": "torch", "skip": 1, "steps": 3,
                                     "steps_profiled": 3, "steps_seen": 4, "marked": True}
+
+
+def test_kernels_all_named_triton_join_the_kernel_their_call_line_launches(tmp_path):
+    """TORCHINDUCTOR_UNIQUE_KERNEL_NAMES=0 on an H100 (`inspect --profile`): every Triton kernel's
+    symbol is `triton_`, so the name says nothing; each launch joins the kernel its place in
+    call() launches, whose output-code source defines `triton_`, and none passes for an extern."""
+    target = tmp_path / "run"
+    shutil.copytree(GPU_SAMPLES / "torch_placeholder_profile", target)
+    with Run.open(target) as run:
+        time, trace = read_time(run), trace_of(run)
+        units = {u.id: u for u in run.units()}
+        named = [k for k in time.kernels if k.name == "triton_"]
+        assert sum(k.launches for k in named) == sum(
+            1 for k in trace.kernels if k.name == "triton_") == 93
+        assert {k.origin for k in named} == {"triton"}
+        for kernel in named:
+            code = run.parsed(run.stage(units[kernel.graph_id], kernel.output_code))
+            (line,) = [l for l in code.launch_sequence if l.line == kernel.line]
+            assert line.kind == "kernel" and units[kernel.unit_id].name.split("-")[0] == line.name
+            (source,) = [k.source for k in code.kernels if k.name == line.name]
+            assert "\ndef triton_(" in "\n" + source
+        assert {k.phase for k in named} == {"forward", "backward"}

@@ -243,11 +243,15 @@ class _Joiner:
         base = dict(graph=graph.unit, phase=graph.role or context.phase,
                     output_code=graph.stage.name)
         defined = {k.name: k for k in code.kernels}
-        if sig.kind == "kernel" and sig.name in defined:
-            kernel = defined[sig.name]
-            line = launch.line if launch is not None and launch.name == sig.name else \
-                next((l.line for l in code.launch_sequence if l.name == sig.name), None)
-            units = graph.triton_units(self.view).get(sig.name, [])
+        name = sig.name
+        if name not in defined and launch is not None and _compiles_as(
+                defined.get(launch.name), name):
+            name = launch.name  # unique kernel names off: every kernel's symbol is `triton_`
+        if sig.kind == "kernel" and name in defined:
+            kernel = defined[name]
+            line = launch.line if launch is not None and launch.name == name else \
+                next((l.line for l in code.launch_sequence if l.name == name), None)
+            units = graph.triton_units(self.view).get(name, [])
             work = inductor_estimates(kernel.source)
             if not units:
                 return _Target("triton", "graph call -> output code kernel (its Triton compile "
@@ -431,6 +435,14 @@ def _kernel_symbol(name: str) -> str:
     ``_ZN11CudaCodeGen29nvfuser_pointwise_f0_c1_r0_g1...`` as ``nvfuser_pointwise_f0_c1_r0_g1``."""
     match = re.search(r"(nvfuser_\w+?_f\d+_c\d+_r\d+_g\d+)", name)
     return match.group(1) if match else name
+
+
+def _compiles_as(kernel, symbol: str) -> bool:
+    """Whether the output code's ``kernel`` compiles to the GPU symbol ``symbol``: its Triton
+    function is defined under that name (Inductor names every kernel's function `triton_`
+    when unique kernel names are off, and the output code's name for it differs)."""
+    return kernel is not None and kernel.backend == "triton" and \
+        re.search(rf"^def {re.escape(symbol)}\(", kernel.source, re.MULTILINE) is not None
 
 
 def _pick(units: list[Unit], sig: Signature, tuned: Mapping) -> tuple[Unit, int, str]:
