@@ -280,3 +280,25 @@ def test_kernels_all_named_triton_join_the_kernel_their_call_line_launches(tmp_p
             (source,) = [k.source for k in code.kernels if k.name == line.name]
             assert "\ndef triton_(" in "\n" + source
         assert {k.phase for k in named} == {"forward", "backward"}
+
+
+def test_a_finding_at_lines_of_an_output_code_weighs_the_kernels_launched_there(tmp_path):
+    """An extern round trip names two call() lines of a graph: its share of the GPU time is
+    those launches' (the trace's own durations), not the whole graph's."""
+    from irscope.read.lint import read_findings
+
+    target = tmp_path / "run"
+    shutil.copytree(GPU_SAMPLES / "torch_placeholder_profile", target)
+    with Run.open(target) as run:
+        time, trace = read_time(run), trace_of(run)
+        graphs = {u.name: u.id for u in run.units("torch")}
+        (finding,) = [f for f in read_findings(run) if f.rule == "extern_round_trip"
+                      and "gpu_time_share" in f.figures]
+        graph = graphs[finding.unit]
+        spent = sum(k.total_ns for k in time.kernels if k.graph_id == graph
+                    and k.output_code == finding.stage and k.line in finding.lines)
+        assert 0 < spent and finding.figures["gpu_time_share"] == round(
+            spent / trace.kernel_time_ns, 4)
+        assert finding.figures["gpu_time_share"] < time.units[graph].total_ns / trace.kernel_time_ns / 10
+        report = run_cli("report", str(target), "--format", "md", "--summary")
+        assert f"({finding.figures['gpu_time_share']:.1%} of GPU time)" in report.stdout

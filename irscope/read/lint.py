@@ -10,7 +10,7 @@ from irscope.analysis.figures import RunFigures, UnitFigures
 from irscope.analysis.lint import (RUN_WIDE_UNIT, Finding, LintInput, Rule, RULES, StageInput,
                                    lint_unit)
 from irscope.read.figures import read_run_figures
-from irscope.read.timing import read_time
+from irscope.read.timing import lines_share, read_time, time_share
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -56,16 +56,29 @@ def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
 
 
 def _by_time_share(run: RunView, units: list[Unit], findings: list[Finding]) -> list[Finding]:
-    """Where the run measured GPU time: each finding with its unit's share of it
-    (``gpu_time_share``), the findings ordered by that share, largest first."""
+    """Where the run measured GPU time: each finding with its share of it
+    (``gpu_time_share``): at lines of a graph's output code, the kernels launched there; else
+    its unit's. The findings ordered by that share, largest first."""
     time = read_time(run)
     if time is None or not time.kernel_time_ns:
         return findings
     ids = {u.name: u.id for u in units}
-    shares = {name: time.units[i].total_ns / time.kernel_time_ns
-              for name, i in ids.items() if i in time.units}
-    timed = [replace(f, figures={**f.figures, "gpu_time_share": round(shares[f.unit], 4)})
-             if f.unit in shares else f for f in findings]
+
+    def share(finding: Finding) -> float | None:
+        unit_id = ids.get(finding.unit)
+        if unit_id is None:
+            return None
+        if finding.stage and finding.lines:
+            at_lines = lines_share(time, unit_id, finding.stage, finding.lines)
+            if at_lines is not None:
+                return at_lines
+        return time_share(time, unit_id)
+
+    timed = []
+    for finding in findings:
+        found = share(finding)
+        timed.append(finding if found is None else replace(
+            finding, figures={**finding.figures, "gpu_time_share": round(found, 4)}))
     return sorted(timed, key=lambda f: -f.figures.get("gpu_time_share", -1.0))
 
 

@@ -291,7 +291,7 @@ class _Rows:
                           lines=tuple(finding.lines),
                           time_share=float(share) if share is not None else None)
         self.add(problem, ("lint", finding.rule, units, finding.stage, tuple(finding.lines),
-                           finding.message))
+                           finding.message), timed=share is None)
 
     # -- slow compiles -------------------------------------------------------------------
     def slow_compiles(self) -> None:

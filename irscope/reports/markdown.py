@@ -75,7 +75,7 @@ def time_section(report: Report) -> list[str]:
     """Where the GPU time goes, first: totals, top kernels, lines, graphs, what is unjoined."""
     if report.time is None:
         return []
-    lines = ["### Where the time goes", "", cell(headline(report.time), line_start=True), ""]
+    lines = ["### Where the time goes", "", headline(report.time, cell), ""]
     lines += [f"- {cell(note, line_start=True)}" for note in report.time.notes]
     for title, header, rows in section_tables(report.time):
         lines += ["", f"**{cell(title)}**", ""]
@@ -175,7 +175,7 @@ def render_summary(report: Report, rendering: Rendering = Rendering()) -> str:
             figures.append(f"{number(totals[key])} {word}")
     lines = [f"### irscope: {cell(report.run)}", "", cell(", ".join(figures))]
     if report.time is not None:
-        lines += ["", f"**GPU time**: {cell(headline(report.time))}"]
+        lines += ["", f"**GPU time**: {headline(report.time, cell)}"]
     lines += ["", *top_kernels(report)]
     lines += problems_section(report, SUMMARY_PROBLEMS)
     if rendering.changes is not None:

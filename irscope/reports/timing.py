@@ -208,12 +208,13 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
     return tables
 
 
-def headline(section: TimeSection) -> str:
-    """One line: the profiled GPU time, how much of it is joined, on which GPU."""
+def headline(section: TimeSection, shown=str) -> str:
+    """One line: the profiled GPU time, how much of it is joined, on which GPU; ``shown``
+    escapes the GPUs' names (the only text of the run's) for the format writing it."""
     totals = section.totals
     total, unjoined = totals.get("gpu_time_us", 0), totals.get("gpu_time_unjoined_us", 0)
     joined = 1 - unjoined / total if total else 0
-    gpus = f" on {', '.join(section.devices)}" if section.devices else ""
+    gpus = f" on {shown(', '.join(section.devices))}" if section.devices else ""
     return (f"{total:,.1f} µs of GPU kernel time in {int(totals.get('gpu_launches', 0)):,} "
             f"launches{gpus}; {joined:.1%} joined to the run's units")
 
