@@ -202,3 +202,32 @@ def test_kernels_named_triton_are_found_in_the_cache_by_their_function():
     assert len(paths) == 26 and sorted(found) == sorted(("triton_", p) for p in set(paths))
     lines = [line for code in codes for line in code.splitlines() if "async_compile.triton(" in line]
     assert {TRACE_KERNEL_DEF.match(f"\t{line}")[1] for line in lines} == {"triton_"}
+
+
+def test_compile_hook_records_find_their_units_by_hash_after_renaming(tmp_path):
+    """The compile hook's records (`triton_` each, with the compile's hash) reach the unit of
+    their own compile once units carry Inductor's names: each its own source and signature,
+    none folded into one new `triton_` unit."""
+    import json
+
+    from tui_helpers import writable_sample
+
+    from irscope.ingest.collected import ingest_collected
+
+    with Run.open(writable_sample("torch_placeholder_profile", tmp_path / "run")) as run:
+        compiled = [u for u in run.units("triton") if run.stages(u.id, kinds=("metadata",))]
+        before = len(run.units("triton"))
+        sidecars = []
+        for unit in compiled:
+            metadata = json.loads(run.read_text(run.stage(unit, "metadata")))
+            assert metadata["name"] == "triton_"
+            sidecars.append({"name": "triton_", "hash": metadata["hash"], "cache_hit": False,
+                             "python_source": f"# the module of {unit.name}\n",
+                             "signature": {"x": str(unit.id)}})
+        ingest_collected(run, [], sidecars, [])
+        assert len(run.units("triton")) == before == len(compiled) + 1
+        for unit in compiled:
+            unit = run.unit_by_id(unit.id)
+            assert run.read_text(run.stage(unit, "python_source")) == \
+                f"# the module of {unit.name}\n"
+            assert unit.attrs["signature"] == {"x": str(unit.id)}
