@@ -302,3 +302,22 @@ def test_a_finding_at_lines_of_an_output_code_weighs_the_kernels_launched_there(
         assert finding.figures["gpu_time_share"] < time.units[graph].total_ns / trace.kernel_time_ns / 10
         report = run_cli("report", str(target), "--format", "md", "--summary")
         assert f"({finding.figures['gpu_time_share']:.1%} of GPU time)" in report.stdout
+
+
+def test_one_advice_at_every_layers_lines_is_one_problem_with_their_time(torch_run):
+    """GPT-2's layers each repeat an extern round trip: one problem per kernel pair names
+    every line where it recurs, and weighs the launches at all of them."""
+    from irscope.read.lint import read_findings
+    from irscope.read.problems import run_problems
+
+    time, trace = read_time(torch_run), trace_of(torch_run)
+    findings = [f for f in read_findings(torch_run) if f.rule == "extern_round_trip"]
+    problems = [p for p in run_problems(torch_run) if p.kind == "lint extern_round_trip"]
+    assert len(findings) == 4 and len(problems) == 2  # two layers, two round trips each
+    assert sorted(line for p in problems for line in p.lines) == sorted(
+        line for f in findings for line in f.lines)
+    graphs = {u.name: u.id for u in torch_run.units("torch")}
+    for problem in problems:
+        spent = sum(k.total_ns for k in time.kernels if k.graph_id == graphs[problem.units[0]]
+                    and k.output_code == problem.stage and k.line in problem.lines)
+        assert problem.time_share == pytest.approx(spent / trace.kernel_time_ns, abs=2e-4)

@@ -290,8 +290,12 @@ class _Rows:
                           line=finding.lines[0] if finding.lines else None,
                           lines=tuple(finding.lines),
                           time_share=float(share) if share is not None else None)
-        self.add(problem, ("lint", finding.rule, units, finding.stage, tuple(finding.lines),
-                           finding.message), timed=share is None)
+        key = ("lint", finding.rule, units, finding.stage, finding.message)
+        held = self.rows.get(key)
+        if held is not None and problem.lines and not set(held.lines) & set(problem.lines):
+            self.rows[key] = _at_more_lines(held, problem)
+            return
+        self.add(problem, key, timed=share is None)
 
     # -- slow compiles -------------------------------------------------------------------
     def slow_compiles(self) -> None:
@@ -322,6 +326,16 @@ class _Rows:
                     TIERS.index(tier) if tier in TIERS else len(TIERS), problem.kind,
                     problem.units, problem.stage or "", problem.line or 0, problem.title)
         return tuple(sorted(self.rows.values(), key=key))
+
+
+def _at_more_lines(held: Problem, other: Problem) -> Problem:
+    """One row for the same advice at other lines of the same stage (each layer's copy of a
+    pattern): every line, every source, and the time of them all."""
+    lines = tuple(sorted(held.lines + other.lines))
+    sources = sorted({part for p in (held, other) if p.where for part in p.where.split(", ")})
+    shares = [p.time_share for p in (held, other) if p.time_share is not None]
+    return replace(held, lines=lines, line=lines[0], where=", ".join(sources) or None,
+                   time_share=sum(shares) if shares else None)
 
 
 def break_detail(text: str) -> dict[str, Any]:
