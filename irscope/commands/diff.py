@@ -38,12 +38,13 @@ def add_parser(subparsers) -> None:
 
 
 def load_side(spec: str, stages, unit_pattern, opened_runs: ExitStack):
-    """A Report for one side (a report JSON file, an artifact file, or a run), and the run's
-    view when it is a run (kept open in ``opened_runs`` for the comparison of its texts)."""
+    """A Report for one side (a report JSON file, an artifact file, or a run: its records,
+    what a diff compares), and the run's view when it is a run (kept open in ``opened_runs``
+    for the comparison of its texts)."""
     from irscope.files import read_artifact
     from irscope.parsers import registry
     from irscope.read.view import RunView
-    from irscope.reports.build import build_report
+    from irscope.reports.build import report_records
     from irscope.reports.records import filtered, report_from_json, report_from_parsed
     from irscope.store import Run, locate_run
 
@@ -62,7 +63,7 @@ def load_side(spec: str, stages, unit_pattern, opened_runs: ExitStack):
         return report_from_parsed(path.name, kind, registry.parse(kind, text),
                                   str(path)), None
     view = RunView(opened_runs.enter_context(Run.open(locate_run(spec))))
-    return build_report(view, stages, unit_pattern), view
+    return report_records(view, stages, unit_pattern), view
 
 
 def normalised(diff, views):
@@ -70,38 +71,41 @@ def normalised(diff, views):
     hashes and numbering no longer changed (a report or an artifact keeps no text to
     compare: left as it is)."""
     from irscope.analysis.normalize import same_program
-    from irscope.browse.tree import RAW
     from irscope.reports.diff import without_renamings
 
     if None in views:
         return diff
-    held: list[dict[tuple[str, str], list]] = []  # per side: (framework, name) -> stages
     verdicts: dict[tuple[str, str], bool] = {}  # by blob pair: a large run shares them
 
     def renamed_only(unit, name: str) -> bool:
-        """Whether both sides' text of the stage (a cubin's disassembly: its bytes hold
-        paths) differ only in renamings, each pair of contents compared once."""
-        if not held:  # each side's units and stages, read once when a stage changed
-            for view in views:
-                stages = view.stages_by_unit([k for k in view.stage_kinds() if k != RAW])
-                held.append({(u.framework, u.name): stages.get(u.id, [])
-                             for u in view.units()})
-        found = []
-        for side, record in zip(held, (unit.a, unit.b)):
-            stages = side.get((record.framework, record.name), [])
-            stage = next((s for s in stages if s.name == name), None)
-            if stage is not None and stage.kind == "cubin":
-                stage = next((s for s in stages if s.kind == "sass"), None)
-            if stage is None:
-                return False
-            found.append(stage)
-        key = (found[0].blob, found[1].blob)
+        """Whether both sides' text of the stage differ only in renamings, each pair of
+        contents compared once."""
+        blobs = [compared_blob(view, record, name)
+                 for view, record in zip(views, (unit.a, unit.b))]
+        if None in blobs:
+            return False
+        key = (blobs[0], blobs[1])
         if key not in verdicts:
-            verdicts[key] = same_program(views[0].read_text(found[0]),
-                                         views[1].read_text(found[1]))
+            verdicts[key] = same_program(views[0].blob_text(blobs[0]),
+                                         views[1].blob_text(blobs[1]))
         return verdicts[key]
 
     return without_renamings(diff, renamed_only)
+
+
+def compared_blob(view, unit, name: str) -> str | None:
+    """The blob holding the text of ``unit``'s stage ``name`` that a comparison reads: the
+    stage's own (its digest in the report), a cubin's disassembly (its bytes hold paths) for a
+    cubin; None when there is none."""
+    stage = next((s for s in reversed(unit.stages) if s.name == name), None)
+    if stage is None or stage.kind != "cubin":
+        return stage and stage.digest
+    sass = next((s for s in unit.stages if s.kind == "sass"), None)
+    if sass is not None:
+        return sass.digest
+    found = view.unit_named(unit.framework, unit.name)  # SASS left out of the report (--stage)
+    sass = next((s for s in view.stages(found.id) if s.kind == "sass"), None) if found else None
+    return sass and sass.blob
 
 
 def run(args: argparse.Namespace) -> int:

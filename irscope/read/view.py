@@ -83,6 +83,10 @@ class RunView:
             raise RunError(f"{self.path}: no unit {unit_id}")
         return self._by_id[unit_id]
 
+    def unit_named(self, framework: str, name: str) -> Unit | None:
+        """The unit of ``framework`` called exactly ``name``, if any (read alone)."""
+        return self.run.unit_named(framework, name)
+
     def unit(self, key: str | int) -> Unit:
         """A unit by id, exact name, or unique name prefix/substring."""
         return pick_unit(self.units(), key, self.path)
@@ -198,6 +202,9 @@ class RunView:
 
     def read_text(self, stage: Stage) -> str:
         return self.run.read_text(stage)
+
+    def blob_text(self, blob: str) -> str:
+        return self.run.blob_text(blob)
 
     def read_blob(self, blob: str) -> bytes:
         return self.run.read_blob(blob)

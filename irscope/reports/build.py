@@ -25,7 +25,7 @@ from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, Stage
 from irscope.read.provenance_keys import unit_keys
 from irscope.read.source_lines import run_line_rows
 from irscope.read.timing import read_time
-from irscope.reports.rollup import kept_or_built, kept_rows
+from irscope.reports.rollup import Records, kept_or_built, kept_rows
 from irscope.reports.timing import time_section
 from irscope.store import Run, Stage
 
@@ -39,22 +39,34 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     unless ``candidates``. The records of a run that has not changed since its last report
     are read back."""
     run = RunView.of(run)
+    report = report_records(run, stages, unit_pattern, show_all, candidates)
+    units = report.units
+    problems = problem_records(run, candidates)
+    names = {u.name for u in units}
+    return replace(report, time=time_section(run, units), source_lines=source_line_records(run),
+                   problems=unit_problems(problems, units) if unit_pattern else problems,
+                   compile_time=tuple(row for row in compile_time_records(run)
+                                      if row.get("unit") in names))
+
+
+def report_records(run: RunView | Run, stages: Iterable[str] | None = None,
+                   unit_pattern: str | None = None, show_all: bool = False,
+                   candidates: bool = False) -> Report:
+    """The part of ``build_report``'s Report that a diff compares: the unit records and run
+    totals, without the time, source line, problem and compile time sections."""
+    run = RunView.of(run)
     wanted = tuple(stages) if stages else None
     report = Report(run=run.name, path=str(run.path), units=(), totals={}, stages=wanted,
                     meta=plain_meta(run.meta))
 
-    def build() -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
+    def build() -> Records:
         units, totals = _records(run, wanted, unit_pattern, show_all, candidates)
-        return with_passes(run, replace(report, units=units)).units, totals
+        units = with_passes(run, replace(report, units=units)).units
+        return units, totals, replace(report, units=units).units_rolled_up()
 
-    units, totals = kept_or_built(run, (wanted, unit_pattern, show_all, candidates), build)
-    problems = problem_records(run, candidates)
-    names = {u.name for u in units}
-    return replace(report, units=units, totals=totals, time=time_section(run, units),
-                   source_lines=source_line_records(run),
-                   problems=unit_problems(problems, units) if unit_pattern else problems,
-                   compile_time=tuple(row for row in compile_time_records(run)
-                                      if row.get("unit") in names))
+    units, totals, rollup = kept_or_built(run, (wanted, unit_pattern, show_all, candidates),
+                                          build)
+    return replace(report, units=units, totals=totals, unit_rollup=rollup)
 
 
 def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from irscope.reports.records import Report, StageRecord, UnitRecord
+from irscope.reports.records import Report, UnitRecord, stage_figures_once
 
 SCHEMA = "irscope.diff/1"
 
@@ -178,27 +178,17 @@ def diff_reports(a: Report, b: Report) -> Diff:
     pairs = match_units(a.units, b.units)
     matched_a = {id(x): (x, y, how) for x, y, how in pairs}
     matched_b = {id(y) for _, y, _ in pairs}
-    made: dict[tuple[int, str], dict[str, float]] = {}  # a stage record's figures, once
-
-    def stage_figures(stage: StageRecord, prefix: str) -> dict[str, float]:
-        key = (id(stage), prefix)
-        if key not in made:
-            made[key] = stage.figures(prefix)
-        return made[key]
-
-    def figures(unit: UnitRecord) -> dict[str, float]:
-        return unit.figures(stage_figures)
-
+    stage_figures = stage_figures_once()
     units: list[UnitDiff] = []
     for unit in a.units:
         if id(unit) in matched_a:
             x, y, how = matched_a[id(unit)]
-            units.append(UnitDiff("matched", x, y, how, figure_changes(figures(x), figures(y)),
-                                  *stage_changes(x, y)))
+            changes = figure_changes(x.figures(stage_figures), y.figures(stage_figures))
+            units.append(UnitDiff("matched", x, y, how, changes, *stage_changes(x, y)))
         else:
             units.append(UnitDiff("removed", unit, None))
     units.extend(UnitDiff("added", None, u) for u in b.units if id(u) not in matched_b)
-    return Diff(a, b, tuple(units), figure_changes(a.figures(figures), b.figures(figures)))
+    return Diff(a, b, tuple(units), figure_changes(a.figures(), b.figures()))
 
 
 def without_renamings(diff: Diff, renamed_only: Callable[[UnitDiff, str], bool]) -> Diff:

@@ -157,17 +157,22 @@ class Report:
     problems: tuple[Problem, ...] = ()  # irscope.read.problems: each once, ordered
     # each compile's time by phase (irscope.read.compile_time.CompileTime.row), slowest first
     compile_time: tuple[Mapping[str, Any], ...] = ()
+    # ``units_rolled_up()`` as the builder computed and kept it with these units (a Report
+    # given other units leaves it out); None: computed when asked
+    unit_rollup: Mapping[str, float] | None = None
 
-    def figures(self, unit_figures: Callable[[UnitRecord], Mapping[str, float]] | None = None
-                ) -> dict[str, float]:
-        """Run-level figures: the totals plus every figure of the units that run, combined
-        as docs/figures.md says (irscope.analysis.figures.roll_up); ``unit_figures``: a
-        unit's figures where the caller holds them already."""
-        of = unit_figures or UnitRecord.figures
-        out = dict(roll_up((u.name, of(u), u.launches) for u in self.units
-                           if not u.candidate).values)
-        out.update(self.totals)
-        return out
+    def figures(self) -> dict[str, float]:
+        """Run-level figures: every figure of the units that run combined
+        (``units_rolled_up``), then the totals."""
+        rolled = self.units_rolled_up() if self.unit_rollup is None else self.unit_rollup
+        return {**rolled, **self.totals}
+
+    def units_rolled_up(self) -> dict[str, float]:
+        """Every figure of the units that run, combined as docs/figures.md says
+        (irscope.analysis.figures.roll_up)."""
+        stage_figures = stage_figures_once()
+        return dict(roll_up((u.name, u.figures(stage_figures), u.launches) for u in self.units
+                            if not u.candidate).values)
 
     def headline(self) -> RunRollup:
         """The run's headline figures (each unit's combined over the units that run) with the
@@ -176,6 +181,20 @@ class Report:
         rollup = roll_up((u.name, u.headline, u.launches) for u in self.units if not u.candidate)
         return RunRollup({**rollup.values, **{k: v for k, v in self.totals.items()
                                               if k.startswith("gpu_")}}, rollup.set_by)
+
+
+def stage_figures_once() -> Callable[[StageRecord, str], Mapping[str, float]]:
+    """A ``stage_figures`` for ``UnitRecord.figures`` that makes a stage record's figures once
+    for each prefix, however many units share the record (every copy of a kernel)."""
+    made: dict[tuple[int, str], Mapping[str, float]] = {}
+
+    def stage_figures(stage: StageRecord, prefix: str) -> Mapping[str, float]:
+        key = (id(stage), prefix)
+        if key not in made:
+            made[key] = stage.figures(prefix)
+        return made[key]
+
+    return stage_figures
 
 
 def stage_selected(kind: str, wanted: Iterable[str] | None) -> bool:

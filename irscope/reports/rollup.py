@@ -1,12 +1,13 @@
 """A report's records kept in its run between reports, so an unchanged run is reported from them.
 
-The records of a run (``UnitRecord``, ``StageRecord``, totals) are kept compressed in the run
-under a key naming everything they were computed with: the filters of the report, and a digest
-of the code that computes figures (parsers, analysis, the report records), so a new irscope
-never reads an old irscope's figures. The store keeps them at the run's generation, which any
-change to the run's units, stages, relations or events bumps: records of another generation
-are never read. A run comes from anywhere, so kept records are checked field by field against
-the record classes' annotations when read, and records that fail are computed again.
+The records of a run (``UnitRecord``, ``StageRecord``, totals, the units' figures combined)
+are kept compressed in the run under a key naming everything they were computed with: the
+filters of the report, and a digest of the code that computes figures (parsers, analysis, the
+report records), so a new irscope never reads an old irscope's figures. The store keeps them at
+the run's generation, which any change to the run's units, stages, relations or events bumps:
+records of another generation are never read. A run comes from anywhere, so kept records are
+checked field by field against the record classes' annotations when read, and records that
+fail are computed again.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ _FIGURE_MODULES = ("store.py",)
 # Fields holding records of another class, by name: kept as rows of that class's fields.
 _ROWS = {"passes": PassRow}
 
-Records = tuple[tuple[UnitRecord, ...], dict[str, float]]
+# the unit records, the run's totals and the units' figures combined (Report.unit_rollup)
+Records = tuple[tuple[UnitRecord, ...], dict[str, float], dict[str, float]]
 
 
 def kept_or_built(run: RunView, filters: tuple, build: Callable[[], Records]) -> Records:
@@ -93,7 +95,8 @@ def _code_digest() -> str:
 
 
 # -- records as JSON, checked both ways against the record classes' annotations -------------
-def encode(units: tuple[UnitRecord, ...], totals: Mapping[str, float]) -> bytes | None:
+def encode(units: tuple[UnitRecord, ...], totals: Mapping[str, float],
+           rollup: Mapping[str, float]) -> bytes | None:
     """The records as compact JSON, each distinct stage record once; None when a field holds
     what the annotations do not allow (a new field of a kind this module does not keep)."""
     index: dict[int, int] = {}  # id of a stage record -> its place (shared records once)
@@ -105,7 +108,8 @@ def encode(units: tuple[UnitRecord, ...], totals: Mapping[str, float]) -> bytes 
             row.append([_place(index, stages, s) for s in unit.stages])
             rows.append(row)
         doc = {"stages": [_fields(s) for s in stages], "units": rows,
-               "totals": _checked("Mapping[str, float]", totals)}
+               "totals": _checked("Mapping[str, float]", totals),
+               "rollup": _checked("Mapping[str, float]", rollup)}
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
     except (TypeError, ValueError):
         return None
@@ -128,7 +132,8 @@ def decode(data: bytes | None) -> Records | None:
         units = tuple(
             _record(UnitRecord, row[:-1], stages=tuple(stages[i] for i in _list(row[-1])))
             for row in _list(doc["units"]))
-        return units, dict(_checked("Mapping[str, float]", doc["totals"]))
+        return (units, dict(_checked("Mapping[str, float]", doc["totals"])),
+                dict(_checked("Mapping[str, float]", doc["rollup"])))
     except (TypeError, ValueError, KeyError, IndexError, RecursionError):
         return None
 

@@ -293,7 +293,11 @@ class Run:
                 raise RunError(f"{self.path}: blob {blob[:12]} is damaged ({exc})") from None
 
     def read_text(self, stage: Stage) -> str:
-        return self.read_blob(stage.blob).decode("utf-8", errors="replace")
+        return self.blob_text(stage.blob)
+
+    def blob_text(self, blob: str) -> str:
+        """A blob's bytes as text, bytes that are no UTF-8 replaced."""
+        return self.read_blob(blob).decode("utf-8", errors="replace")
 
     # -- writing -------------------------------------------------------------------
     @property
