@@ -19,29 +19,44 @@ from irscope.reports.records import Report, report_to_json
 
 def dumps(doc: Mapping[str, Any]) -> str:
     """``doc`` as JSON with one line per top-level key and per element of ``units``; a stage
-    object several units share (every rank's copy of a kernel) is encoded once."""
-    lines = []
+    object several units share (every rank's copy of a kernel) is encoded, and made safe
+    (``json_text``), once. The document is joined from its pieces once (a 12,000-unit report
+    is 57 MB)."""
+    pieces = ["{\n"]
     encoded: dict[int, str] = {}
 
-    def unit_json(unit: Mapping[str, Any]) -> str:
+    def add_unit(unit: Mapping[str, Any]) -> None:
         stages = unit.get("stages")
         if not isinstance(stages, list) or not stages:
-            return json.dumps(unit, ensure_ascii=False)
-        for stage in stages:
+            pieces.append(_encoded(unit))
+            return
+        head = _encoded({k: v for k, v in unit.items() if k != "stages"})
+        pieces.extend((head[:-1], ", " if len(head) > 2 else "", '"stages": ['))
+        for place, stage in enumerate(stages):
             if id(stage) not in encoded:
-                encoded[id(stage)] = json.dumps(stage, ensure_ascii=False)
-        head = json.dumps({k: v for k, v in unit.items() if k != "stages"}, ensure_ascii=False)
-        return (head[:-1] + (", " if len(head) > 2 else "") + '"stages": ['
-                + ", ".join(encoded[id(s)] for s in stages) + "]}")
+                encoded[id(stage)] = _encoded(stage)
+            pieces.extend((", " if place else "", encoded[id(stage)]))
+        pieces.append("]}")
 
-    for key, value in doc.items():
+    for line, (key, value) in enumerate(doc.items()):
+        if line:
+            pieces.append(",\n")
+        pieces.append(f"  {_encoded(key)}: ")
         if key == "units" and value:
-            inner = ",\n".join("    " + unit_json(unit) for unit in value)
-            text = f"[\n{inner}\n  ]"
+            pieces.append("[\n")
+            for place, unit in enumerate(value):
+                pieces.append(",\n    " if place else "    ")
+                add_unit(unit)
+            pieces.append("\n  ]")
         else:
-            text = json.dumps(value, ensure_ascii=False)
-        lines.append(f"  {json.dumps(key)}: {text}")
-    return json_text("{\n" + ",\n".join(lines) + "\n}\n")
+            pieces.append(_encoded(value))
+    pieces.append("\n}\n")
+    return "".join(pieces)
+
+
+def _encoded(value: Any) -> str:
+    """``value`` as compact JSON, characters a terminal acts on or hides escaped."""
+    return json_text(json.dumps(value, ensure_ascii=False))
 
 
 def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
