@@ -8,7 +8,8 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from irscope.commands.report import add_format_options, chosen_format, emit, stage_filter
+from irscope.commands.report import (add_format_options, chosen_format, collector_paused, emit,
+                                     stage_filter)
 from irscope.console import error, warn
 from irscope.errors import InputError
 
@@ -109,6 +110,10 @@ def compared_blob(view, unit, name: str) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    return collector_paused(_diff)(args)
+
+
+def _diff(args: argparse.Namespace) -> int:
     from irscope.reports import renderer
     from irscope.reports.common import Rendering
     from irscope.reports.diff import diff_reports
