@@ -224,6 +224,8 @@ def test_runs_that_differ_only_in_where_their_caches_were_are_unchanged(tmp_path
     assert {"ttir", "ttgir", "llir", "ptx"} <= set(exact["stages_changed"])
     normal = json.loads(cli("diff", a, b, "--json").stdout)["units"][0]
     assert set(normal["stages_changed"]) <= {"cubin"}  # its disassembly compares, where made
+    cubins = json.loads(cli("diff", a, b, "--json", "--stage", "cubin").stdout)["units"][0]
+    assert cubins["stages_changed"] == normal["stages_changed"]  # SASS read, though left out
     text = cli("diff", a, b).stdout
     assert "4 stages" not in text and "ttir" not in text
 

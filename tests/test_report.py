@@ -7,6 +7,7 @@ import io
 import json
 import re
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,19 @@ def test_matmul_has_a_dot_and_the_run_totals_add_up(report):
     for name in ("ttgir.instructions", "ttir.op.tt.load"):
         assert run_figures[name] == sum(u.figures().get(name, 0) for u in report.units)
     assert report.totals == {"units": 4, "graph_breaks": 0, "recompiles": 0}
+
+
+def test_a_second_report_reads_the_run_figures_back(run_path, report, monkeypatch):
+    """A report of an unchanged run reads its records and run figures back from the run
+    (kept there by the first): the same figures as its units combined again."""
+    def built_again(*args):
+        raise AssertionError("the records were built again")
+
+    monkeypatch.setattr("irscope.reports.build._records", built_again)
+    with Run.open(run_path) as run:
+        again = build_report(run)
+    assert again.unit_rollup is not None
+    assert again.figures() == replace(again, unit_rollup=None).figures() == report.figures()
 
 
 def test_json_follows_the_schema_and_reads_back(run_path, cli, tmp_path):

@@ -95,9 +95,9 @@ def normalised(diff, views):
 
 
 def compared_blob(view, unit, name: str) -> str | None:
-    """The blob holding the text of ``unit``'s stage ``name`` that a comparison reads: the
-    stage's own (its digest in the report), a cubin's disassembly (its bytes hold paths) for a
-    cubin; None when there is none."""
+    """The blob whose text stands for ``unit``'s stage ``name`` in a comparison: the stage's
+    own (its record's digest, the last of that name as ``stage_changes`` compares them), or
+    for a cubin (its bytes hold paths) the unit's SASS; None when there is none."""
     stage = next((s for s in reversed(unit.stages) if s.name == name), None)
     if stage is None or stage.kind != "cubin":
         return stage and stage.digest
