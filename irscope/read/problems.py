@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from irscope.analysis.figures import one_per_recompile
@@ -97,12 +97,10 @@ class Problem:
         return " ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        """The problem as a report holds it: its unit by name (ids are the store's own)."""
-        found = asdict(self)
-        del found["unit_id"]
-        found["units"], found["ranks"] = list(self.units), list(self.ranks)
-        found["hints"], found["lines"] = list(self.hints), list(self.lines)
-        return found
+        """The problem as a report holds it: its unit by name (ids are the store's own), its
+        tuples as lists."""
+        return {item.name: list(value) if isinstance(value := getattr(self, item.name), tuple)
+                else value for item in fields(self) if item.name != "unit_id"}
 
     @classmethod
     def from_json(cls, row: Mapping[str, Any]) -> Problem | None:
