@@ -275,6 +275,17 @@ def test_block_comments_lowercase_labels_and_multi_line_calls():
     assert [b.successors for b in kernel.blocks] == [("loop", "loop+1"), ()]
 
 
+def test_an_inline_asm_line_ending_in_an_empty_statement_is_a_statement():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+            "\t{ .reg .b16 lo; mov.b32 {lo, %r5}, %r4;; }\n\tret;\n}\n")
+    expected = {"mov.b32": 1, "ret": 1}
+    assert dict(ptx.summarize_ptx(text)) == expected == dict(reference_opcodes(text))
+    (kernel,) = ptx.parse(text).kernels
+    assert dict(kernel.histogram) == expected and kernel.registers == {"b16": 1}
+    assert [(b.first_line, b.last_line, b.ops) for b in kernel.blocks] == [
+        (5, 7, ("mov.b32", "ret"))]
+
+
 def test_parsing_pauses_the_garbage_collector_and_restores_it():
     import gc
 
