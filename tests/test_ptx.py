@@ -9,7 +9,7 @@ from conftest import SAMPLES, corpus_files
 from ptx_helpers import reference_opcodes
 from pygments.token import Error
 
-from irscope.parsers import ptx, registry
+from irscope.parsers import ptx, ptx_ops, registry
 from irscope.parsers.ptx_ops import split_opcode
 
 PTX_SAMPLES = sorted((SAMPLES / "ptx").glob("*.ptx"))
@@ -230,6 +230,13 @@ def test_counts_agree_with_an_independent_count(path):
     assert fast == dict(module.histogram)
     assert sum(k.instructions for k in module.kernels) == module.totals["instructions"]
     assert module.kernels and not [d for d in module.diagnostics if d.severity == "error"]
+
+
+def test_the_histogram_read_in_small_pieces_counts_every_statement_once(monkeypatch):
+    monkeypatch.setattr(ptx_ops, "PIECE", 64)  # a piece ends after nearly every line
+    for path in [p for p in PTX_SAMPLES if "truncated" not in p.name]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert dict(ptx.summarize_ptx(text)) == dict(reference_opcodes(text)), path.name
 
 
 @pytest.mark.parametrize("path", PTX_SAMPLES + corpus_files("ptx"), ids=lambda p: p.name)
