@@ -100,6 +100,8 @@ def split_blocks(text: str, start: int, end: int, first_line: int) -> Body:
     last_label, unnamed, line, pos, previous = "entry", 0, first_line, start, -1
     for i in compress(range(len(items)), map(str.endswith, items, repeat((":", ";")))):
         mark = items[i]
+        if mark[0] == "{" and mark[-1] == ";":  # an inline-asm line ending in `;;`: a statement
+            continue
         if mark[0] == ".":
             decls.append(mark)
             ops += items[previous + 1:i]

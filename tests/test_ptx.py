@@ -9,7 +9,7 @@ from conftest import SAMPLES, corpus_files
 from ptx_helpers import reference_opcodes
 from pygments.token import Error
 
-from irscope.parsers import ptx, registry
+from irscope.parsers import ptx, ptx_ops, registry
 from irscope.parsers.ptx_ops import split_opcode
 
 PTX_SAMPLES = sorted((SAMPLES / "ptx").glob("*.ptx"))
@@ -232,6 +232,13 @@ def test_counts_agree_with_an_independent_count(path):
     assert module.kernels and not [d for d in module.diagnostics if d.severity == "error"]
 
 
+def test_the_histogram_read_in_small_pieces_counts_every_statement_once(monkeypatch):
+    monkeypatch.setattr(ptx_ops, "PIECE", 64)  # a piece ends after nearly every line
+    for path in [p for p in PTX_SAMPLES if "truncated" not in p.name]:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert dict(ptx.summarize_ptx(text)) == dict(reference_opcodes(text)), path.name
+
+
 @pytest.mark.parametrize("path", PTX_SAMPLES + corpus_files("ptx"), ids=lambda p: p.name)
 def test_lexer_round_trips_without_error_tokens(path):
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -273,6 +280,17 @@ def test_block_comments_lowercase_labels_and_multi_line_calls():
     assert (loop.head, loop.blocks, loop.first_line, loop.last_line) == ("loop", ("loop",), 9, 12)
     # the entry block holds no instruction, so the label names it
     assert [b.successors for b in kernel.blocks] == [("loop", "loop+1"), ()]
+
+
+def test_an_inline_asm_line_ending_in_an_empty_statement_is_a_statement():
+    text = (".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry k()\n{\n"
+            "\t{ .reg .b16 lo; mov.b32 {lo, %r5}, %r4;; }\n\tret;\n}\n")
+    expected = {"mov.b32": 1, "ret": 1}
+    assert dict(ptx.summarize_ptx(text)) == expected == dict(reference_opcodes(text))
+    (kernel,) = ptx.parse(text).kernels
+    assert dict(kernel.histogram) == expected and kernel.registers == {"b16": 1}
+    assert [(b.first_line, b.last_line, b.ops) for b in kernel.blocks] == [
+        (5, 7, ("mov.b32", "ret"))]
 
 
 def test_parsing_pauses_the_garbage_collector_and_restores_it():
