@@ -94,7 +94,7 @@ def _ingest(args, path, made_here: bool) -> int:
     # leaves it so, and its leftover blob files are collected by the next ingest.
     meta = {"name": args.name or path.name, **description, "started": this["started"],
             "kind": "ingest", "partial": True} if fresh else None
-    run_ = Run.create(path, meta)
+    run_ = Run.create(path, meta, durable=False)  # a new run: its inputs stay to refile
     try:
         with run_:
             listed = run_.meta.get("ingests")

@@ -85,8 +85,15 @@ class Run:
 
     # -- opening -------------------------------------------------------------------
     @classmethod
-    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None) -> "Run":
-        """Create the run at ``path`` (or open it if it already is one) and record ``meta``."""
+    def create(cls, path: str | os.PathLike, meta: dict[str, Any] | None = None,
+               durable: bool = True) -> "Run":
+        """Create the run at ``path`` (or open it if it already is one) and record ``meta``.
+
+        ``durable=False``: a run made here is written without waiting for the disk
+        (synchronous off: no commit or checkpoint waits for an fsync); a power cut soon after
+        may cost that new run, whose inputs are still there to file again. A run that already
+        was is always written durably.
+        """
         path = Path(path)
         fresh = not (path / INDEX).exists()
         if fresh and path.exists() and not path.is_dir():
@@ -103,6 +110,8 @@ class Run:
         except sqlite3.DatabaseError as exc:
             raise RunError(f"{path / INDEX}: cannot write the index ({exc})") from None
         run = cls.open(path)
+        if fresh and not durable:
+            run.db.execute("PRAGMA synchronous = OFF")
         if not fresh:
             if meta:
                 run.update_meta(meta)
