@@ -43,7 +43,7 @@ ENVELOPE_MAX_BYTES = 16 << 20  # longer envelope lines are skipped (their JSON i
 PROGRESS_EVERY = 500  # records between progress reports
 BLANK_START = b" \t\r\x0b\x0c"  # what a blank line may start with (b"" too)
 NO_FRAME = (None, None, None)  # the compile key of records of no frame
-ID_TYPES = (int, str)  # what a compile id, rank or string-table key is made of
+ID_CLASSES = frozenset({int, str, type(None)})  # what a compile id's parts and rank are made of
 
 # The start of an envelope line, up to its JSON (what follows the match is the envelope):
 # V1206 15:18:20.254000 1543231 torch/_dynamo/convert_frame.py:961] {"dynamo_start": ...
@@ -81,6 +81,8 @@ PROVENANCE_ARTIFACTS = {"inductor_provenance_tracking_node_mappings",
 JSON_PAYLOADS = {"chromium_event", "dynamo_guards", "compilation_metrics_runtime"}
 CACHE_EVENT_KEYS = ("key", "cache_state", "cache_status_detailed", "cache_bypass_reason",
                     "time_taken_ns", "reason")
+# The record kinds read for more than their compile: every other record is kept raw
+READ_KINDS = {"str", "dynamo_start", "compilation_metrics", "artifact", *STAGES}
 MAX_WARNINGS = 5  # per log; the rest are counted
 ENVELOPE_KEYS = {"frame_id", "frame_compile_id", "attempt", "has_payload",
                  "compiled_autograd_id", "rank"}
@@ -223,6 +225,25 @@ class _TraceReader:
 
     def head(self, line: bytes | None, lineno: int) -> None:
         """An envelope, a blank payload line, or a line that belongs to no record."""
+        match = ENVELOPE.match(line) if line is not None else None
+        if match is None:
+            self._other_line(line, lineno)
+            return
+        if self._open is not None:
+            self._close_record()
+        self._skipping = False
+        envelope = line[match.end():].rstrip(b"\r")
+        try:
+            meta = read_json(envelope)
+            if type(meta) is not dict:
+                raise ValueError("envelope is not a JSON object")
+        except (ValueError, RecursionError) as exc:
+            self.warn(f"{self.origin}:{lineno}: unreadable record kept raw ({json_failure(exc)})")
+            meta = {"unparsed": {}}
+        self._open = (meta, envelope, lineno)
+
+    def _other_line(self, line: bytes | None, lineno: int) -> None:
+        """A line too long to be an envelope, a blank payload line or a stray line."""
         if line is None:
             self._close_record()
             self._skipping = True
@@ -235,22 +256,9 @@ class _TraceReader:
                 self.payload(b"\n")  # a blank payload line written without its tab
                 return
             self._close_record()
-        match = ENVELOPE.match(line)
-        if not match:
-            if line.strip():  # a stray line: what follows it is no skipped record's
-                self.bad_lines += 1
-                self._skipping = False
-            return
-        self._skipping = False
-        envelope = line[match.end():].rstrip(b"\r")
-        try:
-            meta = read_json(envelope)
-            if type(meta) is not dict:
-                raise ValueError("envelope is not a JSON object")
-        except (ValueError, RecursionError) as exc:
-            self.warn(f"{self.origin}:{lineno}: unreadable record kept raw ({json_failure(exc)})")
-            meta = {"unparsed": {}}
-        self._open = (meta, envelope, lineno)
+        if line.strip():  # a stray line: what follows it is no skipped record's
+            self.bad_lines += 1
+            self._skipping = False
 
     def finish(self) -> None:
         self._close_record()
@@ -300,12 +308,15 @@ class _TraceReader:
         self.records += 1
         if self.on_record is not None and self.records % PROGRESS_EVERY == 0:
             self.on_record()
-        payload = Payload(self._blobs, text, ref)
+        kind = _kind(meta)
         try:
-            self._record(meta, envelope, payload, lineno)
+            if kind in READ_KINDS or ref is not None:
+                self._record(kind, meta, envelope, Payload(self._blobs, text, ref), lineno)
+            else:
+                self._keep(kind, meta, envelope, text, lineno)
         except (TypeError, ValueError, AttributeError, KeyError, IndexError,
                 RecursionError) as exc:  # a value nested too deeply to print or store
-            self._malformed(meta, envelope, payload, lineno, exc)
+            self._malformed(meta, envelope, Payload(self._blobs, text, ref), lineno, exc)
 
     def _malformed(self, meta: dict, envelope: bytes, payload: Payload, lineno: int,
                    exc: Exception) -> None:
@@ -317,8 +328,16 @@ class _TraceReader:
         self._raw(self._compile({}), str(_kind(meta)), None, envelope, payload, lineno)
 
     # -- one record ------------------------------------------------------------------
-    def _record(self, meta: dict, envelope: bytes, payload: Payload, lineno: int):
-        kind = _kind(meta)
+    def _keep(self, kind: str, meta: dict, envelope: bytes, text: bytes, lineno: int) -> None:
+        """File a record of a kind this reader does not read (most records of a log) raw, as
+        ``_raw`` does, in one step."""
+        ref = self._blobs.ref(envelope + b"\n" + text if text else envelope)
+        if text and kind in JSON_PAYLOADS:
+            self._json_checked(kind, ref.blob, text, lineno)
+        comp = self._compile(meta)
+        comp.stages.append(("raw", comp.numbered(kind), ref, lineno))
+
+    def _record(self, kind: str, meta: dict, envelope: bytes, payload: Payload, lineno: int):
         body = meta.get(kind)
         if kind == "str" and isinstance(body, list) and len(body) == 2 and _is_id(body[1]) \
                 and isinstance(body[0], str):
@@ -352,7 +371,12 @@ class _TraceReader:
         """Whether a payload that should be JSON is (warned about when not: kept raw).
         Checked once per content: the blob the record is kept as tells repeats apart."""
         key = digest(payload.text) if kind in STAGES else payload.raw_ref(envelope).blob
-        problem = self._blobs.fact(key, "json", json_problem, payload.text)
+        return self._json_checked(kind, key, payload.text, lineno)
+
+    def _json_checked(self, kind: str, key: str, text: bytes, lineno: int) -> bool:
+        """Whether ``text``, a payload that should be JSON, is (warned about when not), found
+        once per content (``key``)."""
+        problem = self._blobs.fact(key, "json", json_problem, text)
         if problem is None:
             return True
         self.bad_payloads += 1
@@ -377,13 +401,12 @@ class _TraceReader:
         record of no frame belongs to the log itself."""
         frame = meta.get("frame_id")
         rank = meta.get("rank")
-        key = (meta.get("compiled_autograd_id"), frame, meta.get("frame_compile_id"))
-        if frame is None:
-            key = NO_FRAME
-        for part in (rank, *key):  # a number, or a string of one; never a bool or a list
-            if part is not None and part.__class__ not in ID_TYPES:
-                raise TypeError(f"compile id {key!r} of rank {rank!r} is not made of numbers")
-        return self.compiles.get((rank, *key)) or self._new_rank(rank, key)
+        key = NO_FRAME if frame is None else (meta.get("compiled_autograd_id"), frame,
+                                             meta.get("frame_compile_id"))
+        ids = (rank, *key)
+        if not ID_CLASSES.issuperset(map(type, ids)):  # never a bool, a float or a list
+            raise TypeError(f"compile id {key!r} of rank {rank!r} is not made of numbers")
+        return self.compiles.get(ids) or self._new_rank(rank, key)
 
     def _new_rank(self, rank: int | str | None, key: tuple) -> Compile:
         """The compile of ``key`` for a record of a rank no record of that compile had: a
