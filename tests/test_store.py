@@ -124,6 +124,24 @@ def test_a_bulk_transaction_counts_as_one_change(tmp_path):
     assert run.generation() == first + 4
 
 
+def test_only_a_run_made_here_is_written_without_waiting_for_the_disk(tmp_path):
+    """Run.create(durable=False) turns synchronous off for the run it makes (an ingest's new
+    run), never for a run that already was, nor by default; what it wrote reads back."""
+    def synchronous(run: Run) -> int:
+        return run.db.execute("PRAGMA synchronous").fetchone()[0]
+
+    made = Run.create(tmp_path / "made", durable=False)
+    assert synchronous(made) == 0  # OFF
+    with made.transaction(bulk=True) as writer:
+        writer.add_stage(writer.add_unit("k", "triton"), "ptx", ".version 8.4")
+    made.close()
+    again = Run.create(tmp_path / "made", durable=False)
+    assert synchronous(again) == 1  # NORMAL: a run ingested into stays durable
+    assert again.read_text(again.stage(again.unit("k"), "ptx")) == ".version 8.4"
+    again.close()
+    assert synchronous(Run.create(tmp_path / "default")) == 1
+
+
 def test_streamed_blob_matches_its_hash(tmp_path):
     run = Run.create(tmp_path / "run")
     source = tmp_path / "big.txt"
