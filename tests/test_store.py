@@ -125,21 +125,30 @@ def test_a_bulk_transaction_counts_as_one_change(tmp_path):
 
 
 def test_only_a_run_made_here_is_written_without_waiting_for_the_disk(tmp_path):
-    """Run.create(durable=False) turns synchronous off for the run it makes (an ingest's new
-    run), never for a run that already was, nor by default; what it wrote reads back."""
-    def synchronous(run: Run) -> int:
-        return run.db.execute("PRAGMA synchronous").fetchone()[0]
+    """Run.create(durable=False) writes the run it makes (an ingest's new run) with a rollback
+    journal and synchronous off, and gives it its write-ahead log at close (or, its process
+    gone before, at the next create); a run that already was keeps its log and NORMAL, as
+    every run made by default; what it wrote reads back."""
+    def modes(run: Run) -> tuple[str, int]:
+        return (run.db.execute("PRAGMA journal_mode").fetchone()[0],
+                run.db.execute("PRAGMA synchronous").fetchone()[0])
 
-    made = Run.create(tmp_path / "made", durable=False)
-    assert synchronous(made) == 0  # OFF
-    with made.transaction(bulk=True) as writer:
-        writer.add_stage(writer.add_unit("k", "triton"), "ptx", ".version 8.4")
-    made.close()
-    again = Run.create(tmp_path / "made", durable=False)
-    assert synchronous(again) == 1  # NORMAL: a run ingested into stays durable
-    assert again.read_text(again.stage(again.unit("k"), "ptx")) == ".version 8.4"
-    again.close()
-    assert synchronous(Run.create(tmp_path / "default")) == 1
+    for name in ("closed", "left"):
+        made = Run.create(tmp_path / name, durable=False)
+        assert modes(made) == ("delete", 0)  # OFF
+        with made.transaction(bulk=True) as writer:
+            writer.add_stage(writer.add_unit("k", "triton"), "ptx", ".version 8.4")
+        if name == "closed":
+            made.close()
+        else:  # its process gone after the commit, before the close
+            made.db.close()
+    assert sorted(os.listdir(tmp_path / "closed")) == ["blobs", INDEX, "run.json"]
+    for name in ("closed", "left"):
+        again = Run.create(tmp_path / name, durable=False)
+        assert modes(again) == ("wal", 1)  # NORMAL: a run ingested into stays durable
+        assert again.read_text(again.stage(again.unit("k"), "ptx")) == ".version 8.4"
+        again.close()
+    assert modes(Run.create(tmp_path / "default")) == ("wal", 1)
 
 
 def test_streamed_blob_matches_its_hash(tmp_path):

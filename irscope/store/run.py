@@ -81,6 +81,7 @@ class Run:
         self._blob_root = os.path.join(path, BLOBS)
         self._blob_table = True  # until a look-up finds no blob_data table
         self._stored: set[str] = set()
+        self._wal_at_close = False  # made by create(durable=False): WAL once it is closed
         self._unsaved_stats: list[tuple] = []  # parse results not yet cached (save_stats)  # digests known to be on disk, to skip a stat each
 
     # -- opening -------------------------------------------------------------------
@@ -89,10 +90,14 @@ class Run:
                durable: bool = True) -> "Run":
         """Create the run at ``path`` (or open it if it already is one) and record ``meta``.
 
-        ``durable=False``: a run made here is written without waiting for the disk
-        (synchronous off: no commit or checkpoint waits for an fsync); a power cut soon after
-        may cost that new run, whose inputs are still there to file again. A run that already
-        was is always written durably.
+        ``durable=False``: a run made here is written in one go, without waiting for the disk:
+        until it is closed its index keeps a rollback journal (each page written once, not to
+        a write-ahead log and again at its checkpoint) and synchronous is off; at close it
+        turns to write-ahead logging, as every run is at rest. A power cut soon after may cost
+        that new run, whose inputs are still there to file again; a process killed while
+        filing leaves the journal that undoes its transaction. Meanwhile a reader waits for
+        its commit (and from the moment its changes outgrow the write cache, for the rest of
+        it). A run that already was is always written durably, with its write-ahead log.
         """
         path = Path(path)
         fresh = not (path / INDEX).exists()
@@ -102,7 +107,11 @@ class Run:
             raise RunError(f"{path}: exists and is not an irscope run")
         (path / BLOBS).mkdir(parents=True, exist_ok=True)
         try:
-            db = _connect(path / INDEX, wal=fresh)
+            # write-ahead logging for every run written (a run made by a killed create below
+            # is given it here), but the one create(durable=False) makes, until it is closed
+            db = _connect(path / INDEX, wal=durable or not fresh)
+            if fresh and not durable:
+                db.execute("PRAGMA synchronous = OFF")
             # One idempotent script in one transaction: a concurrent creator waits for it.
             db.executescript(f"BEGIN IMMEDIATE; {SCHEMA} {COUNT_CHANGES}; INSERT OR IGNORE "
                              f"INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'); COMMIT;")
@@ -112,6 +121,7 @@ class Run:
         run = cls.open(path)
         if fresh and not durable:
             run.db.execute("PRAGMA synchronous = OFF")
+            run._wal_at_close = True
         if not fresh:
             if meta:
                 run.update_meta(meta)
@@ -176,6 +186,12 @@ class Run:
 
     def close(self) -> None:
         self.save_stats()
+        if self._wal_at_close:  # a run made without its write-ahead log (create) is given it
+            self._wal_at_close = False
+            try:
+                self.db.execute("PRAGMA journal_mode = WAL")
+            except sqlite3.OperationalError:
+                pass  # another process holds it open: it keeps its journal, which reads alike
         self.db.close()
 
     def __enter__(self) -> "Run":
@@ -637,7 +653,8 @@ def _wal_at_rest(index: Path) -> bool:
 
 
 def _connect(path: Path, wal: bool = False, mode: str = "rw") -> sqlite3.Connection:
-    """A connection; ``wal`` switches a new index to write-ahead logging (it persists).
+    """A connection; ``wal`` switches the index to write-ahead logging (it persists: for an
+    index that has it, nothing changes).
 
     ``mode`` "ro" reads without write access (a WAL index still needs its -shm file or a
     writable folder), "immutable" reads a run nobody can be writing (a read-only folder).
