@@ -4,7 +4,8 @@ Adding a format is one parser module in this package and one row in ``FORMATS``.
 module offers ``sniff(text) -> float`` (0.0 = surely not, 1.0 = surely this format),
 ``parse(text) -> ParseResult`` (frozen, never raises on malformed input: diagnostics
 instead), an integer ``VERSION`` bumped when its output changes (it keys the stats
-cache), and optionally a Pygments lexer class.
+cache), optionally ``opcode_histogram(text)`` (what ``parse`` counts, without the rest of
+the parse) and a Pygments lexer class.
 """
 
 from __future__ import annotations
@@ -128,6 +129,19 @@ def parse(kind: str, text: str) -> ParseResult:
         return result_type(kind)(kind=kind, diagnostics=(Diagnostic(0, message, "error"),))
     # one module can serve several kinds (llir and llvm_ir): the result names the kind asked for
     return result if result.kind == kind else dataclasses.replace(result, kind=kind)
+
+
+def histogram(kind: str, text: str) -> Mapping[str, int]:
+    """The opcode histogram of ``text`` as ``kind``: the parser's own short way where it has
+    one, else its parse's."""
+    module = parser_module(kind)
+    quick = getattr(module, "opcode_histogram", None)
+    if quick is None:
+        return parse(kind, text).histogram
+    try:
+        return quick(text)
+    except Exception:  # noqa: BLE001  as parse: a parser bug gives the full parse's answer
+        return parse(kind, text).histogram
 
 
 def from_json(kind: str, data: Mapping[str, Any]) -> ParseResult:

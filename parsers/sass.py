@@ -190,6 +190,14 @@ def parse(text: str) -> SassModule:
                       locations=_locations(text) if "//##" in text else {})
 
 
+
+def opcode_histogram(text: str) -> Counter:
+    """The opcode counts ``parse`` gives the module, in one regex pass: for the run summary,
+    which wants no kernels, resources or line info."""
+    if not text.strip() or "\x00" in text[:4096]:
+        return Counter()
+    return Counter(_format(text)[1].findall(text))  # (each pattern has one group)
+
 def _locations(text: str) -> dict[int, str]:
     """Line -> "file:line" of each line-info comment and the instructions under it.
 

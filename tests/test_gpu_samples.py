@@ -276,3 +276,28 @@ def test_the_summary_keeps_names_and_counts_apart_for_every_framework(gpu_run):
 
     said = [line.plain for line in lines(read_summary(gpu_run("thunder_cuda")))]
     assert "  nvfuser 4 kernels" in said and "  thunder 1 function" in said
+
+
+@pytest.mark.parametrize("name", ["torch_cuda", "gpt2_provenance", "thunder_cuda"])
+def test_the_summary_counts_what_the_full_parse_counts_without_parsing(gpu_run, name):
+    """The opcode histograms `inspect` prints as the script ends come from the parsers' one
+    regex pass, not a parse of every kernel; they are the full parse's, stage by stage and
+    summed, and leave the parse cache as it was."""
+    from collections import Counter
+
+    from irscope.parsers import registry
+    from irscope.read.summary import TOP_OPCODES, read_summary
+
+    run = gpu_run(name)
+    cached = run.db.execute("SELECT count(*) FROM stats").fetchone()[0]
+    summed = {"ptx": Counter(), "sass": Counter()}
+    for stage in run.stages(kinds=("ptx", "sass")):
+        text = run.read_text(stage)
+        full = registry.parse(stage.kind, text).histogram
+        assert Counter(run.histogram(stage)) == Counter(full) and full
+        summed[stage.kind].update(full)
+    assert summed["ptx"] and summed["sass"]
+    summary = read_summary(run)
+    assert summary.top_ptx_opcodes == dict(summed["ptx"].most_common(TOP_OPCODES))
+    assert summary.top_sass_opcodes == dict(summed["sass"].most_common(TOP_OPCODES))
+    assert run.db.execute("SELECT count(*) FROM stats").fetchone()[0] == cached

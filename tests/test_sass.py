@@ -57,6 +57,7 @@ def test_corpus_listing_counts_match_its_instruction_lines(path):
     assert sum(k.instructions for k in module.kernels) == expected
     assert sum(module.categories.values()) == expected
     assert registry.detect(text, path.name) == "sass" or module.format in ("maxas", "cuasm")
+    assert sass.opcode_histogram(text) == module.histogram  # the summary's short way
 
 
 LINE_INFO_LISTINGS = [p for p in corpus_files("sass")

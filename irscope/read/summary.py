@@ -126,6 +126,6 @@ def _per_role(graph) -> list[Launches]:
 
 def _histogram(run: RunView, stage: Stage) -> Mapping[str, int]:
     try:
-        return run.parsed(stage).histogram
+        return run.histogram(stage)
     except Exception:  # an unreadable stage must not hide the rest
         return {}

@@ -10,7 +10,7 @@ again through a new view.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,6 +199,13 @@ class RunView:
         if found is not None and not isinstance(found, Exception):
             return dict(found.totals)
         return self.run.totals(stage)
+
+    def histogram(self, stage: Stage) -> Mapping[str, int]:
+        """The opcode histogram of ``stage`` (this memo, the run's cache, else counted)."""
+        found = self._parsed.get((stage.blob, stage.kind))
+        if found is not None and not isinstance(found, Exception):
+            return found.histogram
+        return self.run.histogram(stage)
 
     def read_text(self, stage: Stage) -> str:
         return self.run.read_text(stage)

@@ -27,7 +27,7 @@ import threading
 import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
 from irscope.errors import RunError
 from irscope.store.blobs import (BlobRef, BlobSink, TooLarge, bounded_decompress,
@@ -579,15 +579,29 @@ class Run:
     def totals(self, stage: Stage) -> dict:
         """The parser's ``totals`` for a stage: from the cache without rebuilding the whole
         result when it holds them (a kernel's instruction count, asked of 600 kernels)."""
+        cached = self._cached_field(stage, "totals")
+        return cached if cached is not None else dict(self.parsed(stage).totals)
+
+    def histogram(self, stage: Stage) -> Mapping[str, int]:
+        """The opcode histogram of a stage: from the cache when the stage was parsed, else
+        counted by the parser's short way, neither parsed whole nor cached (the summary
+        ``inspect`` prints as the script's run ends, of every kernel's PTX and SASS)."""
+        from irscope.parsers import registry
+
+        cached = self._cached_field(stage, "histogram")
+        return cached if cached is not None else registry.histogram(
+            stage.kind, self.read_text(stage))
+
+    def _cached_field(self, stage: Stage, name: str) -> dict | None:
+        """One mapping of a stage's cached parse result; None when it is not cached."""
         from irscope.parsers import registry
 
         row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
                               (stage.blob, stage.kind, registry.parser_version(stage.kind))
                               ).fetchone()
         cached = json_object(row[0]) if row else None
-        if cached and isinstance(cached.get("totals"), dict):
-            return cached["totals"]
-        return dict(self.parsed(stage).totals)
+        found = cached.get(name) if cached else None
+        return found if isinstance(found, dict) else None
 
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's frozen result for a stage, rebuilt from the cache when the blob was
