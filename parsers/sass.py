@@ -143,12 +143,9 @@ def sniff(text: str) -> float:
 @gc_paused
 def parse(text: str) -> SassModule:
     """Histograms per kernel and module; resources from any `-res-usage` or maxas header text."""
-    if not text.strip():
-        return SassModule(kind="sass", diagnostics=(Diagnostic(0, "empty input: no SASS", "error"),))
-    if "\x00" in text[:4096]:
-        return SassModule(kind="sass", diagnostics=(
-            Diagnostic(0, "binary input: disassemble a cubin with `irscope sass FILE.cubin`",
-                        "error"),))
+    problem = _unreadable(text)
+    if problem:
+        return SassModule(kind="sass", diagnostics=(Diagnostic(0, problem, "error"),))
     fmt, pattern = _format(text)
     markers = [(m.start(), next(g for g in m.groups() if g)) for m in KERNEL_RE.finditer(text)]
     instructions = [(m.start(), m.group(1)) for m in pattern.finditer(text)]
@@ -190,13 +187,22 @@ def parse(text: str) -> SassModule:
                       locations=_locations(text) if "//##" in text else {})
 
 
-
 def opcode_histogram(text: str) -> Counter:
     """The opcode counts ``parse`` gives the module, in one regex pass: for the run summary,
     which wants no kernels, resources or line info."""
-    if not text.strip() or "\x00" in text[:4096]:
+    if _unreadable(text):
         return Counter()
     return Counter(_format(text)[1].findall(text))  # (each pattern has one group)
+
+
+def _unreadable(text: str) -> str | None:
+    """Why ``text`` holds no SASS to read (empty, or a binary), else None."""
+    if not text.strip():
+        return "empty input: no SASS"
+    if "\x00" in text[:4096]:
+        return "binary input: disassemble a cubin with `irscope sass FILE.cubin`"
+    return None
+
 
 def _locations(text: str) -> dict[int, str]:
     """Line -> "file:line" of each line-info comment and the instructions under it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .gpus import GpuPeaks, peaks_of
 from .work import Work
@@ -167,6 +168,16 @@ class RunTime:
 
     def share(self, kernel: KernelTime) -> float:
         return kernel.share(self.kernel_time_ns)
+
+    @cached_property
+    def by_line(self) -> Mapping[tuple[int, str, int], int]:
+        """Kernel time by where it was launched: (graph, output code, call() line)."""
+        found: dict[tuple[int, str, int], int] = {}
+        for k in self.kernels:
+            if k.kind == "kernel" and k.graph_id is not None and k.line is not None:
+                key = (k.graph_id, k.output_code or "", k.line)
+                found[key] = found.get(key, 0) + k.total_ns
+        return found
 
     def figures(self) -> dict[str, float]:
         """The run's time figures: ``gpu_time_us`` (every kernel in the profiled windows),

@@ -107,13 +107,14 @@ def _file_triton_sidecars(run: Run, writer: Writer, sidecars: list[dict[str, Any
                           rank: int | None = None) -> None:
     # a compile by its hash first: units may be named anew after capture (Inductor's names
     # for kernels whose function is `triton_` in every one)
-    by_hash = {(u.attrs.get("hash"), u.rank): u.id for u in run.units("triton")}
+    by_hash = {(found, u.rank): u.id for u in run.units("triton")
+               if (found := u.attrs.get("hash"))}
     for info in sidecars:
         name = info.get("name")
         if not name:
             continue
-        unit_id = by_hash.get((info.get("hash"), rank)) if info.get("hash") else None
-        unit_id = unit_id or _unit_id(run, "triton", name, info.get("hash"), rank)
+        unit_id = by_hash.get((info.get("hash"), rank)) or _unit_id(
+            run, "triton", name, info.get("hash"), rank)
         if unit_id is None:
             unit_id = writer.add_unit(ranked_name(name, rank), "triton", attrs={"kernel": name})
         attrs = {"cache_hit": info.get("cache_hit"), "compile_time_us": info.get("compile_time_us"),

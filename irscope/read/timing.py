@@ -66,15 +66,14 @@ def time_share(time: RunTime | None, unit_id: int) -> float | None:
     return time.units[unit_id].total_ns / time.kernel_time_ns
 
 
-
 def lines_share(time: RunTime | None, graph_id: int, output_code: str,
                 lines: tuple[int, ...]) -> float | None:
     """The share of the run's measured GPU time spent in the kernels a graph's output code
     launches at ``lines``; None where none of them was timed."""
     if time is None or not time.kernel_time_ns:
         return None
-    spent = [k.total_ns for k in time.kernels if k.kind == "kernel" and k.graph_id == graph_id
-             and k.output_code == output_code and k.line in lines]
+    spent = [time.by_line[key] for line in lines
+             if (key := (graph_id, output_code, line)) in time.by_line]
     return sum(spent) / time.kernel_time_ns if spent else None
 
 
