@@ -203,6 +203,35 @@ def test_local_array_is_no_spill(sincos, tmp_path, cache):
     assert entry["threads_per_block"] == 128 and entry["arch"] == 90
 
 
+@needs_tools
+def test_a_filed_cubin_keeps_the_histograms_its_analysis_counted(sincos, tmp_path, cache,
+                                                                  monkeypatch):
+    """The analysis counts its SASS's and PTX's opcodes where it runs (inspect: while the
+    program runs); the run reads them back without a count, equal to the full parse's, and
+    counts again where a cached row is damaged."""
+    from collections import Counter
+
+    from irscope.ingest.triton_cache import file_cubin
+    from irscope.parsers import registry
+    from irscope.store import Run
+
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as writer:
+        unit = writer.add_unit("sincos_kernel", "triton", attrs={"num_warps": 4})
+        writer.add_stage(unit, "ptx", sincos["ptx"])
+        file_cubin(writer, unit, sincos["cubin"], origin="test")
+    stages = run.stages(kinds=("ptx", "sass"))
+    full = {s.kind: registry.parse(s.kind, run.read_text(s)).histogram for s in stages}
+    assert sorted(full) == ["ptx", "sass"] and all(full.values())
+    with monkeypatch.context() as patched:
+        patched.setattr(registry, "histogram", lambda kind, text: pytest.fail("counted"))
+        assert {s.kind: Counter(run.histogram(s)) for s in stages} == {
+            kind: Counter(counts) for kind, counts in full.items()}
+    run.db.execute("UPDATE stats SET data='{\"IADD3\": \"many\"}' WHERE kind='sass#histogram'")
+    sass = next(s for s in stages if s.kind == "sass")
+    assert Counter(run.histogram(sass)) == Counter(full["sass"])
+
+
 # -- the cache -----------------------------------------------------------------------------
 
 @pytest.fixture

@@ -199,15 +199,20 @@ def file_cubin(writer: Writer, unit_id: int, cubin: bytes, origin: str | None = 
         return
     writer.add_stage(unit_id, "sass", analysis.sass, origin=origin)
     _set_resources(writer, unit_id, analysis.resources)
+    writer.keep_histograms(analysis.histograms)
 
 
 @dataclass(frozen=True)
 class CubinAnalysis:
-    """What the tools make of a cubin: its SASS text (None when it cannot be disassembled)
-    and each kernel's resources as a run keeps them (irscope.analysis.kernels)."""
+    """What the tools make of a cubin: its SASS text (None when it cannot be disassembled),
+    each kernel's resources as a run keeps them (irscope.analysis.kernels), and the opcode
+    histograms of its SASS and of the PTX it was analysed with, (stage kind, blob digest,
+    histogram) each: counted where the analysis runs (while the program runs, for inspect),
+    so that reading them back costs no count."""
 
     sass: str | None
     resources: dict[str, dict[str, Any]] = field(default_factory=dict)
+    histograms: tuple[tuple[str, str, dict[str, int]], ...] = ()
 
 
 def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, Any] | None = None,
@@ -219,16 +224,20 @@ def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, A
     asked about ``ptx``; with neither, the entries carry no spill figures.
     """
     from irscope.analysis.kernels import kernel_entries, kernel_records
-    from irscope.parsers import sass
+    from irscope.parsers import registry, sass
 
     text = nvtools.disassemble(cubin)
     if text is None:
         return CubinAnalysis(None)
     if ptxas is None:
         ptxas = nvtools.ptxas_usage(ptx) if ptx else {}
-    records = kernel_records(sass.parse(text), nvtools.resource_usage(cubin), ptxas,
-                             metadata or {})
-    return CubinAnalysis(text, kernel_entries(records))
+    parsed = sass.parse(text)
+    records = kernel_records(parsed, nvtools.resource_usage(cubin), ptxas, metadata or {})
+    histograms = [("sass", digest(text.encode("utf-8")), dict(parsed.histogram))]
+    if ptx:
+        histograms.append(("ptx", digest(ptx.encode("utf-8")),
+                           dict(registry.histogram("ptx", ptx))))
+    return CubinAnalysis(text, kernel_entries(records), tuple(histograms))
 
 
 def analysed_entries(folders: Iterable[Path], workers: int | None = None

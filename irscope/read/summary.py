@@ -100,8 +100,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
         kernels_launched=figures.kernels_launched, kernels_launched_per_call=launched,
         graph_breaks=figures.event_total("graph_breaks"), recompiles=figures.recompiles,
         compile_failures=figures.event_total("compile_failures"),
-        top_ptx_opcodes=dict(ptx.most_common(TOP_OPCODES)),
-        top_sass_opcodes=dict(sass.most_common(TOP_OPCODES)),
+        top_ptx_opcodes=_top(ptx), top_sass_opcodes=_top(sass),
         frameworks_imported=tuple(meta.get("frameworks", ())),
         frameworks_missing=tuple(meta.get("missing_frameworks", ())),
         notes=tuple(meta.get("notes", ())),
@@ -110,6 +109,12 @@ def read_summary(run: RunView | Run) -> RunSummary:
             gpu_time_unjoined_us=round(time.unjoined_ns / 1000, 3),
             top_kernels=tuple((k.name, round(time.share(k), 4))
                               for k in time.top(TOP_KERNELS)))))
+
+
+def _top(histogram: Counter) -> dict[str, int]:
+    """The TOP_OPCODES most frequent, ties by name: the same whichever order the kernels'
+    histograms were read in, and whether counted or cached."""
+    return dict(sorted(histogram.items(), key=lambda item: (-item[1], item[0]))[:TOP_OPCODES])
 
 
 def _per_role(graph) -> list[Launches]:

@@ -142,11 +142,16 @@ def stage_from_row(row, _new=object.__new__, _set=object.__setattr__) -> Stage:
 
 def json_object(text: Any) -> dict[str, Any]:
     """A stored JSON object, or {} when the index holds something else (damage, a crafted row)."""
-    try:
-        value = json.loads(text)
-    except (TypeError, ValueError, RecursionError):
-        return {}
+    value = json_value(text)
     return value if isinstance(value, dict) else {}
+
+
+def json_value(text: Any) -> Any:
+    """A stored JSON value, or None where the index holds no JSON (damage)."""
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError, RecursionError):
+        return None
 
 
 

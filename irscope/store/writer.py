@@ -112,6 +112,16 @@ class Writer:
                                           size, origin))
         return cur.lastrowid
 
+    def keep_histograms(self, histograms: Iterable[tuple[str, str, dict[str, int]]]) -> None:
+        """Cache opcode histograms counted ahead, (stage kind, blob digest, histogram) each,
+        for ``Run.histogram`` to read instead of counting them again."""
+        from irscope.parsers import registry
+
+        rows = [(blob, histogram_kind(kind), registry.parser_version(kind), json.dumps(counts))
+                for kind, blob, counts in histograms]
+        if rows:
+            self.db.executemany("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", rows)
+
     def add_stages(self, unit_id: int, stages: Iterable[tuple[str, BlobRef, str, str | None]]
                    ) -> None:
         """``add_stage`` of each (kind, stored blob, name, origin), in one statement (with
@@ -233,3 +243,9 @@ class Writer:
         self.db.execute("INSERT INTO events (unit_id, kind, data) SELECT ?, ?, ? WHERE NOT EXISTS "
                         "(SELECT 1 FROM events WHERE unit_id IS ? AND kind=? AND data=?)",
                         (unit_id, kind, text, unit_id, kind, text))
+
+
+def histogram_kind(kind: str) -> str:
+    """The stats cache's kind for the opcode histogram alone of a stage of ``kind`` (beside
+    the whole parse result, which is cached under ``kind`` itself)."""
+    return f"{kind}#histogram"
