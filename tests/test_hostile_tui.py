@@ -26,7 +26,8 @@ ALT_SCREEN = b"\x1b[?1049h"  # Textual has taken the terminal
 CSI = re.compile(r"\x1b\[[0-9;?<>=]*[ -/]*[@-~]")  # "\x1b[38;2;1;2;3m": styles, moves
 QUIT_LIMIT_S = 8.0
 SHOWN_WAIT_S = 8.0
-SHOWN = ("blob", SECRET, "def add_kernel")  # the first stage's text, or the reason it is not
+SHOWN = ("blob", SECRET, "def add_kernel", "tt.func public @add_kernel")  # the first stage's
+# text (the Python source, or the TTIR a sample opens on), or the reason it is not shown
 # `irscope open` with every stage read stuck for a minute, as on a hung network file system.
 STUCK_READS = ("import sys, time\n"
                "import irscope.store as store\n"
@@ -35,10 +36,11 @@ STUCK_READS = ("import sys, time\n"
                "sys.exit(main(['open', sys.argv[1]]))\n")
 
 
-def _open_in_terminal(argv: list[str], cwd: Path, keys: bytes = b"q") -> tuple[str, float | None]:
+def _open_in_terminal(argv: list[str], cwd: Path, keys: bytes = b"q",
+                      shown: tuple[str, ...] = SHOWN) -> tuple[str, float | None]:
     """Start ``argv`` in a 100x30 pseudo-terminal, type ``keys`` (q, and what follows it at
-    once) when the app is up, and return (everything it drew, seconds from q to its exit or
-    None when it did not exit)."""
+    once) when the app is up and has drawn one of ``shown``, and return (everything it
+    drew, seconds from q to its exit or None when it did not exit)."""
     master, slave = os.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
     env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"}
@@ -67,9 +69,9 @@ def _open_in_terminal(argv: list[str], cwd: Path, keys: bytes = b"q") -> tuple[s
     deadline = time.monotonic() + 30
     while ALT_SCREEN not in screen and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.1)
-    shown = time.monotonic() + SHOWN_WAIT_S  # the first stage, or why it cannot be shown
-    while time.monotonic() < shown and not any(
-            mark in CSI.sub("", screen.decode("utf-8", "replace")) for mark in SHOWN):
+    drawn = time.monotonic() + SHOWN_WAIT_S  # the first stage, or why it cannot be shown
+    while time.monotonic() < drawn and not any(
+            mark in CSI.sub("", screen.decode("utf-8", "replace")) for mark in shown):
         time.sleep(0.1)
     time.sleep(0.5)
     pressed = time.monotonic()
@@ -138,11 +140,13 @@ def test_a_key_typed_right_after_q_quits_cleanly(tmp_path, keys):
 
 @pytest.mark.slow  # waits out a worker stuck on purpose
 def test_q_quits_while_a_worker_is_stuck(tmp_path):
+    """q once the app has drawn its header, while the first stage's read hangs."""
     run = tmp_path / "run"
     shutil.copytree(SAMPLES / "gpu" / "triton_kernels", run)
     script = tmp_path / "stuck.py"
     script.write_text(STUCK_READS)
-    screen, took = _open_in_terminal([sys.executable, str(script), str(run)], tmp_path)
+    screen, took = _open_in_terminal([sys.executable, str(script), str(run)], tmp_path,
+                                     shown=("4 units",))  # the header, with the run read
     found = [] if took is not None else [
         f"hang: q did not end the app within {QUIT_LIMIT_S:.0f} s while a worker was busy"]
     if "Traceback" in screen:
