@@ -282,6 +282,33 @@ def test_kernels_all_named_triton_join_the_kernel_their_call_line_launches(tmp_p
         assert {k.phase for k in named} == {"forward", "backward"}
 
 
+def test_autotune_records_of_kernels_all_named_triton_match_by_their_module():
+    """With unique names off the autotuner's record names every kernel `triton_`; its module
+    (one kernel's) finds the kernel's compiles, so launches of configurations alike in every
+    resource join the one the autotuner chose, as its own record says (where the compile
+    records its constexprs, they are the chosen configuration's)."""
+    from pathlib import Path
+
+    from irscope.read.autotune import autotune_times
+
+    with Run.open(GPU_SAMPLES / "torch_placeholder_profile") as run:
+        events = [e.data for e in run.events() if e.kind == "autotune"]
+        assert events and {e["kernel"] for e in events} == {"triton_"}
+        tuned = autotune_times(run)
+        assert len(tuned) >= len(events)
+        chosen = [k for k in read_time(run).kernels if "the autotuner's choice" in k.how]
+        assert len(chosen) >= 3
+        for kernel in chosen:
+            unit = run.unit_by_id(kernel.unit_id)
+            assert tuned[unit.id].best
+            (event,) = [e for e in events if e["module"] == Path(unit.source_file).name]
+            (best,) = [c for c in event["configs"] if c["best"]]
+            assert unit.attrs.get("constexprs") in (None, best["kwargs"])
+            assert unit.attrs["num_warps"] == best["num_warps"]
+        left = [k for k in read_time(run).kernels if k.candidates > 1]
+        assert sum(k.launches for k in left) < 12  # of 93: 12 before the module told them
+
+
 def test_a_finding_at_lines_of_an_output_code_weighs_the_kernels_launched_there(tmp_path):
     """An extern round trip names two call() lines of a graph: its share of the GPU time is
     those launches' (the trace's own durations), not the whole graph's."""

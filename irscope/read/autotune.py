@@ -44,14 +44,21 @@ def _times(view: RunView) -> dict[int, Tuned]:
     if not events:
         return {}
     by_kernel: dict[str, list[Unit]] = {}
+    by_module: dict[str, list[Unit]] = {}
     for unit in view.units("triton"):
         by_kernel.setdefault(unit.name.split("-")[0], []).append(unit)
+        if unit.source_file:
+            by_module.setdefault(Path(unit.source_file).name, []).append(unit)
     found: dict[int, Tuned] = {}
     for event in events:
         data = event.data
         module = data.get("module")
         same = [u for u in by_kernel.get(str(data.get("kernel")), ())
                 if not module or not u.source_file or Path(u.source_file).name == module]
+        if not same and isinstance(module, str):
+            # Inductor's unique kernel names off: every kernel's function is `triton_`, and
+            # the units carry the output code's names; the module (one kernel's) tells it
+            same = by_module.get(module, [])
         for config in data.get("configs") or ():
             if not isinstance(config, Mapping):
                 continue
