@@ -248,6 +248,49 @@ def test_a_kernel_loaded_from_a_warm_cache_is_analysed_while_the_program_runs(tm
     run.close()
 
 
+def test_a_large_triton_cache_is_listed_once_for_every_kernel_looked_for(tmp_path, monkeypatch):
+    """A user's Triton cache holds thousands of entries of other programs: the kernels of a
+    run are looked for in one listing of it (each entry's folder read once, not once per
+    kernel), finding what a glob per kernel finds; entries written since, and files added
+    to an entry not yet whole, are found after a rescan."""
+    from irscope.filing.inductor_cache import CacheIndex, find_entries
+
+    cache, module = tmp_path / "triton-cache", "/tmp/torchinductor_u/ab/cmodule.py"
+
+    def entry(folder: str, name: str, path: str, whole: bool = True) -> None:
+        (cache / folder).mkdir(parents=True)
+        (cache / folder / f"{name}.json").write_text("{}")
+        (cache / folder / f"{name}.ttir").write_text(f'#loc = loc("{path}":1:0)\n')
+        if whole:
+            (cache / folder / f"__grp__{name}.json").write_text("{}")
+
+    names = [f"triton_poi_fused_{i}" for i in range(20)]
+    for i in range(400):  # other programs' kernels, and two configurations of each of ours
+        entry(f"E{i:03d}", names[i % 20], module if i < 40 else f"/other/{i}.py")
+    environ = {"TRITON_CACHE_DIR": str(cache), "TRITON_HOME": str(tmp_path)}
+    listed = []
+    real = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real(path))
+    index = CacheIndex()
+    found = {name: find_entries(name, module, environ, index) for name in names}
+    monkeypatch.setattr(os, "listdir", real)
+    assert len(listed) == 400  # each entry once, for 20 kernels
+    for name in names:  # what a glob per kernel finds
+        assert found[name] == sorted(
+            p.parent for p in cache.glob(f"*/{name}.json")
+            if module in (p.parent / f"{name}.ttir").read_text())
+    assert sum(map(len, found.values())) == 40
+    entry("NEW", names[1], module, whole=False)  # a compile worker's, still being written
+    assert len(find_entries(names[1], module, environ, index)) == 2  # not listed again yet
+    index.rescan()
+    assert len(find_entries(names[1], module, environ, index)) == 3
+    (cache / "NEW" / f"{names[2]}.json").write_text("{}")  # another kernel's file lands
+    (cache / "NEW" / f"{names[2]}.ttir").write_text(f'#loc = loc("{module}":1:0)\n')
+    os.utime(cache / "NEW", ns=(1, 1))  # (a folder's time may not tick between writes)
+    index.rescan()
+    assert cache / "NEW" in find_entries(names[2], module, environ, index)
+
+
 def test_a_kernel_a_compile_worker_makes_is_analysed_while_the_program_runs(tmp_path,
                                                                             monkeypatch):
     """Inductor's compile workers compile out of the program's hooks, and its output code may

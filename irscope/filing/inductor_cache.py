@@ -57,12 +57,62 @@ def cache_dirs(kernel_path: str, environ: dict[str, str]) -> list[Path]:
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 
-def find_entries(name: str, kernel_path: str, environ: dict[str, str]) -> list[Path]:
-    """Triton cache folders holding ``name`` compiled from ``kernel_path`` (one per config)."""
+class CacheIndex:
+    """The kernels each entry of Triton's cache folders holds, each folder listed once: a
+    cache of thousands of entries (a user's, kept across every program they compiled) is
+    read once per filing, not once per kernel looked for. ``rescan()`` has the next lookup
+    list again what changed since (the program may still be adding entries): an entry
+    holding Triton's group file (written last) or whose folder's modification time is
+    unchanged is not listed again."""
+
+    def __init__(self) -> None:
+        self._seen: dict[Path, dict[str, int | None]] = {}  # cache folder -> entry -> mtime
+        self._holding: dict[tuple[Path, str], set[Path]] = {}  # (folder, kernel) -> entries
+        self._fresh: set[Path] = set()  # folders listed since the last rescan
+
+    def rescan(self) -> None:
+        self._fresh.clear()
+
+    def entries(self, folder: Path, name: str) -> list[Path]:
+        """The entries of cache ``folder`` holding the metadata of a kernel named ``name``."""
+        if folder not in self._fresh:
+            self._list(folder)
+            self._fresh.add(folder)
+        return sorted(self._holding.get((folder, name), ()))
+
+    def _list(self, folder: Path) -> None:
+        seen = self._seen.setdefault(folder, {})
+        try:
+            children = list(os.scandir(folder))
+        except OSError:
+            return
+        for child in children:
+            if child.name in seen and seen[child.name] is None:
+                continue  # whole when listed
+            try:
+                if not child.is_dir(follow_symlinks=False):
+                    continue
+                stamp = child.stat(follow_symlinks=False).st_mtime_ns
+                if seen.get(child.name) == stamp:
+                    continue
+                files = os.listdir(child.path)
+            except OSError:
+                continue
+            whole = any(file.startswith("__grp__") for file in files)
+            seen[child.name] = None if whole else stamp
+            for file in files:
+                if file.endswith(".json") and not file.startswith("__grp__"):
+                    self._holding.setdefault((folder, file[:-5]), set()).add(Path(child.path))
+
+
+def find_entries(name: str, kernel_path: str, environ: dict[str, str],
+                 index: CacheIndex | None = None) -> list[Path]:
+    """Triton cache folders holding ``name`` compiled from ``kernel_path`` (one per config);
+    ``index``: the cache folders as listed before (default: listed now)."""
+    index = index or CacheIndex()
     matches = []
     for folder in cache_dirs(kernel_path, environ):
-        for metadata in folder.glob(f"*/{name}.json"):
-            entry = metadata.parent
+        for entry in index.entries(folder, name):
             for ir in (entry / f"{name}.ttir", entry / f"{name}.source"):
                 try:
                     if ir.is_file() and kernel_path in ir.read_text(errors="replace"):
@@ -86,8 +136,9 @@ def stage_cached_kernels(run: Run, staging: Staging, environ: dict[str, str],
     known |= {_cache_folder(u.kernel_hash) for u in run.units("triton")}
     started = _collection_start(staging)
     added = []
+    index = CacheIndex()
     for name, kernel_path in inductor_triton_kernels(run) if kernels is None else kernels:
-        for entry in find_entries(name, kernel_path, environ):
+        for entry in find_entries(name, kernel_path, environ, index):
             if entry.name in known:
                 continue
             known.add(entry.name)
