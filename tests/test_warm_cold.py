@@ -284,9 +284,10 @@ def test_a_large_triton_cache_is_listed_once_for_every_kernel_looked_for(tmp_pat
     assert len(find_entries(names[1], module, environ, index)) == 2  # not listed again yet
     index.rescan()
     assert len(find_entries(names[1], module, environ, index)) == 3
+    stamp = (cache / "NEW").stat().st_mtime_ns
     (cache / "NEW" / f"{names[2]}.json").write_text("{}")  # another kernel's file lands
     (cache / "NEW" / f"{names[2]}.ttir").write_text(f'#loc = loc("{module}":1:0)\n')
-    os.utime(cache / "NEW", ns=(1, 1))  # (a folder's time may not tick between writes)
+    os.utime(cache / "NEW", ns=(stamp, stamp))  # in the same tick of a coarse clock
     index.rescan()
     assert cache / "NEW" in find_entries(names[2], module, environ, index)
 

@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import time
 from pathlib import Path
 
 from irscope.collectors.staging import Staging
@@ -57,13 +58,17 @@ def cache_dirs(kernel_path: str, environ: dict[str, str]) -> list[Path]:
     return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 
+SETTLED_NS = 1_000_000_000  # an entry folder changed longer ago than this is listed for good
+
+
 class CacheIndex:
     """The kernels each entry of Triton's cache folders holds, each folder listed once: a
     cache of thousands of entries (a user's, kept across every program they compiled) is
     read once per filing, not once per kernel looked for. ``rescan()`` has the next lookup
     list again what changed since (the program may still be adding entries): an entry
     holding Triton's group file (written last) or whose folder's modification time is
-    unchanged is not listed again."""
+    unchanged is not listed again (one changed in the last second is: a file system's clock
+    may not tick between two writes)."""
 
     def __init__(self) -> None:
         self._seen: dict[Path, dict[str, int | None]] = {}  # cache folder -> entry -> mtime
@@ -86,6 +91,7 @@ class CacheIndex:
             children = list(os.scandir(folder))
         except OSError:
             return
+        settled = time.time_ns() - SETTLED_NS  # changed before this: its stamp can be trusted
         for child in children:
             if child.name in seen and seen[child.name] is None:
                 continue  # whole when listed
@@ -99,7 +105,7 @@ class CacheIndex:
             except OSError:
                 continue
             whole = any(file.startswith("__grp__") for file in files)
-            seen[child.name] = None if whole else stamp
+            seen[child.name] = None if whole else stamp if stamp < settled else -1
             for file in files:
                 if file.endswith(".json") and not file.startswith("__grp__"):
                     self._holding.setdefault((folder, file[:-5]), set()).add(Path(child.path))
