@@ -14,7 +14,8 @@
 # prints where its own time went (run.json's phases_s: start, child_start, script,
 # child_exit, filing), and `profile` (`irscope inspect --profile`, a window of 3 steps after
 # the first). Each arm keeps its own caches, emptied before its cold run, so every arm sees
-# the same cache state.
+# the same cache state. Each arm's line gives its median over the plain and trace arms' and
+# the median of its per-round ratios to them (each round against the same round's run).
 # The time check (ROUNDS=3 STEPS=6 ARMS="plain profile" ... gpt2 jax): the warm runs' median
 # wall time of each arm and `profile` over `plain`, then benchmarks/check_time.py on the
 # profiled runs (the per-kernel sum against the profiler's total, Triton/XLA launches left
@@ -83,15 +84,23 @@ for w in $workloads; do
 done
 python3 - "$out/times.txt" <<'PY'
 import re, statistics, sys
-runs = {}
+runs, by_round = {}, {}
 for line in open(sys.argv[1]):  # "gpt2-profile-warm-r2 36123 ms (exit 0)"
-    m = re.match(r"(\w+)-(\S+)-(cold|warm)-r\d+ (\d+) ms", line)
+    m = re.match(r"(\w+)-(\S+)-(cold|warm)-r(\d+) (\d+) ms", line)
     if m:
-        runs.setdefault((m[1], m[3], m[2]), []).append(int(m[4]))
+        runs.setdefault((m[1], m[3], m[2]), []).append(int(m[5]))
+        by_round.setdefault((m[1], m[3], m[2]), {})[int(m[4])] = int(m[5])
 for (w, state, arm), ms in sorted(runs.items()):
-    ratios = "".join(
-        f", {statistics.median(ms) / statistics.median(runs[(w, state, base)]) - 1:+.1%} over {base}"
-        for base in ("plain", "trace") if (w, state, base) in runs and arm != base)
+    ratios = ""
+    for base in ("plain", "trace"):
+        if (w, state, base) not in runs or arm == base:
+            continue
+        ratios += f", {statistics.median(ms) / statistics.median(runs[(w, state, base)]) - 1:+.1%} over {base}"
+        # each round against the same round's base: a host slowing down mid-series moves both
+        ours, theirs = by_round[(w, state, arm)], by_round[(w, state, base)]
+        paired = [ours[r] / theirs[r] for r in ours if r in theirs]
+        if paired:
+            ratios += f" (median of {len(paired)} per-round ratios {statistics.median(paired) - 1:+.1%})"
     print(f"{w} {arm} {state}: median {statistics.median(ms)} ms of {len(ms)} rounds {ms}{ratios}")
 PY
 for w in $workloads; do
