@@ -22,16 +22,13 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from irscope import nvtools
 from irscope.collectors import xla_dump_cache
 from irscope.collectors.staging import Staging
 from irscope.collectors.triton import SIDECAR
 from irscope.ingest.xla_dump import MLIR_PASS_LOG
-
-if TYPE_CHECKING:
-    from irscope.filing.inductor_cache import CacheIndex
 
 POLL_S = 0.1  # how often the staging folder is looked at while the script runs
 LEAST_PRIORITY = 19  # the nice value of the threads that work while the program runs
@@ -214,6 +211,8 @@ class _Folder:
     """One staging folder being followed: its records so far and the work started on them."""
 
     def __init__(self, staging: Staging):
+        from irscope.filing.inductor_cache import CacheIndex
+
         self.staging = staging
         self._dump_records = JsonLines(staging.xla_dump_records)
         self._function_records = JsonLines(staging.jax_functions)
@@ -226,7 +225,7 @@ class _Folder:
         self._inductor: dict[tuple[str, str], None] = {}  # (name, kernel path), in order
         # named kernels whose compiles may still come: a compile worker's, out of the hooks
         self._pending: dict[tuple[str, str], tuple[float, float]] = {}  # -> (when, interval)
-        self._cache_index: CacheIndex | None = None  # Triton's cache folders as listed
+        self._cache_index = CacheIndex()  # Triton's cache folders as listed
 
     def prepared(self, stored: set[str]) -> Prepared:
         return Prepared(stored=stored,
@@ -286,8 +285,7 @@ class _Folder:
                     if watch.started is not None:  # (else no start to tell compiles by)
                         self._pending[(name, path)] = (0.0, POLL_S)
         now = time.monotonic()
-        if self._cache_index is not None:
-            self._cache_index.rescan()  # entries written since the last poll are listed
+        self._cache_index.rescan()  # entries written since the last poll are listed
         for key, (due, interval) in list(self._pending.items()):
             if final or due > now:
                 continue  # (what is left at the end is filing's)
@@ -298,11 +296,8 @@ class _Folder:
 
     def _start_cached(self, watch: StagingWatch, name: str, path: str) -> bool:
         """Start on each whole cache entry of ``name``; whether there was any."""
-        from irscope.filing.inductor_cache import (CacheIndex, find_entries, staged_name,
-                                                   written_since)
+        from irscope.filing.inductor_cache import find_entries, staged_name, written_since
 
-        if self._cache_index is None:
-            self._cache_index = CacheIndex()
         found = False
         for entry in find_entries(name, path, watch.environ, self._cache_index):
             staged = staged_name(entry, name)

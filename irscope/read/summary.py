@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from irscope.parsers.base import sorted_histogram
 from irscope.read.figures import read_run_figures
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
@@ -114,7 +115,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
 def _top(histogram: Counter) -> dict[str, int]:
     """The TOP_OPCODES most frequent, ties by name: the same whichever order the kernels'
     histograms were read in, and whether counted or cached."""
-    return dict(sorted(histogram.items(), key=lambda item: (-item[1], item[0]))[:TOP_OPCODES])
+    return dict(list(sorted_histogram(histogram).items())[:TOP_OPCODES])
 
 
 def _per_role(graph) -> list[Launches]:

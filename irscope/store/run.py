@@ -589,30 +589,30 @@ class Run:
         run ends, of every kernel's PTX and SASS)."""
         from irscope.parsers import registry
 
-        alone = histogram_kind(stage.kind)
-        held = dict(self.db.execute(
-            "SELECT kind, data FROM stats WHERE blob=? AND kind IN (?, ?) AND version=?",
-            (stage.blob, stage.kind, alone, registry.parser_version(stage.kind))).fetchall())
-        found = []
-        if stage.kind in held:
-            found.append(json_object(held[stage.kind]).get("histogram"))
-        if alone in held:
-            found.append(json_value(held[alone]))
-        for cached in found:  # damaged or crafted rows are passed over
-            if isinstance(cached, dict) and all(type(n) is int for n in cached.values()):
-                return cached
-        return registry.histogram(stage.kind, self.read_text(stage))
+        def counts(found: Any) -> bool:  # damaged or crafted rows are passed over
+            return isinstance(found, dict) and all(type(n) is int for n in found.values())
+
+        cached = self._cached_field(stage, "histogram")
+        if not counts(cached):
+            cached = self._cached(stage, histogram_kind(stage.kind))
+        return cached if counts(cached) else registry.histogram(stage.kind,
+                                                                self.read_text(stage))
 
     def _cached_field(self, stage: Stage, name: str) -> dict | None:
         """One mapping of a stage's cached parse result; None when it is not cached."""
+        cached = self._cached(stage, stage.kind)
+        found = cached.get(name) if isinstance(cached, dict) else None
+        return found if isinstance(found, dict) else None
+
+    def _cached(self, stage: Stage, kind: str) -> Any:
+        """The stats cache's row ``kind`` of the stage's bytes at its parser's version, read
+        as JSON; None when there is none or it is no JSON."""
         from irscope.parsers import registry
 
         row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
-                              (stage.blob, stage.kind, registry.parser_version(stage.kind))
+                              (stage.blob, kind, registry.parser_version(stage.kind))
                               ).fetchone()
-        cached = json_object(row[0]) if row else None
-        found = cached.get(name) if cached else None
-        return found if isinstance(found, dict) else None
+        return json_value(row[0]) if row else None
 
     def parsed(self, stage: Stage) -> ParseResult:
         """The parser's frozen result for a stage, rebuilt from the cache when the blob was
@@ -622,10 +622,8 @@ class Run:
         from irscope.parsers.base import to_jsonable
 
         version = registry.parser_version(stage.kind)
-        row = self.db.execute("SELECT data FROM stats WHERE blob=? AND kind=? AND version=?",
-                              (stage.blob, stage.kind, version)).fetchone()
-        cached = json_object(row[0]) if row else None
-        if cached:
+        cached = self._cached(stage, stage.kind)
+        if isinstance(cached, dict) and cached:
             try:
                 return registry.from_json(stage.kind, cached)
             except (TypeError, ValueError, KeyError, AttributeError, RecursionError):
