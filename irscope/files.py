@@ -187,6 +187,22 @@ class Blocks:
                              f"{size:,} bytes ({exc})") from None
 
 
+def not_a_script(path: Path) -> str | None:
+    """Why Python could not run ``path`` as a script, or None when it may: a binary file
+    (a NUL byte in its first block) that is neither a zip archive (a ``.pyz``) nor compiled
+    bytecode (a ``.pyc``: two bytes of magic number, then CR LF)."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8192)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if b"\x00" not in head or head[2:4] == b"\r\n" or zipfile.is_zipfile(path):
+        return None
+    return "not a Python script (binary)"
+
+
 def read_head(path: Path, size: int) -> bytes:
     """Up to ``size`` first bytes of a file, decompressed when it is compressed."""
     head = b""

@@ -54,6 +54,42 @@ def test_a_module_runs_with_dash_m_from_the_working_directory(tmp_path, cli):
         assert run.meta["target"] == ["-m", "tool", "x", "--y"] and run.name == "tool"
 
 
+def test_a_start_that_fails_makes_no_run_and_latest_stays_the_run_before(tmp_path, cli):
+    """A script that raised is kept and is `latest`; one that does not compile shows Python's
+    own error and no frame of irscope's, and a binary file is refused in one line: neither
+    makes a run."""
+    from irscope.store import locate_run
+
+    write(tmp_path, "raises.py", "raise ValueError('boom')\n")
+    write(tmp_path, "syntax.py", "import sys\ndef f(:\n    pass\n")
+    (tmp_path / "garbage.bin").write_bytes(bytes(range(256)) * 4)
+    assert cli("inspect", "raises.py", cwd=tmp_path).returncode == 1
+    runs = tmp_path / ".irscope" / "runs"
+    kept = locate_run("latest", runs)
+    python = subprocess.run([sys.executable, "syntax.py"], cwd=tmp_path, capture_output=True,
+                            text=True)
+    failed = cli("inspect", "syntax.py", cwd=tmp_path)
+    assert failed.returncode == python.returncode == 1
+    shown, said = failed.stderr.rsplit("irscope: error: ", 1)
+    assert shown == python.stderr  # file, line and caret, as Python prints them
+    assert said == "syntax.py: did not compile (the error is above); no run was made\n"
+    binary = cli("inspect", "garbage.bin", cwd=tmp_path)
+    assert (binary.returncode, binary.stderr) == (
+        2, "irscope: error: garbage.bin: not a Python script (binary)\n")
+    assert find_runs(runs) == [kept] and locate_run("latest", runs) == kept
+
+
+def test_a_framework_that_fails_to_import_shows_pythons_traceback(tmp_path, cli):
+    """The import hook irscope puts on jax leaves no frame in the script's traceback."""
+    write(tmp_path, "jax.py", "raise ImportError('broken jax')\n")  # found before the real one
+    write(tmp_path, "main.py", "import jax\n")
+    python = subprocess.run([sys.executable, "main.py"], cwd=tmp_path, capture_output=True,
+                            text=True)
+    failed = cli("inspect", "-o", str(tmp_path / "run"), "main.py", cwd=tmp_path)
+    assert failed.returncode == python.returncode == 1
+    assert failed.stderr.startswith(python.stderr), failed.stderr
+
+
 def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):
     script = write(tmp_path, "sleepy.py", jax_script("before_sleep", tail=SLEEP))
     child = inspect_popen(script, tmp_path / "run", tmp_path)

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import (FRAMEWORKS, SCRIPT_SETTINGS, Staging, close_records,
-                                        rank_from_env, xla_dump_flags)
+from irscope.collectors.staging import (COMPILE_ERROR, FRAMEWORKS, SCRIPT_SETTINGS, Staging,
+                                        close_records, rank_from_env, xla_dump_flags)
 
 EXIT_INTERRUPTED = 130
 # What SCRIPT_SETTINGS held when the script started: a script that points TORCH_TRACE or a
@@ -139,15 +139,37 @@ def run_target(target: list[str]) -> None:
 
 
 def _user_traceback(exc: BaseException):
-    """The traceback from the user's first frame on, as ``python script.py`` would print it."""
+    """The traceback from the user's first frame on, as ``python script.py`` would print it;
+    None when no frame is the user's (the script did not compile: Python prints where)."""
     tb = exc.__traceback__
     while tb is not None and _is_launcher_frame(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    return tb or exc.__traceback__
+    return _without_hook_frames(tb)
+
+
+def _without_hook_frames(tb):
+    """``tb`` without the frames of irscope's import hook (between the user's ``import jax``
+    and jax's own frames), as if the import had not been watched."""
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != imports.__file__:
+            kept.append(tb)
+        tb = tb.tb_next
+    for frame, after in zip(kept, [*kept[1:], None]):
+        frame.tb_next = after
+    return kept[0] if kept else None
 
 
 def _is_launcher_frame(filename: str) -> bool:
-    return filename in (__file__, runpy.__file__) or filename.startswith("<frozen runpy")
+    """A frame of what runs the script: this module, runpy, and importlib finding ``-m``'s."""
+    return filename in (__file__, runpy.__file__) or filename.startswith(
+        ("<frozen runpy", "<frozen importlib"))
+
+
+def did_not_compile(exc: BaseException) -> bool:
+    """Whether ``exc`` stopped the script before any line of it ran: its source does not
+    compile (a SyntaxError raised by no frame of the user's)."""
+    return isinstance(exc, SyntaxError) and _user_traceback(exc) is None
 
 
 def rank_staging(staging: Staging, config: dict) -> Staging:
@@ -221,8 +243,9 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:
         interrupted = isinstance(exc, KeyboardInterrupt)
         code = EXIT_INTERRUPTED if interrupted else 1
-        write_status(staging, {"exit_status": code,
-                               "ended": "interrupted" if interrupted else "exception",
+        ended = ("interrupted" if interrupted else
+                 COMPILE_ERROR if did_not_compile(exc) else "exception")
+        write_status(staging, {"exit_status": code, "ended": ended,
                                "error": None if interrupted else f"{type(exc).__name__}: {exc}",
                                **timed}, only)
         tb = _user_traceback(exc)

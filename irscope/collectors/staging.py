@@ -28,6 +28,7 @@ from typing import Any
 FRAMEWORKS = ("torch", "triton", "jax")
 STAGING = "staging"
 CONFIG = "config.json"
+COMPILE_ERROR = "compile error"  # status.json "ended": the script's source did not compile
 _appending: dict[Path, Any] = {}  # files append_record keeps open, flushed per line
 _appending_lock = threading.Lock()
 

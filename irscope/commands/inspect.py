@@ -83,8 +83,15 @@ def _target(args) -> list[str]:
         raise UsageError("inspect: give a script to run, or -m MODULE")
     from irscope.filing.launch import is_launcher
 
-    if not Path(target[0]).is_file() and not is_launcher(target):
+    if is_launcher(target):
+        return target
+    if not Path(target[0]).is_file():
         raise InputError(f"{target[0]}: no such script")
+    from irscope.files import not_a_script
+
+    reason = not_a_script(Path(target[0]))
+    if reason:  # refused before a run is made: a failed start is no run
+        raise UsageError(f"{target[0]}: {reason}")
     return target
 
 
@@ -92,7 +99,7 @@ def run(args) -> int:
     from irscope.collectors import xla_dump_cache
     from irscope.filing import launch
     from irscope.filing.session import Session
-    from irscope.collectors.staging import frameworks_arg, owns_xla_dumps
+    from irscope.collectors.staging import COMPILE_ERROR, frameworks_arg, owns_xla_dumps
 
     target = _target(args)
     only = frameworks_arg(args.only)
@@ -128,6 +135,11 @@ def run(args) -> int:
         return _unfiled(session, exc.status, exc.cause)
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
+    if status.get("ended") == COMPILE_ERROR:  # no line of the script ran: no run to file
+        session.discard()
+        script = target[1] if target[0] == "-m" else target[0]
+        error(f"{script}: did not compile (the error is above); no run was made")
+        return int(status["exit_status"])
     try:
         with progress("filing the run", delay=LATE_BAR_S) as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar,

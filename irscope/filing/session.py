@@ -26,6 +26,7 @@ class Session:
     def __init__(self, output: str | os.PathLike | None, name: str, only: tuple[str, ...],
                  meta: dict[str, Any], replace: bool = False, provenance: bool = False):
         path = Path(output) if output else _claim_run_dir(name)
+        self._made_folder = not output or not path.exists()  # discard() removes it then
         # One writer per run: a second collection into the same folder is refused at once.
         self._lock = WriterLock(path).acquire()
         try:
@@ -135,6 +136,26 @@ class Session:
             self._cleanup.start()  # slow on some file systems: overlap it with the summary
         return notes
 
+    def discard(self) -> None:
+        """Leave no run behind (the program never started: its script did not compile), so
+        that ``latest`` stays the run before: the folder goes if this collection made it,
+        else what the collection put in it."""
+        import shutil
+
+        if self._watch is not None:
+            self._watch.finish()
+        if self._run is not None:
+            self._run.close()
+            self._run = None
+        if self._made_folder:
+            shutil.rmtree(self._path, ignore_errors=True)
+        else:
+            _clear_run(self._path, [p for p in self._path.iterdir() if p.name != LOCK_FILE],
+                       check=False)
+        self._lock.release()
+        if not self._made_folder:
+            (self._path / LOCK_FILE).unlink(missing_ok=True)
+
     def close(self) -> None:
         """Wait for the staging folder to be gone and close the run."""
         if self._cleanup is not None:
@@ -160,12 +181,12 @@ def phases(started: float, status: dict[str, Any], filing_started: float) -> dic
             if isinstance(begin, (int, float)) and isinstance(end, (int, float)) and end >= begin}
 
 
-def _clear_run(path: Path, held: list[Path]) -> None:
+def _clear_run(path: Path, held: list[Path], check: bool = True) -> None:
     """Empty the run folder ``path`` for ``--replace`` (its lock is ours): only a run is
-    replaced, never a folder of something else."""
+    replaced, never a folder of something else (``check``)."""
     import shutil
 
-    if not (path / INDEX).is_file():
+    if check and not (path / INDEX).is_file():
         raise RunError(f"{path}: not an irscope run; --replace only replaces runs")
     for entry in held:
         if entry.is_dir() and not entry.is_symlink():
