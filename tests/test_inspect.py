@@ -89,6 +89,25 @@ def test_torch_recompilation_from_a_new_shape_names_the_failed_guard(torch_run):
     assert read_summary(run).recompiles >= 1
 
 
+# cpp_fused_relu_0 = async_compile.cpp_pybinding(['float*'], r'''<the kernel's C++>''')
+CPP_KERNEL = re.compile(r"^\w+ = async_compile\.cpp_pybinding\(\[[^\]]*\], r'''(.*?)'''",
+                        re.M | re.S)
+
+
+def test_torch_summary_says_how_many_generated_kernels_are_distinct(torch_run):
+    """A kernel whose C++ two output codes define is one unit: the summary counts it in
+    `kernels generated` for each, and says how many distinct kernels there are."""
+    run, result = torch_run
+    bodies = [body for unit in run.units("torch") for stage in run.stages(unit.id)
+              if stage.kind == "inductor_output_code"
+              for body in CPP_KERNEL.findall(run.read_text(stage))]
+    data = read_summary(run)
+    assert data.kernels_generated == len(bodies) > len(set(bodies)) == data.kernels_distinct
+    assert data.units["cpp"] == len(set(bodies))
+    assert (f"kernels generated {len(bodies)} ({len(set(bodies))} distinct; a kernel that "
+            "several output codes define counts for each)") in result.stderr
+
+
 @pytest.mark.slow
 def test_torch_every_generated_kernel_is_linked_to_its_graph(torch_run):
     run, _ = torch_run

@@ -149,17 +149,25 @@ def test_candidates_that_lost_are_listed_but_left_out_unless_asked(trust, cli):
     assert sum(counts.values()) == len(read_findings(trust, candidates=True))
 
 
-def test_recompiles_are_compiles_with_a_failed_guard_everywhere(recompiled):
+def test_recompiles_are_compiles_with_a_failed_guard_everywhere(recompiled, cli):
     """Three recompilations failing 1, 2 and 3 guards (`recompile_reasons` lists 6): three
-    in the totals, the summary, each unit's figures, lint and the problems view, with every
-    failed guard kept in the one row of its compile."""
+    in the totals, the summary, each unit's figures, `ls`, lint and the problems view, with
+    every failed guard kept in the one row of its compile."""
     run = recompiled
     reasons = run.events("recompile")
-    assert sorted(Counter(e.unit_id for e in reasons).values()) == [1, 2, 3]
+    failed = Counter(e.unit_id for e in reasons)
+    assert sorted(failed.values()) == [1, 2, 3]
     report = build_report(run)
     assert report.totals["recompiles"] == read_summary(run).recompiles == 3
     assert report.figures()["lint.recompile"] == 3
     assert sum(u.headline.get("recompiles", 0) for u in report.units) == 3
+    listed = cli("ls", run.path).stdout
+    for unit, guards in failed.items():
+        name = re.escape(run.unit_by_id(unit).name)
+        assert re.search(rf"{name}.*\n.*\b1 recompile \({guards} guards? failed\)", listed)
+    # four Dynamo graphs, each an FX graph; the eager backend writes no output code
+    assert "torch  4 compiles (none with Inductor output code)" in summary.to_text(
+        read_summary(run))
     rows = [p for p in run_problems(run) if p.kind == "recompile"]
     assert len(rows) == 3
     for event in reasons:
@@ -191,7 +199,7 @@ def test_the_summary_counts_graphs_as_the_report_does(ddp):
     text = summary.to_text(read_summary(ddp))
     compiles = [u for u in ddp.units("torch") if not u.name.startswith("(")]
     graphs = build_report(ddp).totals["graphs"]
-    assert f"torch  {graphs} graphs ({len(compiles)} compiles)" in text
+    assert f"torch  {len(compiles)} compiles ({graphs} with Inductor output code)" in text
 
 
 def test_docs_name_every_run_figure(trust, ddp):

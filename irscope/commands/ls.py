@@ -60,12 +60,16 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
     """Units with stages (kind, name, size), events counted, and relations by name;
     without ``show_all``, those hidden by default are left out; with ``rank``, only the
     units that rank compiled. ``units``: the run's units, when already read."""
+    from irscope.analysis.figures import one_per_recompile
     from irscope.store.units import group_of, shown_units
 
     stages = run_.stage_outlines()
     events = defaultdict(lambda: defaultdict(int))
-    for e in run_.events():
+    failed_guards = {}  # a recompile is one compile, whatever number of its guards failed
+    for e in one_per_recompile(run_.events()):
         events[e.unit_id][e.kind] += 1
+        if e.kind == "recompile" and e.unit_id is not None:
+            failed_guards[e.unit_id] = e.data["guards"]
     units = run_.units() if units is None else units
     names = {u.id: u.name for u in units}
     launches = defaultdict(list)
@@ -83,6 +87,8 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
                                 for kind, name, size in stages.get(u.id, ())],
                      "events": dict(events[u.id]),
                      "launches": launches[u.id], "figures": figures})
+        if u.id in failed_guards:
+            rows[-1]["failed_guards"] = failed_guards[u.id]
         if u.rank is not None:
             rows[-1]["rank"] = u.rank
         if u.attrs.get("called_from"):  # the user's line that ran an eager op
@@ -123,7 +129,7 @@ def _print_rows(rows: list[dict]) -> None:
         extra = []
         if raw:
             extra.append(f"{raw} raw")
-        extra += [f"{n} {kind}" for kind, n in sorted(row["events"].items())]
+        extra += [f"{n} {kind}" + _guards(kind, row) for kind, n in sorted(row["events"].items())]
         if row["launches"]:
             extra.append(f"launches {len(row['launches'])}")
         figures = "  ".join(f"{k}={v}" for k, v in row["figures"].items())
@@ -131,3 +137,9 @@ def _print_rows(rows: list[dict]) -> None:
         out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}{caller}"
             + (f"  ({figures})" if figures else ""))
         out(f"      {shown or '(no stages)'}" + (f"  [{', '.join(extra)}]" if extra else ""))
+
+
+def _guards(kind: str, row: dict) -> str:
+    """How many guards a recompile failed (docs/figures.md, `recompiles`)."""
+    guards = row.get("failed_guards") if kind == "recompile" else None
+    return f" ({guards} guard{'s' if guards != 1 else ''} failed)" if guards else ""

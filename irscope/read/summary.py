@@ -44,6 +44,8 @@ class RunSummary:
     hidden_units: Mapping[str, int] = field(default_factory=dict)  # JAX's eager ops
     graphs: int = 0
     kernels_generated: int = 0
+    kernels_distinct: int | None = None  # the kernel units the graphs' output codes define
+    candidates_lost: int = 0  # Triton units: configurations autotuning tried, not chosen
     kernels_launched: int = 0
     kernels_launched_per_call: tuple[Launches, ...] = ()
     graph_breaks: int = 0
@@ -91,6 +93,8 @@ def read_summary(run: RunView | Run) -> RunSummary:
     launched = tuple(launches for graph in figures.graphs for launches in _per_role(graph))
     generated = figures.kernels_generated if figures.graphs else (
         frameworks.get("triton", 0) + frameworks.get("cpp", 0))
+    graph_ids = {g.unit_id for g in figures.graphs}
+    distinct = {r.dst for r in run.relations("launches") if r.src in graph_ids} - lost
     meta = run.meta
     time = read_time(run)
     return RunSummary(
@@ -98,6 +102,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
         partial=bool(meta.get("partial")), ended=meta.get("ended"), error=meta.get("error"),
         units=dict(frameworks), hidden_units=dict(Counter(u.framework for u in hidden)),
         graphs=len(figures.graphs), kernels_generated=generated,
+        kernels_distinct=len(distinct) if distinct else None, candidates_lost=len(lost),
         kernels_launched=figures.kernels_launched, kernels_launched_per_call=launched,
         graph_breaks=figures.event_total("graph_breaks"), recompiles=figures.recompiles,
         compile_failures=figures.event_total("compile_failures"),

@@ -33,13 +33,13 @@ def lines(data: RunSummary) -> list[Text]:
     hidden = data.hidden_units
     width = max((len(f) for f in data.units), default=0) + 1
     for framework, count in sorted(data.units.items()):
-        noun = FRAMEWORK_NOUNS.get(framework, "unit")
-        compiles = ""
-        if framework == "torch":  # a graph is a compile with output code, as reports count
-            count, compiles = data.graphs, (f" ({count} compiles)" if count != data.graphs
-                                            else "")
+        noun, detail = FRAMEWORK_NOUNS.get(framework, "unit"), ""  # what the count holds
+        if framework == "torch" and count != data.graphs:  # docs/figures.md, `graphs`
+            noun, detail = "compile", f" ({data.graphs or 'none'} with Inductor output code)"
+        if framework == "triton" and data.candidates_lost:
+            detail = f" ({data.candidates_lost} of them autotuning candidates not chosen)"
         line = Text.assemble(f"  {framework:<{max(width, 7)}}", (str(count), "bold"),
-                             f" {noun}{'s' if count != 1 else ''}{compiles}")
+                             f" {noun}{'s' if count != 1 else ''}{detail}")
         if hidden.get(framework):
             line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")
         out.append(line)
@@ -49,7 +49,12 @@ def lines(data: RunSummary) -> list[Text]:
         said = ", ".join(f"{n} {word}{'s' if n != 1 else ''}" for n, word in problems if n)
         out.append(Text("  " + said, "yellow"))
     if data.kernels_generated:
-        out.append(Text.assemble("  kernels generated ", (str(data.kernels_generated), "bold")))
+        line = Text.assemble("  kernels generated ", (str(data.kernels_generated), "bold"))
+        distinct = data.kernels_distinct
+        if distinct and distinct < data.kernels_generated:  # docs/figures.md, `kernels_generated`
+            line.append(f" ({distinct} distinct; a kernel that several output codes define "
+                        "counts for each)")
+        out.append(line)
     launched = data.kernels_launched_per_call
     if launched:
         per_graph: dict[str, list[str]] = {}
