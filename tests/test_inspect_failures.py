@@ -103,6 +103,39 @@ def test_ctrl_c_ends_the_script_and_the_run_is_still_filed(tmp_path):
         assert run.unit("jit_before_sleep")
 
 
+# Counts the SIGINTs it gets; SIGTERM (after them: lower signals are handled first) writes
+# the count and ends it as Ctrl-C would.
+COUNTS_SIGINTS = """import signal, sys
+got = []
+signal.signal(signal.SIGINT, lambda *_: got.append(1))
+def end(*_):
+    open(sys.argv[1], "w").write(str(len(got)))
+    raise KeyboardInterrupt
+signal.signal(signal.SIGTERM, end)
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
+
+def test_a_signal_to_the_process_group_reaches_the_script_once(tmp_path):
+    """SIGINT to the group (a terminal's Ctrl-C, `kill -INT -PGID`) reaches the script
+    directly, so irscope does not pass it on as well; SIGTERM to irscope's pid alone is."""
+    script, count = write(tmp_path, "counts.py", COUNTS_SIGINTS), tmp_path / "count"
+    parent = subprocess.Popen([sys.executable, "-m", "irscope", "inspect", "-o",
+                               tmp_path / "run", script, count], cwd=tmp_path,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    assert parent.stdout.readline().strip() == "ready"
+    os.killpg(parent.pid, signal.SIGINT)
+    os.kill(parent.pid, signal.SIGTERM)  # handled by irscope after the SIGINT
+    _, stderr = parent.communicate(timeout=120)
+    assert count.read_text() == "1", stderr
+    assert parent.returncode == 130, stderr
+    with Run.open(tmp_path / "run") as run:
+        assert run.meta["ended"] == "interrupted" and run.meta["partial"] is True
+
+
 def test_a_killed_script_is_filed_with_its_signal(tmp_path):
     script = write(tmp_path, "sleepy.py", jax_script("before_kill", tail=SLEEP))
     parent = inspect_popen(script, tmp_path / "run", tmp_path)

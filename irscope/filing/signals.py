@@ -1,16 +1,20 @@
 """What irscope does with the signals it gets while the script runs: the script is the one to
 end, and the run is filed after it.
 
-The script runs in irscope's own process group, so what the terminal sends (Ctrl-C, a
-hang-up) reaches both; irscope then only waits for the script. A signal sent to irscope
-alone (``kill -INT``, ``kill -TERM`` or ``kill -HUP`` of its pid) is passed on to the script
-and the processes it started, as the terminal would have sent it to them all.
+The script runs in irscope's own process group, so what is sent to the group (the
+terminal's Ctrl-C or hang-up, ``kill -INT -PGID``) reaches both; irscope then only waits for
+the script, which gets the signal once. A signal sent to irscope alone (``kill -INT``,
+``kill -TERM`` or ``kill -HUP`` of its pid) is passed on to the script and the processes it
+started, as the terminal would have sent it to them all. Which of the two a signal was,
+nothing in it says: a *canary*, a small process of irscope's in the same group with these
+signals blocked, keeps each signal sent to the group pending, and is asked after each.
 A script ended by SIGTERM or SIGHUP may leave processes of its own (multiprocessing
 workers) behind: the script's processes are noted when such a signal comes, and those still
 alive once the script has ended are ended too (irscope, their subreaper meanwhile, collects
 them); processes irscope started itself are never touched.
-Signals are taken by one thread with ``sigwaitinfo``, which tells a terminal's signal
-(sent by the kernel) from a process's (``kill``); where it does not exist, SIGINT is left to
+Signals are taken by one thread with ``sigwaitinfo``, which says who sent each; without a
+canary a signal the kernel sent (the terminal's) is taken for the group's, and one a process
+sent (``kill``) for irscope's alone. Where ``sigwaitinfo`` does not exist, SIGINT is left to
 the terminal and SIGTERM and SIGHUP are passed on.
 """
 
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -28,6 +34,15 @@ SI_USER = 0  # siginfo si_code of a signal a process sent with kill()
 STOP_WAITING = signal.SIGUSR2  # tells the waiting thread to stop
 GRACE_S = 3.0  # leftovers get SIGTERM, then SIGKILL after this long
 PR_SET_CHILD_SUBREAPER = 36
+# The canary's program: for each signal number read, the sender and code of that signal if
+# it is pending (sent to the whole group: irscope's got it too), else "-".
+CANARY = """
+import signal, sys
+signal.pthread_sigmask(signal.SIG_BLOCK, {int(n) for n in sys.argv[1:]})
+for line in sys.stdin:
+    info = signal.sigtimedwait({int(line)}, 0)
+    print(f"{info.si_pid} {info.si_code}" if info else "-", flush=True)
+"""
 
 
 class ScriptSignals:
@@ -40,12 +55,14 @@ class ScriptSignals:
         self._thread: threading.Thread | None = None
         self._previous = None
         self._handlers: dict[int, object] = {}
+        self._canary: subprocess.Popen | None = None
 
     def start(self) -> ScriptSignals:
         if hasattr(signal, "sigwaitinfo") and hasattr(signal, "pthread_sigmask"):
             _become_subreaper()
             self._previous = signal.pthread_sigmask(signal.SIG_BLOCK,
                                                     {*PASSED_ON, STOP_WAITING})
+            self._canary = _start_canary()  # born with the signals blocked, as this thread
             self._thread = threading.Thread(target=self._wait, name="irscope-signals",
                                             daemon=True)
             self._thread.start()
@@ -63,8 +80,21 @@ class ScriptSignals:
             self.received.append(info.si_signo)
             if info.si_signo in ENDING:
                 self.doomed |= descendants([c.pid for c in self.children])
-            if info.si_code == SI_USER and info.si_pid != os.getpid():  # to irscope alone
+            if not self._reached_the_script(info):
                 self._pass_on(info.si_signo)
+
+    def _reached_the_script(self, info) -> bool:
+        """Whether the signal went to the script too: sent to the process group (the
+        canary got the same, from the same sender), or sent by irscope itself."""
+        if info.si_code == SI_USER and info.si_pid == os.getpid():
+            return True
+        try:
+            self._canary.stdin.write(f"{info.si_signo}\n".encode())
+            self._canary.stdin.flush()
+            answer = self._canary.stdout.readline().split()
+        except (AttributeError, OSError):  # no canary: the kernel's signal is the terminal's
+            return info.si_code != SI_USER
+        return answer == [str(info.si_pid).encode(), str(info.si_code).encode()]
 
     def _pass_on(self, signum: int, _frame=None) -> None:
         """The signal to the script and every process it started, as a terminal sends it
@@ -89,8 +119,22 @@ class ScriptSignals:
             signal.pthread_sigmask(signal.SIG_SETMASK, self._previous)
         for sig, handler in self._handlers.items():
             signal.signal(sig, handler)
+        if self._canary is not None:
+            self._canary.stdin.close()  # its end of input: it exits
+            self._canary.wait()
         if self.doomed:
             end_leftovers(self.doomed - {c.pid for c in self.children})
+
+
+def _start_canary() -> subprocess.Popen | None:
+    """The canary, in irscope's process group with the signals the calling thread blocks
+    blocked (a child inherits them): a signal sent to the group stays pending in it."""
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", CANARY,
+                                 *map(str, PASSED_ON)], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
 
 
 def _become_subreaper() -> None:
