@@ -56,8 +56,8 @@ def test_a_module_runs_with_dash_m_from_the_working_directory(tmp_path, cli):
 
 def test_a_start_that_fails_makes_no_run_and_latest_stays_the_run_before(tmp_path, cli):
     """A script that raised is kept and is `latest`; one that does not compile shows Python's
-    own error and no frame of irscope's, and a binary file is refused in one line: neither
-    makes a run."""
+    own error and no frame of irscope's, a binary file is refused in one line, and so is an
+    interpreter that is not there: none of them leaves a run or a folder behind."""
     from irscope.store import locate_run
 
     write(tmp_path, "raises.py", "raise ValueError('boom')\n")
@@ -76,7 +76,9 @@ def test_a_start_that_fails_makes_no_run_and_latest_stays_the_run_before(tmp_pat
     binary = cli("inspect", "garbage.bin", cwd=tmp_path)
     assert (binary.returncode, binary.stderr) == (
         2, "irscope: error: garbage.bin: not a Python script (binary)\n")
-    assert find_runs(runs) == [kept] and locate_run("latest", runs) == kept
+    absent = cli("inspect", "--python", str(tmp_path / "no-python"), "raises.py", cwd=tmp_path)
+    assert absent.returncode == 1 and absent.stderr.count("\n") == 1, absent.stderr
+    assert list(runs.iterdir()) == [kept] and locate_run("latest", runs) == kept
 
 
 def test_a_framework_that_fails_to_import_shows_pythons_traceback(tmp_path, cli):

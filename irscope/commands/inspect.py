@@ -133,6 +133,9 @@ def run(args) -> int:
         status = _run_child(children, session.staging, lambda: _while_running(session))
     except _NotFiled as exc:
         return _unfiled(session, exc.status, exc.cause)
+    except OSError:  # the interpreter could not be started: a failed start is no run
+        session.discard()
+        raise
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
     if status.get("ended") == COMPILE_ERROR:  # no line of the script ran: no run to file
