@@ -85,16 +85,20 @@ class ScriptSignals:
 
     def _reached_the_script(self, info) -> bool:
         """Whether the signal went to the script too: sent to the process group (the
-        canary got the same, from the same sender), or sent by irscope itself."""
+        canary got the same, from the same sender: the kernel queues a group's signal to
+        every member within the one ``kill()``, long before this thread can ask), or sent
+        by irscope itself."""
         if info.si_code == SI_USER and info.si_pid == os.getpid():
             return True
         try:
             self._canary.stdin.write(f"{info.si_signo}\n".encode())
             self._canary.stdin.flush()
-            answer = self._canary.stdout.readline().split()
-        except (AttributeError, OSError):  # no canary: the kernel's signal is the terminal's
+            answer = self._canary.stdout.readline()
+        except (AttributeError, OSError):
+            answer = b""
+        if not answer:  # no canary: the kernel's signal is taken for the terminal's
             return info.si_code != SI_USER
-        return answer == [str(info.si_pid).encode(), str(info.si_code).encode()]
+        return answer.split() == [str(info.si_pid).encode(), str(info.si_code).encode()]
 
     def _pass_on(self, signum: int, _frame=None) -> None:
         """The signal to the script and every process it started, as a terminal sends it
@@ -120,8 +124,8 @@ class ScriptSignals:
         for sig, handler in self._handlers.items():
             signal.signal(sig, handler)
         if self._canary is not None:
-            self._canary.stdin.close()  # its end of input: it exits
-            self._canary.wait()
+            self._canary.kill()  # (a stopped canary too)
+            self._canary.communicate()
         if self.doomed:
             end_leftovers(self.doomed - {c.pid for c in self.children})
 
