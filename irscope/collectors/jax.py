@@ -23,6 +23,7 @@ memory anyway.
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 import os
 import re
@@ -45,6 +46,8 @@ COMPILE_EVENT = re.compile(r"^/jax/core/compile/(?P<phase>\w+?)(?:_duration)?$")
 # XLA's per-emitter dump (PTX, LLVM IR), asked for per compile on a GPU
 EMITTER_DUMP = ("xla_dump_emitter_re", ".*")
 GPU_PLATFORMS = ("cuda", "rocm", "gpu")
+# how Python names the code of a frozen standard module: "<frozen runpy>"
+FROZEN = "<frozen "
 
 _counter = itertools.count(1)
 _compiles = itertools.count(1)
@@ -66,6 +69,7 @@ def install(staging: Staging, dumps: bool = True,
     monitoring = jax_internals.module("monitoring")
     if (note := jax_internals.version_note()) is not None:
         staging.record_event("collector_error", {"collector": "jax", "error": note})
+    _exclude_own_frames()
 
     lower = pxla.lower_sharding_computation
     internal = _package_folders()
@@ -163,18 +167,28 @@ def install(staging: Staging, dumps: bool = True,
     return restore
 
 
+@functools.cache
+def _exclude_own_frames() -> None:
+    """Tell JAX that irscope's frames (its bootstrap runs the script, its wraps lower and
+    compile) and frozen modules' (``<frozen runpy>``, which runs the script) are never the
+    user's: the source locations JAX writes into StableHLO, and XLA into HLO stack frames,
+    then name the user's frames alone."""
+    source_info = jax_internals.module("source_info_util")
+    for prefix in (os.path.join(os.path.dirname(os.path.dirname(__file__)), ""), FROZEN):
+        source_info.register_exclusion(prefix)
+
+
 def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devices,
                compile_options) -> tuple[int, bool]:
     """Point this compile's XLA dump at a folder of its own, or at nothing when the cache
     holds it already; record which, under the compile's number. Returns the number, and
     whether XLA must compile to dump."""
-    cache_key = jax_internals.module("cache_key")
     ir = jax_internals.module("lib.mlir").ir
 
     number = next(_compiles)
     module = ir.StringAttr(computation.operation.attributes["sym_name"]).value
-    try:  # the key JAX's own compilation cache uses (dump options do not enter it)
-        key = cache_key.get(computation, devices, compile_options, backend)
+    try:
+        key = dump_key(computation, devices, compile_options, backend)
     except Exception:
         key = None
     record: dict[str, Any] = {"compile": number, "module": module, "key": key}
@@ -198,6 +212,27 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
             record["cache"] = str(cache)  # where filing keeps the dump once compiled
     append_record(staging.xla_dump_records, record)
     return number, "folder" in record
+
+
+def dump_key(computation, devices, compile_options, backend) -> str:
+    """The key of a compile's dump in irscope's cache: what determines the dump's text.
+
+    JAX's compilation key with the module's source locations kept in (JAX's own key strips
+    them, so a script moved by a line, or another script with the same function, would be
+    given the first one's dump, its files and line numbers), and the ``--xla_dump`` flags of
+    ``XLA_FLAGS`` that JAX leaves out of its key but which change what XLA writes
+    (``--xla_dump_disable_metadata``, ``--xla_dump_hlo_as_long_text``)."""
+    cache_key = jax_internals.module("cache_key")
+    config = jax_internals.module("config")
+
+    with config.compilation_cache_include_metadata_in_key(True):
+        key = cache_key.get(computation, devices, compile_options, backend)
+    flags = [flag for flag in os.environ.get("XLA_FLAGS", "").split()
+             if flag.startswith("--xla_dump")]
+    if not flags:
+        return key
+    digest = hashlib.sha256(" ".join(flags).encode()).hexdigest()[:16]
+    return f"{key}-{digest}"
 
 
 def without_emitter_dump(compile_options):

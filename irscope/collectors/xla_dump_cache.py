@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 import threading
 from pathlib import Path
 
@@ -27,6 +28,8 @@ FOLDER = "xla-dumps"
 KEY_RE = re.compile(r"^[\w.-]{1,400}$")
 # The module number a dump file name starts with: "module_0012.jit_mlp.before_..." -> "0012"
 MODULE_NUMBER = re.compile(r"^module_(\d+)\.")
+# the bytes XLA keeps in a module's name
+XLA_NAME_BYTES = frozenset((string.ascii_letters + string.digits + "_.-").encode())
 
 
 def entry_path(cache: Path, key: str) -> Path | None:
@@ -97,6 +100,23 @@ def renumbered(names: list[str], numbers) -> dict[str, str]:
         mapping[old] = f"{next(numbers):04d}"
     return {name: MODULE_NUMBER.sub(lambda m: f"module_{mapping[m[1]]}.", name, count=1)
             for name in names}
+
+
+def xla_module_name(name: str) -> str:
+    """The name XLA gives a module JAX named ``name``: each byte of its UTF-8 that is not an
+    ASCII letter, digit, ``_``, ``.`` or ``-`` made ``_`` (``jit_café`` -> ``jit_caf__``)."""
+    return "".join(chr(byte) if byte in XLA_NAME_BYTES else "_" for byte in name.encode())
+
+
+def named_as_jax(name: str, module: str) -> str:
+    """A dump file's name with its module named as JAX named it (``module``), not as XLA
+    did: the collector's records of that compile are filed under JAX's name."""
+    xla = xla_module_name(module)
+    head = match[0] if (match := MODULE_NUMBER.match(name)) else ""
+    rest = name[len(head):]
+    if xla == module or not rest.startswith(xla) or rest[len(xla):len(xla) + 1] not in "./":
+        return name
+    return f"{head}{module}{rest[len(xla):]}"
 
 
 def _safe_name(name: str) -> bool:

@@ -199,7 +199,9 @@ def _compile_dumps(compiles: list[dict[str, Any]], cached: dict[int, Any],
         else:
             continue
         renamed = xla_dump_cache.renumbered(names, numbers)
-        files += [DumpFile(dump_name(renamed[name]), str(entry), f"{entry}/{name}",
+        module = record.get("module") or ""
+        files += [DumpFile(dump_name(xla_dump_cache.named_as_jax(renamed[name], module)),
+                           str(entry), f"{entry}/{name}",
                            functools.partial(read, name)) for name in names]
     return files
 

@@ -1,0 +1,93 @@
+"""Which line of a JAX script each artifact names, on real jax.jit compiles on the CPU: a
+script edited between two runs gets its own HLO from the dump cache, a function with a
+non-ASCII name stays one unit, irscope's own frames name no artifact, and `where` keeps each
+module's kernels apart."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_cli
+from inspect_helpers import inspect, write
+
+from irscope.browse.where import where
+from irscope.read.provenance import provenance_graph
+from irscope.read.view import RunView
+from irscope.store import Run
+from irscope.store.units import is_hidden_by_default
+
+pytest.importorskip("jax")
+
+SCRIPT = '''\
+import functools
+import jax
+import jax.numpy as jnp
+
+
+@functools.partial(jax.jit, static_argnums=(1,))
+def power_sum(x, n):
+    acc = x
+    for _ in range(n):
+        acc = acc * x + 1.0  # POWER
+    return acc.sum()
+
+
+@jax.jit
+def Δ損失(x):
+    return jnp.tanh(x).sum()
+
+
+x = jnp.ones((8, 8))
+print(power_sum(x, 2), power_sum(x, 3), Δ損失(x))
+'''
+MOVED_BY = 3  # comment lines the second run's script starts with
+
+
+def line_of(marker: str, shift: int = 0) -> int:
+    return next(i + 1 for i, line in enumerate(SCRIPT.splitlines()) if marker in line) + shift
+
+
+@pytest.fixture(scope="module")
+def moved(tmp_path_factory):
+    """Two runs sharing one dump cache: the script, then the script moved down three lines
+    (the second run's dumps would all be cache hits under a key blind to locations)."""
+    folder = tmp_path_factory.mktemp("moved")
+    env = {"IRSCOPE_CACHE_DIR": str(folder / "cache")}
+    script = write(folder, "attribution.py", SCRIPT)
+    assert inspect(script, run=folder / "first", env=env).returncode == 0
+    write(folder, "attribution.py", "# one\n# two\n# three\n" + SCRIPT)
+    result = inspect(script, run=folder / "second", env=env, options=["--keep-staging"])
+    assert result.returncode == 0, result.stderr[-3000:]
+    with Run.open(folder / "second", read_only=True) as run:
+        yield RunView(run), str(script)
+
+
+def test_a_moved_line_is_found_in_the_hlo_and_fusions_of_its_own_run(moved):
+    view, script = moved
+    power = line_of("# POWER", MOVED_BY)
+    found = where(view, script, power)
+    stages = {row.stage for row in found.fx if row.unit.startswith("jit_power_sum")}
+    assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt"} <= stages
+    assert {row.graph for row in found.rows} == {"jit_power_sum", "jit_power_sum (module 2)"}
+    assert all(row.kind == "fusion" for row in found.rows)
+    stale = where(view, script, line_of("# POWER"))  # the line it was on in the first run
+    assert not stale.fx and not stale.rows
+
+
+def test_no_artifact_names_irscopes_own_frames(moved):
+    view, script = moved
+    assert provenance_graph(view).files() == [script]
+    for stage in view.stages(kinds=("stablehlo", "hlo_before_opt", "hlo_after_opt")):
+        text = view.read_text(stage)
+        assert "irscope" not in text and "<frozen" not in text, stage.name
+
+
+def test_a_jit_with_a_non_ascii_name_is_one_unit_with_every_stage(moved):
+    view, _ = moved
+    user = [u for u in view.units("jax") if not is_hidden_by_default(u)]
+    assert sorted(u.name for u in user) == [
+        "jit_power_sum", "jit_power_sum (module 2)", "jit_Δ損失"]
+    kinds = {s.kind for s in view.stages(view.unit("jit_Δ損失").id)}
+    assert {"jaxpr", "stablehlo", "hlo_before_opt", "hlo_after_opt"} <= kinds
+
