@@ -13,7 +13,7 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
 from .xla_memory import MemorySummary, parse_summary
 
-VERSION = 4
+VERSION = 5
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
@@ -32,6 +32,16 @@ FUSION_KIND_RE = re.compile(r" kind=(k\w+)")
 CALLS_RE = re.compile(r" calls=%?([\w.\-$]+)")
 # custom_call_target="__cublas$gemm"
 TARGET_RE = re.compile(r'custom_call_target="([^"]*)"')
+# the computations control flow runs, whose instructions run as the entry's do:
+# while(%t), condition=%cond.2, body=%body.3   conditional(...), branch_computations={%a, %b}
+# call(%p, %q), to_apply=%command_buffer (a GPU command buffer)
+SCHEDULED_CALLS_RE = re.compile(r"\b(?:condition|body|true_computation|false_computation|"
+                                r"to_apply)=%?([\w.\-$]+)|\bbranch_computations=\{([^}]*)\}")
+CONTROL_OPCODES = ("while", "conditional", "call")
+# opcodes that run no code of their own: they name values, or call computations that do
+NO_WORK_OPCODES = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast",
+                             "after-all", "add-dependency", "opt-barrier", "fusion",
+                             *CONTROL_OPCODES})
 # backend_config={"fusion_backend_config":{"kind":"__triton_gemm",...}}  (CPU: "fusion_config")
 BACKEND_KIND_RE = re.compile(r'"kind":"([^"]+)"')
 # metadata={op_type="mul" op_name="jit(f)/mul" source_file="/path/seed_jax.py" source_line=21}
@@ -72,6 +82,17 @@ class Fusion:
 
 
 @dataclass(frozen=True)
+class UnfusedOp:
+    """An instruction of an optimized module that runs by itself, outside any fusion: a dot
+    or a custom call the backend runs as a library call, a copy, a sort."""
+
+    name: str
+    opcode: str
+    computation: str  # the entry, a loop's body or condition, a branch
+    line: int  # 1-based
+
+
+@dataclass(frozen=True)
 class HloModule(ParseResult):
     """A parsed HLO module."""
 
@@ -83,6 +104,7 @@ class HloModule(ParseResult):
     custom_calls: Mapping[str, int] = field(default_factory=dict)
     memory: MemorySummary | None = None
     locations: Mapping[int, str] = field(default_factory=dict)  # line -> "file:line"
+    unfused: tuple[UnfusedOp, ...] = ()  # read from optimized modules only
 
 
 def sniff(text: str) -> float:
@@ -126,6 +148,10 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
     order: list[str] = []
     entry = ""
     fusion_rows: list[tuple[str, str, str, str, str]] = []
+    optimized = module is not None and "is_scheduled=true" in text[
+        module.start():text.find("\n", module.start())]
+    working: list[tuple[str, str, str, int]] = []  # instructions that run code, fused or not
+    scheduled: set[str] = set()  # the computations loops, branches and calls run
     custom_calls: Counter = Counter()
     locations: dict[int, str] = {}
     framed: dict[int, int] = {}  # instruction line -> its stack frame id
@@ -199,6 +225,14 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
         elif opcode == "custom-call":
             target = TARGET_RE.search(line)
             custom_calls[target.group(1) if target else "?"] += 1
+        if not optimized:
+            continue
+        if opcode not in NO_WORK_OPCODES:
+            working.append((name, opcode, current, number))
+        elif opcode in CONTROL_OPCODES:
+            for single, several in SCHEDULED_CALLS_RE.findall(line):
+                scheduled.update([single] if single else
+                                 (c.strip().lstrip("%") for c in several.split(",")))
     if current is not None:
         diagnostics.append(Diagnostic(0, f"computation {current} is not closed (truncated file?)"))
     if not entry and order:
@@ -232,14 +266,15 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
     }
     if memory is not None:
         totals["total_bytes"] = memory.total_bytes
-    header = text[module.start():text.find("\n", module.start())] if module else ""
-    kind = "hlo_after_opt" if "is_scheduled=true" in header else "hlo_before_opt"
+    kind = "hlo_after_opt" if optimized else "hlo_before_opt"
+    scheduled.add(entry)
+    unfused = tuple(UnfusedOp(*row) for row in working if row[2] in scheduled)
     return HloModule(kind=kind, histogram=sorted_histogram(total), totals=totals,
                      diagnostics=tuple(diagnostics), name=module.group(1) if module else "",
                      entry=entry, computations=computations,
                      entry_histogram=sorted_histogram(entry_counts), fusions=fusions,
                      custom_calls=sorted_histogram(custom_calls), memory=memory,
-                     locations=locations)
+                     locations=locations, unfused=unfused)
 
 
 def _frame_locations(framed: Mapping[int, int], tables: Mapping[str, Mapping[int, str]]

@@ -110,6 +110,34 @@ def test_gpu_dump_reports_triton_gemm_fusions_and_cublas(corpus):
     assert module.kind == "hlo_after_opt" and module.totals["entry_instructions"] < 400
 
 
+def test_every_cublas_gemm_is_an_unfused_instruction_and_no_fused_op_is(corpus):
+    """A GPU module runs its cuBLAS gemms as custom calls of their own, inside the command
+    buffer its entry calls: each is one of the module's unfused instructions."""
+    name = "xla_module_2541.SyncTensorsGraph.2199.sm_8.0_gpu_after_optimizations.txt"
+    text = (corpus / "hlo" / name).read_text()
+    module = hlo.parse(text)
+    gemms = [number for number, line in enumerate(text.splitlines(), 1)
+             if 'custom_call_target="__cublas$gemm"' in line]
+    assert [op.line for op in module.unfused if op.opcode == "custom-call"] == gemms
+    bodies = {c.name for c in module.computations if c.is_fusion_body}
+    assert module.unfused and not any(op.computation in bodies for op in module.unfused)
+
+
+def test_a_loop_bodys_unfused_sort_is_found_and_its_comparator_is_not():
+    import jax
+    import jax.numpy as jnp
+
+    def sorted_rows(w, x):
+        return jax.lax.fori_loop(0, 3, lambda i, x: jnp.sort(jnp.tanh(x @ w), axis=0), x)
+
+    text = jax.jit(sorted_rows).lower(jnp.ones((8, 8)), jnp.ones((8, 8))).compile().as_text()
+    module = hlo.parse(text)
+    lines = text.splitlines()
+    (sort,) = [op for op in module.unfused if op.opcode == "sort"]
+    assert " sort(" in lines[sort.line - 1] and sort.computation != module.entry
+    assert "compare" not in {op.opcode for op in module.unfused}  # the sort's comparator
+
+
 def test_truncated_module_keeps_what_it_read_and_warns():
     module = hlo.parse((SAMPLES / "hlo" / "truncated_computation.hlo").read_text())
     assert module.computations and module.totals["instructions"] > 0

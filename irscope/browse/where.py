@@ -43,9 +43,13 @@ class StageLines:
 
 @dataclass(frozen=True)
 class KernelLines:
+    """A kernel unit, or an XLA fusion (``module``: the unit whose HLO holds it, since each
+    module names its fusions afresh), and its IR lines that carry the source line."""
+
     unit: str
     instructions: int
     stages: tuple[StageLines, ...]
+    module: str = ""
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,14 @@ class WhereRow:
 
 @dataclass(frozen=True)
 class FxRow:
+    """The FX nodes (a graph) or located lines (a jaxpr, StableHLO, HLO, trace) of one stage
+    whose innermost frame is the source line."""
+
     unit: str
     stage: str
     role: str
     nodes: tuple[tuple[str, int], ...]  # (node, its 1-based line)
+    kind: str = ""  # the stage's kind: fx_graph, jaxpr, hlo_after_opt...
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,7 @@ def where(view: RunView, path: str, line: int, ranges: bool = True) -> Where:
                 fx.setdefault(edge.dst.stage_id, []).append((edge.dst.name, edge.dst.line))
     fx_rows = tuple(FxRow(units[stages[sid].unit_id].name, stages[sid].name,
                           graph.roles.get(_code_of(graph, sid), ""), tuple(sorted(
-                              nodes, key=lambda n: n[1])))
+                              nodes, key=lambda n: n[1])), stages[sid].kind)
                     for sid, nodes in sorted(fx.items()) if sid in stages)
     count = kernel_instructions(view)
     rows = []
@@ -152,7 +160,7 @@ def _fusion_lines(view: RunView, graph, hit: Hit) -> KernelLines:
         if stage.id in dumped:
             count = len(view.read_text(stage).splitlines())
             stages.append(StageLines(stage.kind, stage.name, count, ((1, count),)))
-    return KernelLines(hit.node.name, 0, tuple(stages))
+    return KernelLines(hit.node.name, 0, tuple(stages), graph.units[hit.node.unit_id].name)
 
 
 def _code_of(graph, stage_id: int) -> int:

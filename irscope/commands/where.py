@@ -9,6 +9,10 @@ from irscope.errors import UsageError
 
 # "model.py:12"   "src/model.py:12"   "C:\\src\\model.py:12"
 LOCATION_RE = re.compile(r"^(.+):(\d+)$")
+# what the located places of each kind of stage are, in pipeline order, for the heading
+LOCATED = {"fx_graph": "FX nodes", "aot_graph": "FX nodes", "thunder_trace": "trace lines",
+           "jaxpr": "jaxpr equations", "stablehlo": "StableHLO ops",
+           "hlo_before_opt": "HLO instructions", "hlo_after_opt": "HLO instructions"}
 
 
 def add_parser(subparsers) -> None:
@@ -77,7 +81,8 @@ def _print(found) -> None:
     if found.text is not None:
         out(printable(f"    {found.text.strip()}"))
     if found.fx:
-        out("FX nodes and IR lines located here (this line is their innermost frame):")
+        out(f"{_located_heading({row.kind for row in found.fx})} located here "
+            "(this line is their innermost frame):")
         for row in found.fx:
             role = f" ({row.role})" if row.role else ""
             names = ", ".join(f"{name}:{line}" if name else f"line {line}"
@@ -87,16 +92,17 @@ def _print(found) -> None:
     if found.rows:
         roles = [_role(r) for r in found.rows]
         counts = ", ".join(f"{roles.count(r)} {r}" for r in dict.fromkeys(roles))
-        kernels = {k.unit for r in found.rows for k in r.kernels}
-        out(f"Launches and kernels ({counts}; {len(kernels)} kernel units):")
-        shown: set[str] = set()
+        kernels = {k.unit for r in found.rows for k in r.kernels if not k.module}
+        units = f"; {len(kernels)} kernel units" if kernels else ""
+        out(f"Launches and kernels ({counts}{units}):")
+        shown: set[tuple[str, str]] = set()
         for row in found.rows:
             where_ = f"{row.graph} · {row.stage}:{row.line}" if row.graph else "user kernel"
             how = "; ".join(row.records)
             out(printable(f"  {_role(row):<9} {row.name}  [{where_}]  by {how}"))
             for kernel in row.kernels:
-                seen = kernel.unit in shown
-                shown.add(kernel.unit)
+                seen = (kernel.module, kernel.unit) in shown
+                shown.add((kernel.module, kernel.unit))
                 count = f": {kernel.instructions:,} instructions" if kernel.instructions else ""
                 out(printable(f"      {kernel.unit}{count}"
                               + (" (its IR lines above)" if seen and kernel.stages else "")))
@@ -106,7 +112,17 @@ def _print(found) -> None:
         warn(note)
 
 
+def _located_heading(kinds: set[str]) -> str:
+    """What the stages' located places are: "jaxpr equations, StableHLO ops and HLO
+    instructions", "FX nodes"."""
+    named = [*dict.fromkeys(n for kind, n in LOCATED.items() if kind in kinds)]
+    if kinds - LOCATED.keys():
+        named.append("IR lines")
+    return " and ".join(filter(None, (", ".join(named[:-1]), named[-1])))
+
+
 def _role(row) -> str:
-    """forward / backward / inference, else what the place is (a user kernel, a fusion)."""
-    return row.role or {"kernel": "kernel", "fusion": "fusion", "region": "region"}.get(
-        row.kind, "-")
+    """forward / backward / inference, else what the place is (a user kernel, a fusion, an
+    unfused HLO instruction)."""
+    return row.role or {"kernel": "kernel", "fusion": "fusion", "op": "unfused",
+                        "region": "region"}.get(row.kind, "-")

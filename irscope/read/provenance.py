@@ -4,7 +4,8 @@ and IR, built from the compilers' own records and read once per view.
 Nodes are typed places: a line of a source file, an FX node of one graph stage (identity is
 (unit, stage, node): names repeat across graphs), an output code's kernel definition or launch
 line, a kernel unit, a located line of a JAX or Thunder stage, an XLA fusion and the stages of
-its kernel IR, a Thunder fusion region. Edges point from the user's code towards the machine
+its kernel IR, an instruction of optimized HLO that runs outside any fusion, a Thunder fusion
+region. Edges point from the user's code towards the machine
 and name the record that says so (`# File:` comments, Source Nodes comments, Inductor's
 provenance artifacts, HLO metadata, the "launches" relations). The lines inside one kernel
 (kernel source -> TTIR -> ... -> PTX -> SASS) are linked by their own locations (MLIR `loc`,
@@ -32,10 +33,11 @@ KERNEL = "kernel"  # a kernel unit (Triton, C++, nvFuser)
 LINE = "line"  # a located line of a jaxpr, StableHLO, HLO or Thunder trace stage
 FUSION = "fusion"  # an XLA fusion instruction (and its fused computation) of optimized HLO
 FUSION_IR = "fusion_ir"  # a stage of one fusion's emitted kernel IR (TTIR, LLVM IR, PTX)
+OP = "op"  # an instruction of optimized HLO that runs outside any fusion (a dot, a custom call)
 REGION = "region"  # a Thunder fusion region's call in an execution trace
 CODE_KINDS = (KERNEL_DEF, LAUNCH)
 # what the user reaches from a line: the places that run on the device
-TARGET_KINDS = frozenset({LAUNCH, KERNEL, FUSION, FUSION_IR, REGION})
+TARGET_KINDS = frozenset({LAUNCH, KERNEL, FUSION, FUSION_IR, OP, REGION})
 
 # records, as edges name them
 FILE_COMMENT = "# File: comment"
@@ -51,6 +53,7 @@ DEFINED = "defined in the output code"
 LOCATION = "source location"
 FUSED = "fused computation"
 DUMPED = "the fusion's dump"
+UNFUSED = "unfused instruction"
 REGION_CALL = "fusion region"
 
 
@@ -284,7 +287,7 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
         if node.kind == LAUNCH:
             launched_defs.update(e.src for e in graph.upstream(node) if e.src.kind == KERNEL_DEF)
     for node, records in reached.items():
-        if node.kind in (LAUNCH, KERNEL_DEF, REGION, FUSION) and not (
+        if node.kind in (LAUNCH, KERNEL_DEF, REGION, FUSION, OP) and not (
                 node.kind == KERNEL_DEF and (node in launched_defs or any(
                     e.dst.kind == LAUNCH for e in graph.downstream(node)))):
             kernels = tuple({e.dst.unit_id: graph.units[e.dst.unit_id]

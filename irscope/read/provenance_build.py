@@ -14,8 +14,9 @@ from irscope.errors import IrscopeError
 from irscope.read.provenance import (ATEN_MAPPING, CALLER_FRAME, DEFINED, DUMPED, FILE_COMMENT,
                                      FUSED, FUSION, FUSION_IR, FX, KERNEL, KERNEL_DEF,
                                      KERNEL_TO_POST, LAUNCH, LAUNCHES, LINE, LOCATION,
-                                     NODE_MAPPING, REGION, REGION_CALL, SOURCE, SOURCE_NODES,
-                                     STACK_LINE, STACK_TRACE, Node, ProvenanceGraph)
+                                     NODE_MAPPING, OP, REGION, REGION_CALL, SOURCE,
+                                     SOURCE_NODES, STACK_LINE, STACK_TRACE, UNFUSED, Node,
+                                     ProvenanceGraph)
 from irscope.read.view import RunView
 from irscope.store import Relation, Stage, Unit
 
@@ -309,6 +310,11 @@ class _Build:
                         graph.add(located[line], node, FUSED)
                 for dumped in by_suffix.get(fusion.name, ()):
                     graph.add(node, Node(FUSION_IR, unit.id, dumped.id, fusion.name), DUMPED)
+            for op in getattr(parsed, "unfused", ()):
+                if op.line in located:
+                    node = Node(OP, unit.id, stage.id, op.name, op.line)
+                    graph.span(node, op.line)
+                    graph.add(located[op.line], node, UNFUSED)
 
     # -- Thunder --------------------------------------------------------------------------
     def thunder_unit(self, unit: Unit, stages: list[Stage]) -> None:

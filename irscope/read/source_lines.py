@@ -24,7 +24,7 @@ class LineRow:
     forward: int = 0
     backward: int = 0
     inference: int = 0
-    other: int = 0  # user kernels, XLA fusions, Thunder regions
+    other: int = 0  # user kernels, XLA fusions and unfused instructions, Thunder regions
     kernels: int = 0
     instructions: int = 0
     gpu_time_ns: int | None = None  # measured (inspect --profile): the kernels it feeds
