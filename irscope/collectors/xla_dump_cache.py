@@ -1,10 +1,11 @@
-"""XLA dumps taken one compile at a time, and kept in a cache under JAX's compilation key.
+"""XLA dumps taken one compile at a time, and kept in a cache under a key of what they say.
 
 XLA writes its dump (HLO before and after optimization, buffer assignment, memory usage,
 LLVM IR, PTX) while it compiles, at a cost of tens of milliseconds a module. The JAX
 collector asks for a dump per compile, into a folder of its own, and files every dump here
-under the module's JAX compilation-cache key. A later run that compiles the same module
-again, or loads it from JAX's persistent compilation cache (which skips XLA, and so its
+under the module's JAX compilation-cache key, source locations included
+(``irscope.collectors.jax.dump_key``: a dump names the lines it came from). A later run that
+compiles the same module from the same lines again, or loads it from JAX's persistent compilation cache (which skips XLA, and so its
 dump), is filed from this cache instead: a warm run costs no dump and still shows it all.
 
 One zip file a module, ``<cache>/xla-dumps/<key>.zip``; the cache is ``$IRSCOPE_CACHE_DIR``

@@ -9,9 +9,9 @@ from irscope.console import out, print_json
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser(
         "cache", help="show or clear irscope's caches (XLA dumps, SASS and resource usage)",
-        description="irscope keeps each XLA dump under its module's JAX compilation key, so a "
-                    "later run that compiles the same module is filed without XLA dumping it "
-                    "again, and the output of nvdisasm, cuobjdump and ptxas under the SHA-256 "
+        description="irscope keeps each XLA dump under its module's JAX compilation key "
+                    "with its source locations, so a later run that compiles the same module "
+                    "from the same lines is filed without XLA dumping it again, and the output of nvdisasm, cuobjdump and ptxas under the SHA-256 "
                     "of the cubin or PTX they read, so a kernel is disassembled once. The cache "
                     "is $IRSCOPE_CACHE_DIR (empty: no cache), else $XDG_CACHE_HOME/irscope, "
                     "else ~/.cache/irscope.")
