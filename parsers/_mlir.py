@@ -11,7 +11,7 @@ from pygments.lexer import RegexLexer
 from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuation, String,
                             Text, Whitespace)
 
-from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
+from .base import Diagnostic, ParseResult, sorted_histogram, unescaped, user_frame
 
 # `%0:2 = "tt.reduce"(%x) ...`, `tt.store %p, %v`, `return %1`, `module attributes {...}`
 OP_RE = re.compile(
@@ -31,6 +31,8 @@ INLINE_LAYOUT_RE = re.compile(r'#' + LAYOUT_DIALECTS
 LAYOUT_KIND_RE = re.compile(r'#' + LAYOUT_DIALECTS + r'\.(\w+)')
 # `"/path/kernel.py":12:5` (FileLineColLoc, maybe with `to :L:C`)
 FILE_LOC_RE = re.compile(r'"((?:[^"\\]|\\.)*)":(\d+)')
+# MLIR's escapes in a string: \C3\A9 (a byte in hex: "é" in UTF-8), \\, \"
+STRING_ESCAPE_RE = re.compile(r"\\([0-9A-Fa-f]{2}|.)", re.DOTALL)
 # what nesting depends on in an attribute or a location: strings, `->`, brackets, separators
 BRACKET_TOKEN_RE = re.compile(r'"(?:[^"\\]|\\.)*"|->|[()\[\]{}<>,]| at ')
 # a module attribute value: `4 : i32`
@@ -302,7 +304,8 @@ def _frames(raw: str, aliases: Mapping[str, str], memo: dict, missing: set) -> t
     elif raw.startswith('"'):
         m = FILE_LOC_RE.match(raw)
         if m:
-            frames = (f"{m.group(1)}:{m.group(2)}",)
+            path = unescaped(m.group(1), STRING_ESCAPE_RE, _mlir_escape)
+            frames = (f"{path}:{m.group(2)}",)
         else:  # NameLoc: `"x"(#loc9)`
             end = STRING_RE.match(raw)
             rest = raw[end.end():].strip() if end else ""
@@ -321,6 +324,11 @@ def _frames(raw: str, aliases: Mapping[str, str], memo: dict, missing: set) -> t
                 break
     memo[raw] = frames
     return frames
+
+
+def _mlir_escape(escape: str) -> bytes:
+    """The bytes an escape of an MLIR string stands for: ``C3`` (hex), ``\\``, ``"``."""
+    return bytes([int(escape, 16)]) if len(escape) == 2 else escape.encode()
 
 
 # ---- sniffing --------------------------------------------------------------------------

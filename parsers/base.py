@@ -204,3 +204,17 @@ def user_frame(frames: tuple[str, ...]) -> str | None:
         if not LIBRARY_PATH_RE.search(frame):
             return frame
     return frames[0] if frames else None
+
+
+def unescaped(text: str, escape: re.Pattern[str], byte_of: Callable[[str], bytes]) -> str:
+    """``text`` as a compiler printed it, each ``escape`` (group 1: what follows the
+    backslash) replaced by the bytes ``byte_of`` makes of it, read as UTF-8: a path with a
+    non-ASCII character reads as the path the other stages name (``café/t.py``)."""
+    if "\\" not in text:
+        return text
+    data, at = bytearray(), 0
+    for match in escape.finditer(text):
+        data += text[at:match.start()].encode() + byte_of(match.group(1))
+        at = match.end()
+    data += text[at:].encode()
+    return data.decode("utf-8", "replace")

@@ -10,10 +10,10 @@ from typing import Mapping
 from pygments.lexer import RegexLexer, bygroups
 from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation, String, Text
 
-from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
+from .base import Diagnostic, ParseResult, sorted_histogram, unescaped, user_frame
 from .xla_memory import MemorySummary, parse_summary
 
-VERSION = 5
+VERSION = 6
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)
@@ -55,6 +55,9 @@ STACK_FRAME_RE = re.compile(r"\bstack_frame_id=(\d+)")
 TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 TABLE_ROW_RE = re.compile(r'^(\d+) (?:"(.*)"|\{(.*)\})\s*$')
 TABLE_FIELD_RE = re.compile(r"(\w+)=(\d+)")
+# the C escapes XLA prints in a string: \303\251 (bytes in octal: "é" in UTF-8), \", \\, \n
+C_ESCAPE_RE = re.compile(r"\\([0-7]{1,3}|.)", re.DOTALL)
+C_ESCAPED_CHARACTERS = {"n": "\n", "t": "\t", "r": "\r"}
 
 
 @dataclass(frozen=True)
@@ -171,8 +174,8 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                 if line in TABLES:
                     table = tables[line]
                 elif row:
-                    table[int(row.group(1))] = row.group(2) if row.group(2) is not None \
-                        else row.group(3)
+                    table[int(row.group(1))] = row.group(3) if row.group(2) is None \
+                        else unescaped(row.group(2), C_ESCAPE_RE, _c_escape)
                 elif line.strip():
                     table = None
                 if table is not None:
@@ -210,7 +213,8 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
         if "source_file=" in line:
             source = SOURCE_RE.search(line)
             if source:
-                locations[number] = f"{source.group(1)}:{source.group(2)}"
+                path = unescaped(source.group(1), C_ESCAPE_RE, _c_escape)
+                locations[number] = f"{path}:{source.group(2)}"
         elif "stack_frame_id=" in line:
             frame = STACK_FRAME_RE.search(line)
             if frame:
@@ -275,6 +279,13 @@ def parse(text: str, buffer_assignment: str | None = None) -> HloModule:
                      entry_histogram=sorted_histogram(entry_counts), fusions=fusions,
                      custom_calls=sorted_histogram(custom_calls), memory=memory,
                      locations=locations, unfused=unfused)
+
+
+def _c_escape(escape: str) -> bytes:
+    """The bytes a C escape of an HLO string stands for: ``303`` (octal), ``n``, ``"``."""
+    if escape[0] in "01234567":
+        return bytes([int(escape, 8) & 0xFF])
+    return C_ESCAPED_CHARACTERS.get(escape, escape).encode()
 
 
 def _frame_locations(framed: Mapping[int, int], tables: Mapping[str, Mapping[int, str]]

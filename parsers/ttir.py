@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ._mlir import MlirLexer, MlirModule, parse_module, sniff_dialects
 
-VERSION = 1
+VERSION = 2
 __all__ = ["VERSION", "MlirLexer", "MlirModule", "parse", "sniff"]
 
 

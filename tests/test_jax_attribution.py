@@ -1,7 +1,8 @@
 """Which line of a JAX script each artifact names, on real jax.jit compiles on the CPU: a
 script edited between two runs gets its own HLO from the dump cache, a function with a
-non-ASCII name stays one unit, irscope's own frames name no artifact, and `where` keeps each
-module's kernels apart and lists the HLO instructions that run outside fusions."""
+non-ASCII name stays one unit, a non-ASCII path is one file, irscope's own frames name no
+artifact, and `where` keeps each module's kernels apart and lists the HLO instructions that
+run outside fusions."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ def line_of(marker: str, shift: int = 0) -> int:
 def moved(tmp_path_factory):
     """Two runs sharing one dump cache: the script, then the script moved down three lines
     (the second run's dumps would all be cache hits under a key blind to locations)."""
-    folder = tmp_path_factory.mktemp("moved")
+    folder = tmp_path_factory.mktemp("moved") / "café"  # XLA and MLIR escape the é
+    folder.mkdir()
     env = {"IRSCOPE_CACHE_DIR": str(folder / "cache")}
     script = write(folder, "attribution.py", SCRIPT)
     assert inspect(script, run=folder / "first", env=env).returncode == 0
@@ -80,7 +82,9 @@ def test_a_moved_line_is_found_in_the_hlo_and_fusions_of_its_own_run(moved):
     assert not stale.fx and not stale.rows
 
 
-def test_no_artifact_names_irscopes_own_frames(moved):
+def test_the_records_name_the_script_alone_as_its_path_is_spelled(moved):
+    """No frame of irscope's (its bootstrap, its wraps of JAX) or of runpy in any stage, and
+    the path read back from HLO's and StableHLO's escaped strings as the jaxpr spells it."""
     view, script = moved
     assert provenance_graph(view).files() == [script]
     for stage in view.stages(kinds=("stablehlo", "hlo_before_opt", "hlo_after_opt")):
