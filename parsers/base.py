@@ -192,18 +192,27 @@ def gc_paused(parse: _Parse) -> _Parse:
     return paused  # type: ignore[return-value]
 
 
-# frames in library code (`triton/language/standard.py` inside `tl.max`, `jax/_src/...`)
+# frames in library code (`triton/language/standard.py` inside `tl.max`, `jax/_src/...`), and
+# (group "never") frames that are never the user's: irscope's collectors, which run the script
+# and wrap the compilers, and frozen standard modules (`<frozen runpy>`), in runs made before
+# the JAX collector kept them out of the compilers' records
 LIBRARY_PATH_RE = re.compile(
-    r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)[/\\]')
+    r'[/\\](?:site-packages|dist-packages|triton[/\\]language|jax[/\\]_src)[/\\]'
+    r'|(?P<never>^<frozen |[/\\]irscope[/\\]collectors[/\\])')
 
 
 def user_frame(frames: tuple[str, ...]) -> str | None:
-    """The innermost "file:line" of a call stack (innermost first) outside library code; the
-    PTX, LLVM IR, SASS and MLIR parsers all name a line's location so."""
+    """The innermost "file:line" of a call stack (innermost first) outside library code, else
+    its innermost library frame; never irscope's or a frozen module's. The PTX, LLVM IR, SASS
+    and MLIR parsers all name a line's location so."""
+    library = None
     for frame in frames:
-        if not LIBRARY_PATH_RE.search(frame):
+        match = LIBRARY_PATH_RE.search(frame)
+        if match is None:
             return frame
-    return frames[0] if frames else None
+        if library is None and match.group("never") is None:
+            library = frame
+    return library
 
 
 def unescaped(text: str, escape: re.Pattern[str], byte_of: Callable[[str], bytes]) -> str:

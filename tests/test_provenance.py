@@ -403,6 +403,16 @@ def test_where_command_prints_text_and_json_and_one_line_errors(cli):
         assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_irscopes_own_frames_in_an_older_run_are_read_past(cli):
+    """These JAX runs were captured while irscope's own frames (its bootstrap, its wraps of
+    JAX, runpy) still reached the compilers' records: no front end names them."""
+    for sample in ("jax_cuda", "jax_triton"):
+        result = cli("where", GPU_SAMPLES / sample, "--files", "--json")
+        files = json.loads(result.stdout)["files"]
+        assert files and not [f for f in files if "/irscope/collectors/" in f
+                              or f.startswith("<frozen")], sample
+
+
 def test_without_inductors_provenance_records_the_comments_still_lead_to_the_lines(tmp_path):
     """inspect asks for Inductor's provenance records only with --provenance (and a warm
     cache logs them empty): the FX graphs' and output code's own comments must still lead
