@@ -69,7 +69,10 @@ def install(staging: Staging, dumps: bool = True,
     monitoring = jax_internals.module("monitoring")
     if (note := jax_internals.version_note()) is not None:
         staging.record_event("collector_error", {"collector": "jax", "error": note})
-    _exclude_own_frames()
+    try:
+        _exclude_own_frames()
+    except Exception as exc:  # the capture goes on; readers skip these frames themselves
+        staging.record_event("collector_error", {"collector": "jax", "error": repr(exc)})
 
     lower = pxla.lower_sharding_computation
     internal = _package_folders()
@@ -172,7 +175,7 @@ def _exclude_own_frames() -> None:
     """Tell JAX that irscope's frames (its bootstrap runs the script, its wraps lower and
     compile) and frozen modules' (``<frozen runpy>``, which runs the script) are never the
     user's: the source locations JAX writes into StableHLO, and XLA into HLO stack frames,
-    then name the user's frames alone."""
+    then name the user's frames alone. For the life of the process: JAX takes none back."""
     source_info = jax_internals.module("source_info_util")
     for prefix in (os.path.join(os.path.dirname(os.path.dirname(__file__)), ""), FROZEN):
         source_info.register_exclusion(prefix)
