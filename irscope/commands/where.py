@@ -20,9 +20,11 @@ def add_parser(subparsers) -> None:
         "where", help="what a line of your code became: FX nodes, kernels, IR lines",
         description="Print what FILE:LINE became at each stage of the run, by the compilers' "
                     "own records: the FX nodes it is the innermost frame of (each graph with "
-                    "its role), the kernels and extern calls it feeds (forward and backward, "
-                    "each launch with its output-code line and the records that say so), and "
-                    "each kernel's IR lines and SASS instructions. FILE is a path or a file "
+                    "its role; for JAX its jaxpr equations, StableHLO ops and HLO "
+                    "instructions), the kernels and extern calls it feeds (forward and "
+                    "backward, each launch with its output-code line and the records that say "
+                    "so; for JAX the XLA fusions and the HLO instructions run outside any "
+                    "fusion, per module), and each kernel's IR lines and SASS instructions. FILE is a path or a file "
                     "name the run's records name once; with FILE alone, the lines of it that "
                     "feed kernels; with --files, the files the records name.")
     parser.add_argument("run", metavar="RUN", help="run folder, name, prefix or 'latest'")
