@@ -18,8 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import GPU_SAMPLES, SAMPLES, run_cli
-from irscope.analysis.lint import RULE_IDS, RULES, Rule, xla_thread_local_buffer
+from irscope.analysis.figures import UnitFigures
+from irscope.analysis.lint import (RULE_IDS, RULES, LintInput, Rule, StageInput,
+                                   extern_round_trip, xla_thread_local_buffer)
 from irscope.ingest import ingest
+from irscope.parsers import inductor
 from irscope.reports.build import build_report
 from irscope.read.lint import read_findings
 from irscope.store import Run
@@ -247,6 +250,35 @@ def test_extern_round_trip_points_at_both_calls():
     first, second = finding.lines
     assert "extern_kernels.mm(" in code[first - 1]
     assert "triton_poi_fused_relu_0.run(" in code[second - 1]
+
+
+def test_extern_round_trip_follows_the_result_buffer_into_the_kernel_that_reads_it():
+    """A CPU backward: the pairs are those where a C++ kernel's inputs name the extern's `out=`
+    buffer or a view or reuse of it (buf13 read as buf18 at 352), never an extern and the next
+    kernel that reads something else (mm_1 at 300, kernel at 304); C++ kernels get no kind and
+    no Triton advice."""
+    text = (SAMPLES / "inductor" / "mlp_attention_backward.output_code.py").read_text()
+    stage = StageInput("inductor_output_code", "inductor_output_code", inductor.parse(text),
+                       text)
+    found = list(extern_round_trip(LintInput(UnitFigures(1, "backward", "torch"),
+                                             stages=(stage,))))
+    assert [f.lines for f in found] == [(307, 334), (311, 316), (321, 334), (326, 334),
+                                        (342, 352)]
+    code = text.splitlines()
+    for finding in found:
+        written = re.search(r"out=(buf\d+)", code[finding.lines[0] - 1]).group(1)
+        aliases = {written} | set(re.findall(rf"(buf\d+) = reinterpret_tensor\({written}\b", text))
+        assert aliases & set(re.findall(r"buf\d+", code[finding.lines[1] - 1]))
+    assert all("(pointwise)" not in f.message and "Triton" not in f.message for f in found)
+    assert "C++ GEMM template" in found[-1].message
+
+
+@pytest.mark.slow
+def test_graph_break_finding_names_what_dynamo_could_not_trace(torch_run):
+    """Dynamo's explanation (the call it met, by name), as the problems list shows it, not its
+    generic "attempting to trace CALL" reason."""
+    (finding,) = _findings(torch_run, _unit(torch_run, "] f"), "graph_break")
+    assert "builtin operator `print`" in finding.message, finding.message
 
 
 @pytest.mark.slow

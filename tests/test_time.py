@@ -319,8 +319,8 @@ def test_a_finding_at_lines_of_an_output_code_weighs_the_kernels_launched_there(
     with Run.open(target) as run:
         time, trace = read_time(run), trace_of(run)
         graphs = {u.name: u.id for u in run.units("torch")}
-        (finding,) = [f for f in read_findings(run) if f.rule == "extern_round_trip"
-                      and "gpu_time_share" in f.figures]
+        finding = next(f for f in read_findings(run) if f.rule == "extern_round_trip"
+                       and "gpu_time_share" in f.figures)
         graph = graphs[finding.unit]
         spent = sum(k.total_ns for k in time.kernels if k.graph_id == graph
                     and k.output_code == finding.stage and k.line in finding.lines)
@@ -340,7 +340,7 @@ def test_one_advice_at_every_layers_lines_is_one_problem_with_their_time(torch_r
     time, trace = read_time(torch_run), trace_of(torch_run)
     findings = [f for f in read_findings(torch_run) if f.rule == "extern_round_trip"]
     problems = [p for p in run_problems(torch_run) if p.kind == "lint extern_round_trip"]
-    assert len(findings) == 4 and len(problems) == 2  # two layers, two round trips each
+    assert len(findings) == 6 and len(problems) == 3  # two layers, three round trips each
     assert sorted(line for p in problems for line in p.lines) == sorted(
         line for f in findings for line in f.lines)
     graphs = {u.name: u.id for u in torch_run.units("torch")}

@@ -49,6 +49,10 @@ WARPS_RE = re.compile(r"warpsPerCTA\s*=\s*\[([\d, ]+)\]")
 SHARED_STORE_RE = re.compile(r"^\s*(?:@!?%p\d+\s+)?st\.shared\b")
 # "#ttg.slice<{dim = 1, parent = #blocked}>"
 SLICE_PARENT_RE = re.compile(r"parent\s*=\s*(#[\w]+)")
+# Extern calls Inductor has a template for that can fuse an epilogue (torch/_inductor/kernel/
+# for Triton; codegen/cpp_gemm_template.py and cpp_bmm_template.py for C++)
+TRITON_TEMPLATES = ("mm", "addmm", "bmm", "baddbmm", "convolution", "_int_mm", "_scaled_mm")
+CPP_TEMPLATES = {"mm": "GEMM", "addmm": "GEMM", "bmm": "BMM"}
 
 
 @dataclass(frozen=True)
@@ -456,11 +460,13 @@ def unvectorized_access(unit: LintInput) -> Iterable[Finding]:
 
 
 # -- graphs and events -----------------------------------------------------------------------
-def _event_findings(unit: LintInput, kind: str, rule: str, label: str) -> Iterable[Finding]:
+def _event_findings(unit: LintInput, kind: str, rule: str, label: str,
+                    said: tuple[str, ...] = ("reason", "explanation")) -> Iterable[Finding]:
+    """A finding per event of ``kind``, saying the first of its ``said`` fields it holds."""
     for event_kind, data in unit.events:
         if event_kind != kind:
             continue
-        reason = str(data.get("reason") or data.get("explanation") or "no reason recorded")
+        reason = str(next((data[k] for k in said if data.get(k)), "no reason recorded"))
         file, line = data.get("file"), data.get("line")
         source = f"{file}:{line}" if file and line else None
         at = f" at {source}" if source else ""
@@ -469,7 +475,10 @@ def _event_findings(unit: LintInput, kind: str, rule: str, label: str) -> Iterab
 
 
 def graph_break(unit: LintInput) -> Iterable[Finding]:
-    return _event_findings(unit, "graph_break", "graph_break", "graph break")
+    """Dynamo's explanation of a break (what it could not trace, by name) before its generic
+    reason (the bytecode it stopped at), as the problems list says it."""
+    return _event_findings(unit, "graph_break", "graph_break", "graph break",
+                           ("explanation", "reason"))
 
 
 def recompile(unit: LintInput) -> Iterable[Finding]:
@@ -494,18 +503,37 @@ def recompile(unit: LintInput) -> Iterable[Finding]:
 
 def extern_round_trip(unit: LintInput) -> Iterable[Finding]:
     for code in unit.stages_of("inductor_output_code"):
-        kinds = {k.name: k.kind for k in code.parsed.kernels}
-        sequence = code.parsed.launch_sequence
-        for first, second in zip(sequence, sequence[1:]):
-            kind = kinds.get(second.name)
-            if first.kind != "extern" or second.kind != "kernel" or kind not in (
-                    "pointwise", "cpp", None):
+        kernels = {k.name: k for k in code.parsed.kernels}
+        launches = {launch.line: launch for launch in code.parsed.launch_sequence}
+        externs = [line for line, launch in launches.items() if launch.kind == "extern"]
+        generated = {line: text_of.kernel_parameters(kernels[launch.name].source)
+                     if launch.name in kernels else ()
+                     for line, launch in launches.items() if launch.kind == "kernel"}
+        for extern_line, kernel_line in text_of.extern_reads(code.text, externs, generated):
+            extern, launch = launches[extern_line], launches[kernel_line]
+            kernel = kernels.get(launch.name)
+            kind = kernel.kind if kernel else None
+            if kind not in ("pointwise", "cpp", None):  # a reduction is no GEMM epilogue
                 continue
-            yield _finding("extern_round_trip", unit, code, [first.line, second.line],
-                           f"extern {first.name} writes its result to memory and "
-                           f"{second.name} (pointwise) reads it back: an epilogue "
-                           f"Inductor could fuse into a Triton {first.name} template",
+            named = f" ({kind})" if kind == "pointwise" else ""
+            yield _finding("extern_round_trip", unit, code, [extern_line, kernel_line],
+                           f"extern {extern.name} writes its result to memory and "
+                           f"{launch.name}{named} reads it back"
+                           f"{_epilogue_advice(extern.name, kernel)}",
                            {"extern_calls": 1, "kernels": 1})
+
+
+def _epilogue_advice(extern: str, kernel) -> str:
+    """Where Inductor could fuse the kernel into the extern, for the kernel's backend."""
+    backend = kernel.backend if kernel else None
+    if backend == "triton" and extern in TRITON_TEMPLATES:
+        return (f": an epilogue Inductor could fuse into a Triton {extern} template "
+                f"(mode=\"max-autotune\")")
+    if backend == "cpp" and extern in CPP_TEMPLATES:
+        weight = "; the weight constant, as freezing makes it" if extern != "bmm" else ""
+        return (f": an epilogue Inductor's C++ {CPP_TEMPLATES[extern]} template could take "
+                f"(mode=\"max-autotune\" with CPP among max_autotune_gemm_backends{weight})")
+    return ""
 
 
 # -- XLA -------------------------------------------------------------------------------------

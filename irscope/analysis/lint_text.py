@@ -9,7 +9,7 @@ feed each other, and which PTX or SASS lines are global or local memory accesses
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -311,3 +311,87 @@ def fusion_producers(nodes: Mapping[str, HloNode], node: HloNode) -> list[HloNod
         if current is not None and current.opcode == "fusion" and current not in found:
             found.append(current)
     return found
+
+
+# -- Inductor output code ------------------------------------------------------------------
+# "        extern_kernels.mm(reinterpret_tensor(tangents_1, (16, 32), (32, 1), 0), w, out=buf0)"
+EXTERN_OUT_RE = re.compile(r"\bout=(?:reinterpret_tensor\()?(\w+)")
+# "        buf3 = extern_kernels.convolution(buf2, primals_4, ...)"
+ASSIGNED_RE = re.compile(r"^\s*(\w+) = ")
+# "        buf13 = reinterpret_tensor(buf8, (16, 32), (32, 1), 0); del buf8  # reuse"
+# "        buf6 = div; del div  # reuse"
+ALIAS_RE = re.compile(r"^\s*(\w+) = (?:reinterpret_tensor\(\s*)?(\w+)\s*[,;)]|^\s*(\w+) = (\w+)\s*(?:#.*)?$")
+# 'extern "C"  void  kernel(const float* in_ptr0,' / "def triton_poi_fused_relu_0(in_out_ptr0, xnumel, XBLOCK : tl.constexpr):"
+KERNEL_SIGNATURE_RE = re.compile(r"(?:\bvoid\s+kernel|^def \w+)\(([^)]*)\)", re.M)
+WORD_RE = re.compile(r"[A-Za-z_]\w*")
+WRITE_ONLY_PARAMETER = "out_ptr"  # Inductor names a kernel's outputs out_ptrN, inputs in_ptrN
+
+
+def kernel_parameters(source: str) -> tuple[str, ...]:
+    """A generated kernel's parameter names in order (Triton's ``def``, C++'s ``kernel``)."""
+    m = KERNEL_SIGNATURE_RE.search(source)
+    if not m:
+        return ()
+    words = (WORD_RE.findall(part.split(":")[0].split("=")[0]) for part in m.group(1).split(","))
+    return tuple(found[-1] for found in words if found)
+
+
+def call_arguments(line: str) -> tuple[str, ...]:
+    """The positional arguments of the call on ``line``, each as written, keywords left out."""
+    start = line.find("(")
+    if start < 0:
+        return ()
+    parts, depth, current = [], 0, []
+    for ch in line[start + 1:]:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                break
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(current).strip())
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current).strip())
+    return tuple(p for p in parts if p and not re.match(r"^\w+\s*=[^=]", p))
+
+
+def extern_reads(text: str, externs: Collection[int],
+                 kernels: Mapping[int, tuple[str, ...]]) -> list[tuple[int, int]]:
+    """(extern line, kernel line) for each extern call whose result a generated kernel reads
+    next: the buffer it writes (``out=``, or the name it is assigned to) followed through
+    views and reuses (``reinterpret_tensor``, ``bufN = bufM``) into a kernel's inputs.
+    ``externs``: the extern calls' lines; ``kernels``: line -> the kernel's parameter names
+    (an argument in an ``out_ptr`` position is written, not read)."""
+    lines = text.splitlines()
+    root: dict[str, str] = {}
+    writer: dict[str, int] = {}  # a buffer's storage -> the extern line whose result it holds
+    found: list[tuple[int, int]] = []
+    first = min([*externs, *kernels], default=1)
+    last = max(kernels, default=0)
+    for number in range(first, last + 1):
+        line = lines[number - 1]
+        if number in externs:
+            out = EXTERN_OUT_RE.search(line) or ASSIGNED_RE.match(line)
+            if out:
+                writer[root.get(out.group(1), out.group(1))] = number
+        elif number in kernels:
+            parameters = kernels[number]
+            for index, argument in enumerate(call_arguments(line)):
+                name = WORD_RE.match(argument.removeprefix("reinterpret_tensor(").strip())
+                storage = root.get(name.group(0), name.group(0)) if name else None
+                written = index < len(parameters) and parameters[index].startswith(
+                    WRITE_ONLY_PARAMETER)
+                if storage in writer and not written:
+                    found.append((writer.pop(storage), number))
+                elif storage in writer:
+                    writer.pop(storage)
+        else:
+            alias = ALIAS_RE.match(line)
+            if alias:
+                new, old = (alias.group(1), alias.group(2)) if alias.group(1) else (
+                    alias.group(3), alias.group(4))
+                root[new] = root.get(old, old)
+    return sorted(found)
