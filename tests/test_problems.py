@@ -11,7 +11,7 @@ import pytest
 
 from conftest import GPU_SAMPLES
 from irscope.read.autotune import unchosen_candidates
-from irscope.read.problems import SLOW_COMPILE_S, break_detail, run_problems
+from irscope.read.problems import SLOW_COMPILE_S, break_detail, failure_title, run_problems
 from irscope.read.stage_text import readable_text
 from irscope.read.view import RunView
 from irscope.store import Run
@@ -125,3 +125,16 @@ def test_a_restart_reason_reads_like_the_record():
     assert found["explanation"] == "logging.Logger methods are not supported."
     assert found["hints"] == ("Add the logging method to "
                               "`torch._dynamo.config.ignore_logging_functions`.",)
+
+
+def test_a_failed_compile_is_titled_by_what_its_record_says_never_by_its_json():
+    """The compile_failure of a run Ctrl-C'd mid-compile (`timeout -s INT 5 irscope inspect`,
+    torch 2.13: Dynamo's metrics give the exception type and no reason), and the Triton
+    collector's, whose record says its error under another key."""
+    interrupted = {"file": None, "line": None, "reason": "", "type": "KeyboardInterrupt"}
+    assert failure_title(interrupted) == "interrupted (Ctrl-C) while compiling"
+    triton = {"framework": "triton", "name": "add_kernel",
+              "error": "CompilationError: at 3:4: undefined name"}
+    assert failure_title(triton) == "CompilationError: at 3:4: undefined name"
+    assert failure_title({"type": "BackendCompilerFailed", "reason": "boom"}) == (
+        "BackendCompilerFailed: boom")

@@ -232,15 +232,14 @@ class _Rows:
                              line=line_with(text, reason[:40]) if stage else None),
                      ("recompile", units, reason))
         else:
-            reason = one_line(data.get("reason") or data.get("message") or data)
+            title = failure_title(data)
             where = (f"{data['file']}:{data['line']}" if data.get("file") and data.get("line")
                      else None)
             stage, text = self.metrics(event.unit_id)
-            kind = one_line(data.get("type")) if data.get("type") else ""
-            self.add(Problem("compile failure", "error", f"{kind}: {reason}" if kind else reason,
-                             units, ranks, where, **opens, stage=stage.name if stage else None,
+            self.add(Problem("compile failure", "error", title, units, ranks, where, **opens,
+                             stage=stage.name if stage else None,
                              line=line_with(text, '"fail_reason"') if stage else None),
-                     ("compile failure", where, reason))
+                     ("compile failure", where, title))
 
     def record(self, unit_id: int | None, name: str, needle: str = ""
                ) -> tuple[Stage | None, str]:
@@ -371,6 +370,20 @@ def break_detail(text: str) -> dict[str, Any]:
     found.update(title=title, explanation=" ".join(explanation).strip(),
                  hints=tuple(h.strip() for h in hints if h.strip()))
     return found
+
+
+def failure_title(data: Mapping[str, Any]) -> str:
+    """A failed compile's title, one line: the exception and what its record says of it
+    (Dynamo's ``reason``, a sweep's ``message``, a collector's ``error``). A compile a Ctrl-C
+    stopped says so: Dynamo records it as a KeyboardInterrupt with no reason."""
+    kind = one_line(data.get("type")) if data.get("type") else ""
+    reason = next((one_line(data[key]) for key in ("reason", "message", "error")
+                   if data.get(key)), "")
+    if kind == "KeyboardInterrupt":
+        return "interrupted (Ctrl-C) while compiling" + (f": {reason}" if reason else "")
+    if kind and reason:
+        return f"{kind}: {reason}"
+    return reason or kind or "failed, with no reason recorded"
 
 
 def one_line(value: Any) -> str:
