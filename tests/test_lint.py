@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -326,6 +327,19 @@ def test_report_counts_findings_as_lint_figures():
     assert by_name["[0/0] mlp"].figures()["lint.extern_round_trip"] == 1
     assert "lint.extern_round_trip" not in by_name["[2/0] complex_activation"].figures()
     assert report.figures()["lint.extern_round_trip"] == 3
+
+
+def test_report_json_run_figures_sum_the_units_lint_and_passes_as_diff_does(tmp_path):
+    """docs/figures.md: a run's lint.<rule> and passes.* are its units' summed, in the JSON
+    report's run figures as in the run total `diff` compares."""
+    shutil.copytree(GPU_SAMPLES / "torch_cuda", tmp_path / "run")
+    done = run_cli("report", tmp_path / "run", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    totals = build_report(Run.open(tmp_path / "run")).figures()
+    for key in ("lint.extern_round_trip", "passes.total", "kernels_launched"):
+        summed = sum(u["figures"].get(key, 0) for u in doc["units"] if not u.get("candidate"))
+        assert doc["figures"][key] == summed == totals[key] > 0, key
 
 
 @pytest.mark.slow

@@ -226,9 +226,9 @@ def test_a_markdown_summary_fits_a_pull_request_comment(cli, tmp_path):
     text = result.stdout
     assert "63 units" in text and "3 graph breaks" in text and "**GPU time**" in text
     assert "**Top kernels by GPU time**" in text and "| fmha_cutlassB" in text
-    assert "### Problems (10)" in text and "ignore_logging_functions" in text
+    assert "### Problems (11)" in text and "ignore_logging_functions" in text
     assert "**Against gpt2_provenance**" in text and "| Unit | Figure | Before | After" in text
     full = cli("report", run, "--format", "md").stdout
-    assert len(full.splitlines()) > 500 and "### Problems (10)" in full
+    assert len(full.splitlines()) > 500 and "### Problems (11)" in full
     refused = cli("report", run, "--summary")
     assert refused.returncode != 0 and "--format md" in refused.stderr

@@ -88,6 +88,11 @@ class UnitRecord:
             return None
         return f"{self.source_file}:{self.source_line}" if self.source_line else self.source_file
 
+    @property
+    def listed_figures(self) -> dict[str, float]:
+        """The figures a report lists for the unit: headline, lint counts, pass counts."""
+        return {**self.headline, **self.lint, **self.pass_figures}
+
     def figures(self, stage_figures: Callable[[StageRecord, str], Mapping[str, float]]
                 | None = None) -> dict[str, float]:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
@@ -95,7 +100,7 @@ class UnitRecord:
         snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``).
         ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a stage
         record many units share)."""
-        out: dict[str, float] = {**self.headline, **self.lint, **self.pass_figures}
+        out: dict[str, float] = self.listed_figures
         per_kind = Counter(stage.kind for stage in self.stages)
         for stage in self.stages:
             prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
@@ -175,10 +180,12 @@ class Report:
                             if not u.candidate).values)
 
     def headline(self) -> RunRollup:
-        """The run's headline figures (each unit's combined over the units that run) with the
-        unit that sets each largest or lowest one; measured GPU time is the run's own total
-        (a graph's time holds its kernels', which are units too)."""
-        rollup = roll_up((u.name, u.headline, u.launches) for u in self.units if not u.candidate)
+        """The run's figures as each unit lists them (headline, ``lint.<rule>``, ``passes.*``)
+        combined over the units that run, with the unit that sets each largest or lowest one;
+        measured GPU time is the run's own total (a graph's time holds its kernels', which
+        are units too)."""
+        rollup = roll_up((u.name, u.listed_figures, u.launches) for u in self.units
+                         if not u.candidate)
         return RunRollup({**rollup.values, **{k: v for k, v in self.totals.items()
                                               if k.startswith("gpu_")}}, rollup.set_by)
 
@@ -317,7 +324,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         **doc,
         "units": [{
             "name": u.name, "framework": u.framework, "source_file": u.source_file,
-            "source_line": u.source_line, "figures": {**u.headline, **u.lint, **u.pass_figures},
+            "source_line": u.source_line, "figures": u.listed_figures,
             **({"provenance": u.provenance} if u.provenance else {}),
             **({"code_key": u.code_key} if u.code_key else {}),
             **({"candidate": True} if u.candidate else {}),
