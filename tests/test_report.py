@@ -232,3 +232,34 @@ def test_a_markdown_summary_fits_a_pull_request_comment(cli, tmp_path):
     assert len(full.splitlines()) > 500 and "### Problems (11)" in full
     refused = cli("report", run, "--summary")
     assert refused.returncode != 0 and "--format md" in refused.stderr
+
+
+@pytest.mark.slow
+def test_source_lines_of_a_cpu_run_without_provenance_are_unknown_not_zero(tmp_path, cli):
+    """torch 2.13's C++ output code writes no Source Nodes comment above a C++ kernel's launch
+    (checked here on the output codes themselves): no record links those launches to a line,
+    so every line's kernels and instructions are unknown (null, "?"), and each format says why
+    and what records them; the extern calls' comments still place the lines."""
+    from torch_helpers import torch_dumps
+
+    from irscope.ingest import ingest
+    from irscope.parsers import inductor
+
+    run = Run.create(tmp_path / "run")
+    ingest(run, [torch_dumps() / "trace"])
+    codes = [inductor.parse(run.read_text(stage))
+             for stage in run.stages(kinds=["inductor_output_code"])]
+    generated = [l for code in codes for l in code.launch_sequence if l.kind == "kernel"]
+    assert generated and not any(l.nodes or l.handle for l in generated)
+    run.close()
+    doc = json.loads(cli("report", tmp_path / "run", "--json").stdout)
+    assert doc["source_lines"] and all(row["kernels"] is None and row["instructions"] is None
+                                       for row in doc["source_lines"])
+    assert f"{len(generated)} of {len(generated)} launches" in doc["source_lines_note"]
+    assert "--provenance" in doc["source_lines_note"]
+    assert schema_errors(doc, SCHEMA) == []
+    markdown_text = cli("report", tmp_path / "run", "--format", "md").stdout
+    assert re.search(r"\| \? \| \? \|$", markdown_text, re.M) and "Source Nodes" in markdown_text
+    page = tmp_path / "report.html"
+    cli("report", tmp_path / "run", "--format", "html", "-o", page)
+    assert '<td class="n">?</td>' in page.read_text() and "--provenance" in page.read_text()

@@ -47,7 +47,7 @@ class KernelLines:
     module names its fusions afresh), and its IR lines that carry the source line."""
 
     unit: str
-    instructions: int
+    instructions: int | None  # None: no SASS, PTX or LLVM IR to count (a C++ kernel)
     stages: tuple[StageLines, ...]
     module: str = ""
 

@@ -3,13 +3,15 @@ instructions; the rows of the source view, `where FILE` and the report's source-
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from irscope.read.provenance import Hit, hits_by_line, provenance_graph
+from irscope.read.provenance import (DEFINED, KERNEL, Hit, hits_by_line, provenance_graph,
+                                     sources_of)
 from irscope.read.view import RunView
 from irscope.store import Stage, Unit
 
-COUNTED_KINDS = ("sass", "ptx", "llir", "cpp_kernel")  # a kernel's instructions: the first held
+COUNTED_KINDS = ("sass", "ptx", "llir")  # a kernel's instructions: the first held
 
 
 @dataclass(frozen=True)
@@ -25,8 +27,8 @@ class LineRow:
     backward: int = 0
     inference: int = 0
     other: int = 0  # user kernels, XLA fusions and unfused instructions, Thunder regions
-    kernels: int = 0
-    instructions: int = 0
+    kernels: int | None = 0  # None: unknown (launches no record places, see unsourced_launches)
+    instructions: int | None = 0  # None: unknown (that, or a kernel with no code counted)
     gpu_time_ns: int | None = None  # measured (inspect --profile): the kernels it feeds
 
     def summary(self) -> str:
@@ -48,14 +50,18 @@ def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineR
     only what a line does itself (not the kernels of the code it calls)."""
     count = kernel_instructions(view)
     times = line_times(view, callers)
+    unknown = unsourced_launches(view).launches > 0
     rows = {}
     for line, hits in hits_by_line(view, path, callers).items():
         roles = [hit.role if hit.graph is not None else "" for hit in hits]
         units = {unit.id: unit for hit in hits for unit in _configuration(hit.kernels)}
         counted = {role: roles.count(role) for role in ("forward", "backward", "inference")}
+        instructions = [count(unit) for unit in units.values()]
         rows[line] = LineRow(path, line, tuple(hits), **counted,
-                             other=len(hits) - sum(counted.values()), kernels=len(units),
-                             instructions=sum(count(unit) for unit in units.values()),
+                             other=len(hits) - sum(counted.values()),
+                             kernels=None if unknown else len(units),
+                             instructions=None if unknown or None in instructions
+                             else sum(instructions),
                              gpu_time_ns=times.get((path, line)))
     return rows
 
@@ -93,14 +99,16 @@ def run_line_rows(view: RunView) -> list[LineRow]:
     most kernels, then the most instructions, first."""
     rows = [row for path in provenance_graph(view).files()
             for row in line_rows(view, path, callers=False).values()]
-    return sorted(rows, key=lambda r: (-r.kernels, -r.instructions, r.path, r.line))
+    return sorted(rows, key=lambda r: (-(r.kernels or 0), -(r.instructions or 0), r.path,
+                                       r.line))
 
 
 def kernel_instructions(view: RunView):
-    """A function giving a kernel unit's instruction count, each unit read once per view."""
-    memo: dict[int, int] = view.derived("kernel_instructions", dict)
+    """A function giving a kernel unit's instruction count (None where it holds no code
+    counted: a C++ kernel), each unit read once per view."""
+    memo: dict[int, int | None] = view.derived("kernel_instructions", dict)
 
-    def count(unit: Unit) -> int:
+    def count(unit: Unit) -> int | None:
         if unit.id not in memo:
             counted = view.derived("kernel_instructions.stages",
                                    lambda: view.stages_by_unit(COUNTED_KINDS))
@@ -117,7 +125,7 @@ def _configuration(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
     return (best or sorted(units, key=lambda u: (len(u.name), u.name)))[:1]
 
 
-def _instructions(view: RunView, stages: list[Stage]) -> int:
+def _instructions(view: RunView, stages: list[Stage]) -> int | None:
     for kind in COUNTED_KINDS:
         for stage in stages:
             if stage.kind == kind:
@@ -127,4 +135,47 @@ def _instructions(view: RunView, stages: list[Stage]) -> int:
                     total = None
                 if isinstance(total, (int, float)):
                     return int(total)
-    return 0
+    return None
+
+
+@dataclass(frozen=True)
+class Unsourced:
+    """Launches of generated kernels that no record leads to from a source line (an output
+    code that names no FX node for them), of all such launches, and the frameworks of the
+    kernels they run. Where there are any, no line's kernel count is known."""
+
+    launches: int = 0
+    of: int = 0
+    frameworks: tuple[str, ...] = ()
+
+
+def unsourced_launches(view: RunView) -> Unsourced:
+    """The run's launches of generated kernels with no record of a source line."""
+    def build() -> Unsourced:
+        graph = provenance_graph(view)
+        launches = {edge.dst for edge in graph.edges if edge.via == DEFINED}
+        unsourced = [node for node in launches if not sources_of(graph, [node], callers=True)]
+        frameworks = {graph.units[edge.dst.unit_id].framework for node in unsourced
+                      for edge in graph.downstream(node)
+                      if edge.dst.kind == KERNEL and edge.dst.unit_id in graph.units}
+        return Unsourced(len(unsourced), len(launches), tuple(sorted(frameworks)))
+
+    return view.derived("unsourced launches", build)
+
+
+def unknown_note(view: RunView, rows: Iterable[LineRow]) -> str:
+    """Why some of ``rows``' kernel or instruction counts are unknown, and what records them;
+    empty where every one is known."""
+    missing = unsourced_launches(view)
+    if missing.launches:
+        why = ("Inductor's C++ output code writes no Source Nodes comment above its kernels' "
+               "launches" if "cpp" in missing.frameworks else
+               "their output code names no FX node for them")
+        return (f"Kernels and Instructions unknown: no record links {missing.launches} of "
+                f"{missing.of} launches of generated kernels to a source line ({why}); Fwd, "
+                f"Bwd and Inf count the launches that have one. `irscope inspect "
+                f"--provenance` records each launch's source (INDUCTOR_PROVENANCE=1).")
+    if any(row.instructions is None for row in rows):
+        return ("Instructions unknown where one of a line's kernels has no SASS, PTX or LLVM "
+                "IR in the run to count (a C++ kernel has none).")
+    return ""

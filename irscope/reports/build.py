@@ -23,7 +23,7 @@ from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, Stage
                                      stage_record, stage_selected, unit_headline,
                                      unit_problems, unit_selected)
 from irscope.read.provenance_keys import unit_keys
-from irscope.read.source_lines import run_line_rows
+from irscope.read.source_lines import run_line_rows, unknown_note
 from irscope.read.timing import read_time
 from irscope.reports.rollup import Records, kept_or_built, kept_rows
 from irscope.reports.timing import time_section
@@ -43,7 +43,9 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     units = report.units
     problems = problem_records(run, candidates)
     names = {u.name for u in units}
-    return replace(report, time=time_section(run, units), source_lines=source_line_records(run),
+    lines, note = source_line_records(run)
+    return replace(report, time=time_section(run, units), source_lines=lines,
+                   source_lines_note=note,
                    problems=unit_problems(problems, units) if unit_pattern else problems,
                    compile_time=tuple(row for row in compile_time_records(run)
                                       if row.get("unit") in names))
@@ -86,17 +88,23 @@ def compile_time_records(run: RunView) -> list[dict]:
     return kept_rows(run, "compile_time", lambda: [c.row() for c in run_compile_times(run)])
 
 
-def source_line_records(run: RunView) -> tuple[SourceLineRecord, ...]:
-    """The run's source lines that produce kernels (read.source_lines), kept in the run
-    between reports like the unit records."""
+def source_line_records(run: RunView) -> tuple[tuple[SourceLineRecord, ...], str]:
+    """The run's source lines that produce kernels (read.source_lines) and why their kernel
+    counts are unknown where they are, kept in the run between reports like the unit records
+    (an unknown figure kept as an absent key, the note as a last row of its own)."""
     def build() -> list[dict]:
-        return [SourceLineRecord(r.path, r.line, r.forward, r.backward, r.inference, r.other,
-                                 r.kernels, r.instructions).to_json()
-                for r in run_line_rows(run)]
+        rows = run_line_rows(run)
+        note = unknown_note(run, rows)
+        return [*({k: v for k, v in SourceLineRecord(
+                      r.path, r.line, r.forward, r.backward, r.inference, r.other, r.kernels,
+                      r.instructions).to_json().items() if v is not None} for r in rows),
+                *([{"note": note}] if note else [])]
 
     fields = {f.name for f in dataclasses.fields(SourceLineRecord)}
-    return tuple(SourceLineRecord(**{k: v for k, v in row.items() if k in fields})
-                 for row in kept_rows(run, "source_lines", build))
+    kept = kept_rows(run, "source_lines", build)
+    lines = tuple(SourceLineRecord(**{k: v for k, v in row.items() if k in fields})
+                  for row in kept if "note" not in row)
+    return lines, next((str(row["note"]) for row in kept if "note" in row), "")
 
 
 def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | None,

@@ -74,13 +74,16 @@ def history_rows(rendering: Rendering) -> list[tuple[str, str, str]]:
 
 SOURCE_LINES_SHOWN = 20  # rows of the source-line table in the table, md and html formats
 SOURCE_LINE_HEADER = ("Source line", "Fwd", "Bwd", "Inf", "Other", "Kernels", "Instructions")
+UNKNOWN = "?"  # a source line's figure no record gives
 
 
-def source_line_rows(report) -> list[tuple[str, int, int, int, int, int, int]]:
+def source_line_rows(report) -> list[tuple[str, ...]]:
     """The report's source lines that produce the most kernels, then instructions: location
-    and figures, for the formats that show a table (json and csv keep every line)."""
-    return [(f"{r.path}:{r.line}", r.forward, r.backward, r.inference, r.other, r.kernels,
-             r.instructions) for r in report.source_lines[:SOURCE_LINES_SHOWN]]
+    and figures as text ("?" where unknown: the report's source_lines_note says why), for the
+    formats that show a table (json and csv keep every line)."""
+    return [(f"{r.path}:{r.line}", *(UNKNOWN if v is None else number(v) for v in (
+                r.forward, r.backward, r.inference, r.other, r.kernels, r.instructions)))
+            for r in report.source_lines[:SOURCE_LINES_SHOWN]]
 
 
 # each compile phase (read.compile_time.LEVELS) and its column's title

@@ -231,9 +231,11 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     body.append(passes_section(report))
     if report.source_lines:
         body.append(f"<h2>{text(source_lines_title(report))}</h2>" + _table(
-            SOURCE_LINE_HEADER, ("<tr>" + _td(row[0]) + "".join(_td(number(v), True)
+            SOURCE_LINE_HEADER, ("<tr>" + _td(row[0]) + "".join(_td(v, True)
                                                                 for v in row[1:]) + "</tr>"
                                  for row in source_line_rows(report))))
+        if report.source_lines_note:
+            body.append(f"<p>{text(report.source_lines_note)}</p>")
     body.append(history_section(rendering))
     return _page(f"irscope report: {report.run}", body)
 

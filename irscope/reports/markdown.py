@@ -63,6 +63,8 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     if report.source_lines:
         lines += ["", f"### {cell(source_lines_title(report))}", ""]
         lines += table(SOURCE_LINE_HEADER, source_line_rows(report))
+        if report.source_lines_note:
+            lines += ["", cell(report.source_lines_note, line_start=True)]
     changed = history_rows(rendering)
     if changed:
         lines += ["", f"### History (last {len(rendering.history.runs)} runs, then this one)",

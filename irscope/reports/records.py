@@ -139,8 +139,8 @@ class SourceLineRecord:
     backward: int = 0
     inference: int = 0
     other: int = 0
-    kernels: int = 0
-    instructions: int = 0
+    kernels: int | None = None  # None (null): unknown, the report's source_lines_note says why
+    instructions: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -165,6 +165,7 @@ class Report:
     # ``units_rolled_up()`` as the builder computed and kept it with these units (a Report
     # given other units leaves it out); None: computed when asked
     unit_rollup: Mapping[str, float] | None = None
+    source_lines_note: str = ""  # why the source lines' kernel counts are unknown, if they are
 
     def figures(self) -> dict[str, float]:
         """Run-level figures: every figure of the units that run combined
@@ -332,6 +333,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
         "source_lines": [line.to_json() for line in report.source_lines],
+        **({"source_lines_note": report.source_lines_note} if report.source_lines_note else {}),
         "problems": [problem.to_json() for problem in report.problems],
         "compile_time": [dict(row) for row in report.compile_time],
     }
@@ -372,7 +374,8 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                   source_lines=lines, problems=tuple(
                       p for p in map(Problem.from_json, doc.get("problems") or ()) if p),
                   compile_time=tuple(dict(row) for row in doc.get("compile_time") or ()
-                                     if isinstance(row, Mapping)))
+                                     if isinstance(row, Mapping)),
+                  source_lines_note=_text_or_none(doc.get("source_lines_note")) or "")
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:
@@ -406,7 +409,7 @@ def filtered(report: Report, stages: Iterable[str] | None, unit_pattern: str | N
     return Report(report.run, report.path, units, {**report.totals, "units": len(units)},
                   wanted or report.stages, report.meta, report.time, report.source_lines,
                   unit_problems(report.problems, units) if unit_pattern else report.problems,
-                  report.compile_time)
+                  report.compile_time, source_lines_note=report.source_lines_note)
 
 
 def unit_problems(problems: Iterable[Problem], units: Iterable[UnitRecord]

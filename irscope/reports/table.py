@@ -176,7 +176,9 @@ def _source_lines_table(report: Report, width: int) -> list[Table]:
         _fixed(table, title, max(len(title), 6), "right")
     for location, *values in source_line_rows(report):  # the file's name: md, html keep paths
         shown = location.rsplit("/", 1)[-1]
-        table.add_row(_text(shown, place), *(number(v) for v in values))
+        table.add_row(_text(shown, place), *values)
+    if report.source_lines_note:
+        table.caption, table.caption_justify = report.source_lines_note, "left"
     return [table]
 
 
