@@ -263,3 +263,19 @@ def test_source_lines_of_a_cpu_run_without_provenance_are_unknown_not_zero(tmp_p
     page = tmp_path / "report.html"
     cli("report", tmp_path / "run", "--format", "html", "-o", page)
     assert '<td class="n">?</td>' in page.read_text() and "--provenance" in page.read_text()
+
+
+def test_occupancy_reads_as_lint_says_it_and_counts_read_as_english(cli, tmp_path):
+    """matmul_kernel's occupancy is 0.1875 (lint: 19%): the units' tables say 19%, not 0.188;
+    one recompile is "1 recompile"."""
+    import shutil
+
+    gpu = Path(__file__).parents[1] / "samples" / "gpu"
+    kernels = shutil.copytree(gpu / "triton_kernels", tmp_path / "kernels")
+    page = tmp_path / "report.html"
+    cli("report", kernels, "--format", "html", "-o", page)
+    for text in (cli("report", kernels, "--format", "md").stdout, page.read_text()):
+        assert "19%" in text and "0.188" not in text
+    graphs = shutil.copytree(gpu / "torch_placeholder_names", tmp_path / "graphs")
+    summary = cli("report", graphs, "--format", "md", "--summary").stdout
+    assert "2 graphs" in summary and re.search(r"\b1 recompile$", summary, re.M)

@@ -101,8 +101,9 @@ def resolve_file(view: RunView, name: str) -> str:
         return found[0]
     if not found:
         count = len(graph.files())
-        hint = (f"the run's records name {count} files (`irscope where RUN --files` lists "
-                f"them)" if count else "the run holds no provenance records")
+        hint = (f"the run's records name {count} file{'s' * (count != 1)} (`irscope where RUN "
+                f"--files` lists {'them' if count != 1 else 'it'})" if count
+                else "the run holds no provenance records")
         raise NoSuchLine(f"{name}: no file of that name in the run's records; {hint}")
     raise NoSuchLine(f"{name} names {len(found)} files: " + ", ".join(found[:5])
                      + (" …" if len(found) > 5 else "") + "; give more of the path")

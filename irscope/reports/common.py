@@ -88,7 +88,7 @@ def source_line_rows(report) -> list[tuple[str, ...]]:
 
 # each compile phase (read.compile_time.LEVELS) and its column's title
 COMPILE_PHASES = (("Dynamo", "Dynamo"), ("AOTAutograd", "AOT"), ("Inductor", "Inductor"),
-                  ("code generation", "Codegen"), ("Triton compile", "Triton"))
+                  ("code generation", "Codegen"), ("Triton compile", "Kernels"))
 COMPILE_TIME_SHOWN = 10  # compiles in the compile-time table of the table, md and html formats
 
 
@@ -113,7 +113,7 @@ def counted(listing: str) -> str:
 def compile_time_title(report) -> str:
     shown = min(len(report.compile_time), COMPILE_TIME_SHOWN)
     return (f"Compile time ({shown} slowest of {len(report.compile_time)} compiles; each "
-            "phase its own part, the Triton compiles inside code generation)")
+            "phase its own part, the kernel compiles (Triton, C++) inside code generation)")
 
 
 def source_lines_title(report) -> str:
@@ -131,6 +131,12 @@ def middle(text: str, width: int) -> str:
         return text[:width]
     head = (width - 1 + 1) // 2
     return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def headline_text(key: str, value: float | None) -> str:
+    """A unit's headline figure as the tables show it: occupancy as a percentage (as lint and
+    `irscope sass` say it), every other as ``number`` writes it."""
+    return f"{value:.0%}" if key == "occupancy" and value is not None else number(value)
 
 
 def number(value: float | None) -> str:

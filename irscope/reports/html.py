@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from irscope.escaping import html_text as text
 from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, compile_time_table,
-                                    compile_time_title, kernel_rows,
+                                    compile_time_title, headline_text, kernel_rows,
                                     number, percent, run_total_changes, signed,
                                     source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
@@ -95,7 +95,8 @@ def units_table(report: Report, columns) -> str:
     kernels and op counts are folded below."""
     head = "".join(f"<th>{text(h)}</th>" for h in ["Unit", "Framework", *(t for _, t in columns)])
     rows = ("<tr>" + _td(u.name, css="name") + _td(u.framework)
-            + "".join(_td(number(u.headline.get(k)), True) for k, _ in columns) + "</tr>"
+            + "".join(_td(headline_text(k, u.headline.get(k)), True) for k, _ in columns)
+            + "</tr>"
             for u in report.units)
     return (f"<table class=\"sortable units\"><thead><tr>{head}</tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table>")

@@ -14,7 +14,7 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, middle, num
                                     source_lines_title, stage_columns, stage_title,
                                     summary_line, unit_columns)
 from irscope.reports.common import (Rendering, compile_time_table, compile_time_title,
-                                    history_rows)
+                                    headline_text, history_rows)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
@@ -39,7 +39,8 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
              cell(summary_line(report), line_start=True), ""]
     lines += time_section(report)
     lines += table(["Unit", "Framework", *(t for _, t in columns)],
-                   ([u.name, u.framework, *(number(u.headline.get(k)) for k, _ in columns)]
+                   ([u.name, u.framework, *(headline_text(k, u.headline.get(k))
+                                            for k, _ in columns)]
                     for u in report.units), numeric_from=2)
     for unit in (u for u in report.units if u.stages):
         where = f" — {cell(unit.location)}" if unit.location else ""
@@ -169,12 +170,14 @@ def render_summary(report: Report, rendering: Rendering = Rendering()) -> str:
     figures (measured GPU time where the run has it), the top kernels, the problems and,
     against a base (``rendering.changes``, a Diff), what changed."""
     totals = report.totals
-    figures = [f"{number(totals.get('units'))} units"]
-    for key, word in (("graphs", "graphs"), ("kernels_generated", "kernels generated"),
-                      ("kernels_launched", "launched per call"), ("graph_breaks", "graph breaks"),
-                      ("recompiles", "recompiles")):
+    figures = [f"{number(totals.get('units'))} unit{'s' * (totals.get('units') != 1)}"]
+    for key, one, many in (("graphs", "graph", "graphs"),
+                           ("kernels_generated", "kernel generated", "kernels generated"),
+                           ("kernels_launched", "launched per call", "launched per call"),
+                           ("graph_breaks", "graph break", "graph breaks"),
+                           ("recompiles", "recompile", "recompiles")):
         if totals.get(key):
-            figures.append(f"{number(totals[key])} {word}")
+            figures.append(f"{number(totals[key])} {one if totals[key] == 1 else many}")
     lines = [f"### irscope: {cell(report.run)}", "", cell(", ".join(figures))]
     if report.time is not None:
         lines += ["", f"**GPU time**: {headline(report.time, cell)}"]

@@ -14,7 +14,7 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows,
                                     percent, run_total_changes, signed, source_line_rows,
                                     source_lines_title, stage_columns, stage_summary,
                                     stage_title, summary_line, unit_columns)
-from irscope.reports.common import compile_time_table, compile_time_title
+from irscope.reports.common import compile_time_table, compile_time_title, headline_text
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
 from irscope.reports.timing import headline, numeric_from, section_tables
@@ -40,12 +40,13 @@ def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, in
     kept, used = set(), reserved
     for index in order:
         key, title = columns[index]
-        need = max([len(title), *(len(number(r.get(key))) for r in rows)])
+        need = max([len(title), *(len(headline_text(key, r.get(key))) for r in rows)])
         if used + need + CELL_PADDING <= width:
             kept.add(index)
             used += need + CELL_PADDING
     return [(columns[i][0], columns[i][1], max([len(columns[i][1]), *(
-        len(number(r.get(columns[i][0]))) for r in rows)])) for i in sorted(kept)]
+        len(headline_text(columns[i][0], r.get(columns[i][0]))) for r in rows)]))
+            for i in sorted(kept)]
 
 
 def _text(value: object, width: int | None = None) -> Text:
@@ -82,7 +83,7 @@ def report_renderable(report: Report, width: int = 120,
     shown = short_names(names, name_width)  # told apart: their ends kept, more where alike
     for unit, name, framework_name in zip(report.units, names, frameworks):
         units.add_row(_text(shown[name]), _text(framework_name),
-                      *(number(unit.headline.get(key)) for key, *_ in columns))
+                      *(headline_text(key, unit.headline.get(key)) for key, *_ in columns))
 
     stage_rows = sum(len(u.stages) for u in report.units)
     if stage_rows > MAX_STAGE_ROWS:
