@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from irscope.parsers.base import ParseResult
+from irscope.parsers.inductor import Kernel
 
 from . import lint_text as text_of
 from .figures import UnitFigures
@@ -502,6 +503,8 @@ def recompile(unit: LintInput) -> Iterable[Finding]:
 
 
 def extern_round_trip(unit: LintInput) -> Iterable[Finding]:
+    """An extern call's result that a generated kernel reads back (followed through the
+    buffers of call()), with the template that could take the kernel as its epilogue."""
     for code in unit.stages_of("inductor_output_code"):
         kernels = {k.name: k for k in code.parsed.kernels}
         launches = {launch.line: launch for launch in code.parsed.launch_sequence}
@@ -523,7 +526,7 @@ def extern_round_trip(unit: LintInput) -> Iterable[Finding]:
                            {"extern_calls": 1, "kernels": 1})
 
 
-def _epilogue_advice(extern: str, kernel) -> str:
+def _epilogue_advice(extern: str, kernel: Kernel | None) -> str:
     """Where Inductor could fuse the kernel into the extern, for the kernel's backend."""
     backend = kernel.backend if kernel else None
     if backend == "triton" and extern in TRITON_TEMPLATES:
@@ -598,7 +601,7 @@ RULES: tuple[Rule, ...] = (
          unvectorized_access),
     Rule("graph_break", "warning", "graph break", graph_break),
     Rule("recompile", "info", "recompilation", recompile),
-    Rule("extern_round_trip", "info", "extern call and a pointwise kernel round-trip memory",
+    Rule("extern_round_trip", "info", "extern call's result read back by a generated kernel",
          extern_round_trip),
     Rule("xla_unfused_reduction", "info", "XLA fusions kept apart around a reduction",
          xla_unfused_reduction),

@@ -2,8 +2,9 @@
 
 Pure functions over one stage's text: which TTIR/TTGIR loads and stores address memory
 contiguously, which lines sit inside a loop, how the fusions of an HLO entry computation
-feed each other, and which PTX or SASS lines are global or local memory accesses. Lines are
-1-based, as `irscope show` numbers them.
+feed each other, which PTX or SASS lines are global or local memory accesses, and which
+kernel of an Inductor output code reads the buffer an extern call wrote. Lines are 1-based,
+as `irscope show` numbers them.
 """
 
 from __future__ import annotations
