@@ -321,10 +321,12 @@ EXTERN_OUT_RE = re.compile(r"\bout=(?:reinterpret_tensor\()?(\w+)")
 ASSIGNED_RE = re.compile(r"^\s*(\w+) = ")
 # "        buf13 = reinterpret_tensor(buf8, (16, 32), (32, 1), 0); del buf8  # reuse"
 # "        buf6 = div; del div  # reuse"
-ALIAS_RE = re.compile(r"^\s*(\w+) = (?:reinterpret_tensor\(\s*)?(\w+)\s*[,;)]|^\s*(\w+) = (\w+)\s*(?:#.*)?$")
-# 'extern "C"  void  kernel(const float* in_ptr0,' / "def triton_poi_fused_relu_0(in_out_ptr0, xnumel, XBLOCK : tl.constexpr):"
+ALIAS_RE = re.compile(r"^\s*(\w+) = (?:reinterpret_tensor\(\s*)?(\w+)\s*(?:[,;)]|#|$)")
+# 'extern "C"  void  kernel(const float* in_ptr0,'
+# "def triton_poi_fused_relu_0(in_out_ptr0, xnumel, XBLOCK : tl.constexpr):"
 KERNEL_SIGNATURE_RE = re.compile(r"(?:\bvoid\s+kernel|^def \w+)\(([^)]*)\)", re.M)
 WORD_RE = re.compile(r"[A-Za-z_]\w*")
+KEYWORD_ARGUMENT_RE = re.compile(r"^\w+\s*=[^=]")  # "stream=stream0", "out=buf1"
 WRITE_ONLY_PARAMETER = "out_ptr"  # Inductor names a kernel's outputs out_ptrN, inputs in_ptrN
 
 
@@ -356,7 +358,7 @@ def call_arguments(line: str) -> tuple[str, ...]:
         else:
             current.append(ch)
     parts.append("".join(current).strip())
-    return tuple(p for p in parts if p and not re.match(r"^\w+\s*=[^=]", p))
+    return tuple(p for p in parts if p and not KEYWORD_ARGUMENT_RE.match(p))
 
 
 def extern_reads(text: str, externs: Collection[int],
@@ -382,17 +384,12 @@ def extern_reads(text: str, externs: Collection[int],
             parameters = kernels[number]
             for index, argument in enumerate(call_arguments(line)):
                 name = WORD_RE.match(argument.removeprefix("reinterpret_tensor(").strip())
-                storage = root.get(name.group(0), name.group(0)) if name else None
+                extern = writer.pop(root.get(name.group(0), name.group(0)), None) if name \
+                    else None  # paired with its first reader, or overwritten
                 written = index < len(parameters) and parameters[index].startswith(
                     WRITE_ONLY_PARAMETER)
-                if storage in writer and not written:
-                    found.append((writer.pop(storage), number))
-                elif storage in writer:
-                    writer.pop(storage)
-        else:
-            alias = ALIAS_RE.match(line)
-            if alias:
-                new, old = (alias.group(1), alias.group(2)) if alias.group(1) else (
-                    alias.group(3), alias.group(4))
-                root[new] = root.get(old, old)
+                if extern is not None and not written:
+                    found.append((extern, number))
+        elif alias := ALIAS_RE.match(line):
+            root[alias.group(1)] = root.get(alias.group(2), alias.group(2))
     return sorted(found)
