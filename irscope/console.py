@@ -3,7 +3,9 @@
 Names in a run or a file (kernels, units, paths) may hold anything, so nothing written here
 reaches the terminal as a control character or an invisible one: escape sequences would
 retitle, clear or rewrite the user's terminal, bidi overrides reorder what it shows. They
-are made visible by ``escaping.printable`` (ESC as ␛, U+202E as ``<U+202E>``).
+are made visible by ``escaping`` (ESC as ␛, U+202E as ``<U+202E>``); a line written by
+``out``, ``note``, ``warn`` or ``error`` stays one line (a newline in a name as ␤, so a name
+cannot fake a line of output); documents keep their lines (``write_text``).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from irscope.escaping import printable, unsafe
+from irscope.escaping import one_line, printable, unsafe
 
 LATE_BAR_S = 1.0  # filing that ends sooner draws no progress bar
 
@@ -32,21 +34,22 @@ def color_enabled(stream=None) -> bool:
 
 def out(text: str = "") -> None:
     """Write one result line to stdout."""
-    sys.stdout.write(printable(text) + "\n")
+    sys.stdout.write(one_line(text) + "\n")
 
 
 def note(text: str) -> None:
     """Write an informational line to stderr (so stdout stays clean for --json)."""
-    sys.stderr.write(printable(text) + "\n")
+    sys.stderr.write(one_line(text) + "\n")
 
 
 def error(text: str) -> None:
     """Write one error line to stderr, prefixed with the program name."""
-    sys.stderr.write(f"irscope: error: {printable(text)}\n")
+    sys.stderr.write(f"irscope: error: {one_line(text)}\n")
 
 
 def warn(text: str) -> None:
-    sys.stderr.write(f"irscope: warning: {printable(text)}\n")
+    """Write one warning line to stderr, prefixed with the program name."""
+    sys.stderr.write(f"irscope: warning: {one_line(text)}\n")
 
 
 def write_text(text: str) -> None:
@@ -66,11 +69,16 @@ def print_json(data: Any) -> None:
 def rich_console(stderr: bool = False):
     """A Rich console that respects NO_COLOR, fits the terminal width and shows control
     and invisible characters in what it prints visible (its own styling still colours the
-    output)."""
+    output); strings it prints, and those in its tables' cells, stay one line."""
     from rich.console import Console
     from rich.segment import Segment
 
     class PrintableConsole(Console):
+        def render_str(self, text: str, **kwargs):
+            """A string printed or put in a cell is one line: a newline in a name within
+            it is shown as ␤ (a ``Text`` is made one line by its maker)."""
+            return super().render_str(one_line(text), **kwargs)
+
         def _render_buffer(self, buffer):
             return super()._render_buffer(
                 segment if segment.control or not unsafe(segment.text)
@@ -82,10 +90,11 @@ def rich_console(stderr: bool = False):
 
 
 def markup_escape(text: object) -> str:
-    """``text`` safe inside Rich markup: ``[/]`` in a name is shown, never parsed."""
+    """``text`` (a name) safe inside Rich markup: one visible line, and ``[/]`` in it shown,
+    never parsed."""
     from rich.markup import escape
 
-    return escape(str(text))
+    return escape(one_line(text))
 
 
 class _Progress:

@@ -64,6 +64,25 @@ def cli():
     return run_cli
 
 
+def run_main(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """Run ``irscope ARGS`` in this process (stdout and stderr not terminals, NO_COLOR set),
+    as ``run_cli`` would but without an interpreter's start: for commands that only read."""
+    import contextlib
+    import io
+
+    from irscope.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(stdout), \
+            contextlib.redirect_stderr(stderr), pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NO_COLOR", "1")
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+    return subprocess.CompletedProcess(args, code, stdout.getvalue(), stderr.getvalue())
+
+
 GPU_SAMPLES = SAMPLES / "gpu"
 
 

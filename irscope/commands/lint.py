@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 from irscope.console import note, out, print_json, rich_console
+from irscope.escaping import one_line
 from irscope.errors import UsageError
 from irscope.commands.report import add_candidates_option
 
@@ -84,11 +85,11 @@ def render(findings, run_name: str) -> None:
         head = Text()
         head.append(f"{f.severity:<7}", style=SEVERITY_STYLE.get(f.severity, ""))
         head.append(f" {f.rule}", style="bold")
-        head.append(f"  {f.unit}")
+        head.append(f"  {one_line(f.unit)}")
         if "gpu_time_share" in f.figures:  # the run measured time: how much is this unit's
             head.append(f"  {f.figures['gpu_time_share']:.1%} of GPU time", style="bold")
         console.print(head, soft_wrap=True)
-        console.print(Text(f"    {f.message}"), soft_wrap=True)
+        console.print(Text(f"    {one_line(f.message)}"), soft_wrap=True)
         where = []
         if f.stage:
             lines = ",".join(map(str, f.lines))
@@ -96,7 +97,8 @@ def render(findings, run_name: str) -> None:
             where.append(f"{f.stage}:{lines}{more}" if lines else f.stage)
         where += f.sources[:3]
         if where:
-            console.print(Text("    at " + "  ".join(where), style="dim"), soft_wrap=True)
+            console.print(Text("    at " + one_line("  ".join(where)), style="dim"),
+                          soft_wrap=True)
         console.print(Text(f"    see {DOCS}#{f.rule}", style="dim"), soft_wrap=True)
     counts: dict[str, int] = {}
     for f in findings:

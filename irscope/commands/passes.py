@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import sys
-from irscope.console import color_enabled, out, print_json, printable, rich_console, warn
+from irscope.console import color_enabled, note, out, print_json, printable, rich_console, warn
+from irscope.escaping import one_line
 from irscope.errors import IrscopeError
 
 
@@ -57,15 +58,15 @@ def run(args) -> int:
         if args.json:
             print_json({"unit": unit.name, "pass": row.to_json(), "diff": None, "note": gap})
         else:
-            print(gap, file=sys.stderr)
+            note(gap)
         return 0
     diff = list(difflib.unified_diff(before.splitlines(), after.splitlines(),
-                                     f"before {row.name}", f"after {row.name}",
+                                     f"before {one_line(row.name)}", f"after {one_line(row.name)}",
                                      n=max(0, args.context), lineterm=""))
     if args.json:
         print_json({"unit": unit.name, "pass": row.to_json(), "diff": diff})
     elif row.changed is None:
-        print(f"{row.name}: the dump does not hold the IR this pass left", file=sys.stderr)
+        note(f"{row.name}: the dump does not hold the IR this pass left")
     else:
         _write_diff(diff, row.name)
     return 0
@@ -93,6 +94,7 @@ def _list(passes, args) -> int:
 
 def _print_table(rows) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     console = rich_console()
     table = Table(show_edge=False, pad_edge=False, header_style="bold")
@@ -102,7 +104,7 @@ def _print_table(rows) -> None:
         table.add_column(title, justify=justify, no_wrap=True)
     for r in rows:
         delta = r.op_delta
-        table.add_row(str(r.index), r.pipeline, r.name,
+        table.add_row(str(r.index), Text(one_line(r.pipeline)), Text(one_line(r.name)),
                       "" if r.seconds is None else f"{r.seconds * 1000:.2f}",
                       "?" if r.changed is None else f"+{r.added} -{r.removed}",
                       "" if r.ops_after is None else str(r.ops_after),
@@ -115,7 +117,7 @@ def _print_table(rows) -> None:
 
 def _write_diff(diff: list[str], name: str) -> None:
     if not diff:
-        print(f"{name} changed nothing", file=sys.stderr)
+        note(f"{name} changed nothing")
         return
     colour = color_enabled(sys.stdout)
     for line in diff:

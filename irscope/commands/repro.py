@@ -6,7 +6,7 @@ import json
 import keyword
 from pathlib import Path
 
-from irscope.console import note, out
+from irscope.console import note, write_text
 from irscope.errors import InputError, UsageError
 from irscope.files import write_whole
 
@@ -46,7 +46,7 @@ def run(args) -> int:
     except repro.UnsafeKernel as exc:
         raise InputError(f"{unit.name}: {exc}") from None
     if not args.output:
-        out(script.rstrip("\n"))
+        write_text(script if script.endswith("\n") else script + "\n")
         return 0
     write_whole(Path(args.output), script)
     launch = "with its captured launch" if spec.launch else "launch not captured (defaults)"

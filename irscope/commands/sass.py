@@ -8,6 +8,7 @@ from pathlib import Path
 from irscope.errors import InputError, UsageError
 from irscope.files import read_bytes
 from irscope.console import markup_escape, print_json, rich_console, warn
+from irscope.escaping import one_line
 
 MAX_THREADS = 1024  # threads per block, the CUDA limit on every architecture
 
@@ -133,7 +134,7 @@ def _print(args, module, cards) -> None:
         table.add_column(args.by)
         table.add_column("count", justify="right")
         for name, count in list(histogram.items())[:args.top or None]:
-            table.add_row(Text(name), f"{count:,}")
+            table.add_row(Text(one_line(name)), f"{count:,}")
         console.print(table)
     if module.diagnostics:
         for d in module.diagnostics:

@@ -12,6 +12,7 @@ from typing import Any
 from irscope.errors import InputError, IrscopeError, UsageError
 from irscope.files import read_artifact
 from irscope.console import error, note, print_json, rich_console
+from irscope.escaping import one_line
 from irscope.console import markup_escape as escape
 
 TOP_OPS = 15
@@ -207,7 +208,7 @@ def _print_table(path: Path, kind: str, result) -> None:
     totals.add_column("total", style="bold")
     totals.add_column("value", justify="right")
     for key, value in result.totals.items():
-        totals.add_row(Text(str(key)), Text(f"{value:,}" if isinstance(value, int)
+        totals.add_row(Text(one_line(key)), Text(f"{value:,}" if isinstance(value, int)
                                              else str(value)))
     console.print(totals)
     if result.histogram:
@@ -216,5 +217,5 @@ def _print_table(path: Path, kind: str, result) -> None:
         ops.add_column("op")
         ops.add_column("count", justify="right")
         for op, count in list(result.histogram.items())[:TOP_OPS]:
-            ops.add_row(Text(str(op)), f"{count:,}")
+            ops.add_row(Text(one_line(op)), f"{count:,}")
         console.print(ops)
