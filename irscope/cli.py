@@ -9,7 +9,7 @@ import os
 import sys
 
 from irscope import __version__
-from irscope.console import error
+from irscope.console import error, note
 from irscope.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, IrscopeError,
                             environment_error)
 
@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except IrscopeError as exc:
         error(str(exc))
+        for line in exc.details:
+            note(line)
         return exc.exit_code
     except KeyboardInterrupt:
         error("interrupted")

@@ -12,9 +12,11 @@ DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
 class IrscopeError(Exception):
-    """A problem the user can fix; printed as one line on stderr, never as a traceback."""
+    """A problem the user can fix; printed as one line on stderr, never as a traceback, then
+    its ``details`` (lines that show where: an expression and a caret under the problem)."""
 
     exit_code = 1
+    details: tuple[str, ...] = ()
 
 
 class UsageError(IrscopeError):

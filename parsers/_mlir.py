@@ -13,6 +13,10 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 
 from .base import Diagnostic, ParseResult, sorted_histogram, unescaped, user_frame
 
+# the totals a module's result may hold (the last three from Triton's module attributes)
+MLIR_TOTALS = ("ops", "instructions", "functions", "layout_conversions", "num_warps",
+               "threads_per_warp", "num_ctas")
+
 # `%0:2 = "tt.reduce"(%x) ...`, `tt.store %p, %v`, `return %1`, `module attributes {...}`
 OP_RE = re.compile(
     r'(%[\w$.#:-]+(?:\s*,\s*%[\w$.#:-]+)*\s*=\s*)?'

@@ -14,6 +14,8 @@ from pygments.token import Keyword, Name, Whitespace
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 3
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("nodes", "instructions", "calls", "placeholders", "outputs", "graphs", "aten_ops")
 
 # class GraphModule(torch.nn.Module):     class <lambda>(torch.nn.Module):
 CLASS_RE = re.compile(r"^\s*class [\w<>]+\(torch\.nn\.Module\):")

@@ -14,6 +14,9 @@ from .base import Diagnostic, ParseResult, sorted_histogram, unescaped, user_fra
 from .xla_memory import MemorySummary, parse_summary
 
 VERSION = 6
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("instructions", "computations", "fusions", "entry_instructions", "custom_calls",
+          "triton_fusions", "total_bytes")
 
 # HloModule jit_mlp, is_scheduled=true, entry_computation_layout={...}
 MODULE_RE = re.compile(r"^HloModule\s+([\w.\-$]+)", re.MULTILINE)

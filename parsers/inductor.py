@@ -10,6 +10,9 @@ from typing import Mapping
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 4
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("kernels", "kernels_generated", "kernels_launched", "generated_launches",
+          "extern_calls", "buffers_allocated", "buffers_reused", "instructions")
 
 # from torch._inductor.async_compile import AsyncCompile     async_compile = AsyncCompile()
 WRAPPER_RE = re.compile(r"^(from torch\._inductor\.|async_compile = AsyncCompile\(\))",

@@ -12,6 +12,8 @@ from typing import Any, Mapping
 from .base import Diagnostic, ParseResult
 
 VERSION = 1
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("pre_nodes", "post_nodes", "kernels")
 
 # File "/home/u/model.py", line 12, in forward
 FRAME_RE = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')

@@ -13,6 +13,8 @@ from pygments.token import Comment, Keyword, Name, Number, Operator, Punctuation
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 3
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("equations", "instructions", "nested_jaxprs", "primitives", "inputs", "outputs")
 
 # "    c:f32[4] d:f32[3,4] = scan["   "  let b = log a"   "e:f32[2] = add i l"
 EQUATION_RE = re.compile(r" = +([A-Za-z_][\w\-]*)")

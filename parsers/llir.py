@@ -14,6 +14,9 @@ from pygments.token import Name, Text
 from .base import Diagnostic, ParseResult, sorted_histogram, user_frame
 
 VERSION = 1
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("instructions", "functions", "kernels", "declarations", "basic_blocks",
+          "intrinsic_calls", "extern_calls", "inline_asm")
 
 _NAME = r'(?:"(?:[^"\\]|\\.)*"|[\w$.-]+)'
 # `define ptx_kernel void @add_kernel(ptr addrspace(1) %0, ...) local_unnamed_addr #0 !dbg !4 {`

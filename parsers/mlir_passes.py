@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 2
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("passes", "distinct_passes")
 
 # // -----// IR Dump Before CSEPass: cse ('func.func' operation: @fusion_1) //----- //
 HEADER = re.compile(r"^// -----// IR Dump (?P<when>Before|After) (?P<name>[\w.:-]+)"

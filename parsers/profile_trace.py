@@ -16,6 +16,9 @@ from ._profile import (ANNOTATION, OP, PYTHON, DeviceInfo, ProfileTrace, Timelin
 from .base import Diagnostic, gc_paused
 
 VERSION = 3  # of the rows of both formats read here (Chrome trace JSON and XSpace)
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("kernels", "memory_ops", "kernel_time_ns", "kernels_with_cpu_context", "window_ns",
+          "events", "launch_calls", "derived_events_skipped", "planes")
 KIND = "profile_trace"
 CHUNK = 1 << 20  # characters read at a time
 CUT_SLACK = 8  # a value cut inside a literal or an escape fails up to this far before the end

@@ -12,10 +12,13 @@ from .base import Diagnostic, ParseResult, gc_paused, to_jsonable, user_frame
 from .ptx_cfg import PtxBlock, PtxLoop, cfg, find_loops, split_blocks
 from .ptx_decls import (PtxDecl, PtxParam, body_declarations, module_variables, parameters)
 from .ptx_listing import CollapsedLine, LineCursor, collapse, expand
-from .ptx_ops import (by_count, fold, has_block_comment, opcode_histogram, split_opcode,
-                      strip_block_comments)
+from .ptx_ops import (ESTIMATE_KEYS, by_count, fold, has_block_comment, opcode_histogram,
+                      split_opcode, strip_block_comments)
 
 VERSION = 3
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("instructions", "kernels", "functions", "shared_bytes", "local_bytes", "const_bytes",
+          "virtual_registers", "blocks", "loops", *ESTIMATE_KEYS)
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
            "CollapsedLine", "LineCursor", "ModuleReader", "parse", "sniff", "summarize_ptx",
            "collapse", "expand", "cfg", "split_opcode", "kernel_text", "locations", "PtxLexer"]

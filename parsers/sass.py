@@ -15,6 +15,9 @@ from pygments.token import (Comment, Keyword, Name, Number, Operator, Punctuatio
 from .base import Diagnostic, ParseResult, gc_paused, sorted_histogram, user_frame
 
 VERSION = 5
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("instructions", "kernels", "registers", "stack_bytes", "shared_bytes", "const_bytes",
+          "local_store_bytes", "local_load_bytes")
 
 # An instruction after its address, maybe with CuAssembler control codes or a guard:
 #   "        /*0160*/              @!P0 LDG.E R0, desc[UR4][R6.64] ;" -> "LDG.E"

@@ -10,6 +10,9 @@ from typing import Mapping
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 2
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("operations", "instructions", "fusions", "fused_operations", "decomposed",
+          "arguments")
 
 # # Constructed by Grad transform pass (took 25 milliseconds)
 PROVENANCE_RE = re.compile(r"^# Constructed by (.*?)(?: \(took [\d.]+ \w+\))?\s*$")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from ._mlir import MlirLexer, MlirModule, parse_module, sniff_dialects
+from ._mlir import MLIR_TOTALS, MlirLexer, MlirModule, parse_module, sniff_dialects
 
 VERSION = 2
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = MLIR_TOTALS
 __all__ = ["VERSION", "MlirLexer", "MlirModule", "parse", "sniff"]
 
 

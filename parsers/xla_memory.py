@@ -10,6 +10,8 @@ from typing import Mapping
 from .base import Diagnostic, ParseResult, sorted_histogram
 
 VERSION = 2
+# the totals a result may hold (docs/figures.md: a stage's figures are named after them)
+TOTALS = ("total_bytes", "allocations", "values", "peak_bytes")
 
 # allocation 2: size 8192, output shape is |f32[32,64]|, maybe-live-out:
 # allocation 0: size 32768, page 0, parameter 1, shape |f32[64,128]| at ShapeIndex {}:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kernels import compile_aot
+from conftest import run_main
 from report_helpers import file_triton, schema_errors, triton_run
 
 from irscope.reports.common import Rendering
@@ -248,3 +249,40 @@ def test_normalized_lines_are_each_line_normalized_alone():
     assert normalized_lines(lines) == expected
     assert expected[1] == "!42 = !{}" and expected[5] == "" and expected[7] == "R# = P#"
     assert normalized_lines([]) == []
+
+
+def test_a_gate_on_a_figure_irscope_never_reports_is_a_usage_error(runs, tmp_path):
+    """A misspelt figure fails before any output, naming the closest figures; a figure a run
+    can hold but neither does (no HLO here: no fusions) is a warning, and the diff passes."""
+    a, b = runs
+    misspelt = run_main("diff", a, b, "-f", "json", "--fail-on", "ptx.spils > 0", cwd=tmp_path)
+    assert (misspelt.returncode, misspelt.stdout) == (2, "")
+    assert misspelt.stderr.splitlines() == [
+        "irscope: error: --fail-on 'ptx.spils > 0': no figure is named 'ptx.spils' "
+        "(closest: ptx.spills, lint.spills, spills)"]
+    absent = run_main("diff", a, b, "-f", "json", "--fail-on", "fusions > 0", cwd=tmp_path)
+    assert absent.returncode == 0 and absent.stderr.splitlines() == [
+        "irscope: warning: --fail-on 'fusions > 0': neither side reports a figure named "
+        "'fusions'"]
+
+
+def test_a_unit_of_several_stages_of_a_kind_has_the_kinds_figures(tmp_path):
+    """XLA files LLVM IR per fusion: the unit's llir.* figures combine its LLVM IR stages
+    (counts summed), so that `llir.instructions increased` gates it; each stage keeps its
+    figures under its own name."""
+    modules = [(SAMPLES / "llir" / name).read_text()
+               for name in ("add_kernel.sm80.llir", "softmax_kernel.sm90.llir")]
+    for side, stages in (("a", modules[:1]), ("b", modules)):
+        with Run.create(tmp_path / side, {"name": side}) as run:
+            with run.transaction() as w:
+                unit = w.add_unit("jit_step", "jax")
+                for index, text in enumerate(stages):
+                    w.add_stage(unit, "llir", text, name=f"ir-with-opt · fusion.{index}")
+    with Run.open(tmp_path / "b") as run:
+        figures = build_report(run).units[0].figures()
+    apart = [figures[f"ir-with-opt · fusion.{i}.instructions"] for i in range(2)]
+    assert figures["llir.instructions"] == sum(apart) and min(apart) > 0
+    gated = run_main("diff", tmp_path / "a", tmp_path / "b", "-f", "json", "--fail-on",
+                     "llir.instructions increased", cwd=tmp_path)
+    assert gated.returncode == 1, gated.stderr
+    assert f"jit_step: llir.instructions {apart[0]} -> {sum(apart)}" in gated.stderr

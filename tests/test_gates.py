@@ -42,8 +42,7 @@ def test_valid_expressions_parse(text, figure, op, value, relative, trend):
 def test_malformed_expressions_point_at_the_column(text, problem, column):
     with pytest.raises(GateSyntaxError) as caught:
         parse_gate(text)
-    message = str(caught.value)
-    first, echoed, caret = message.split("\n")
+    first, (echoed, caret) = str(caught.value), caught.value.details
     assert first == f"--fail-on {text!r}: {problem} at column {column}"
     assert echoed == f"  {text}"
     assert caret.index("^") == 2 + column - 1

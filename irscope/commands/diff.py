@@ -23,7 +23,8 @@ def add_parser(subparsers) -> None:
                     "fusions, registers, spills. JSON follows the irscope.diff/1 schema.",
         epilog="gates: --fail-on 'ptx.spills > 0'  --fail-on 'kernels_launched increased'  "
                "--fail-on 'sass.category.global_load > +10%'. Exit 1 when a gate holds, "
-               "2 for a malformed gate.")
+               "2 for a malformed gate or a figure irscope never reports (docs/figures.md "
+               "names them); a figure neither side reports is a warning.")
     parser.add_argument("a", help="before: run directory or name, report JSON, or artifact file")
     parser.add_argument("b", help="after: run directory or name, report JSON, or artifact file")
     add_format_options(parser)
@@ -117,7 +118,7 @@ def _diff(args: argparse.Namespace) -> int:
     from irscope.reports import renderer
     from irscope.reports.common import Rendering
     from irscope.reports.diff import diff_reports
-    from irscope.reports.gates import evaluate, known_figure, parse_gate
+    from irscope.reports.gates import evaluate, parse_gate, unreported
 
     gates = [parse_gate(expr) for expr in args.fail_on]  # malformed: exit 2 before any work
     fmt = chosen_format(args)
@@ -130,8 +131,8 @@ def _diff(args: argparse.Namespace) -> int:
             diff = normalised(diff, (view_a, view_b))
     violations = []
     for gate in gates:
-        if not known_figure(gate, diff):
-            warn(f"--fail-on {gate.text!r}: neither side reports a figure named {gate.figure!r}")
+        if (missing := unreported(gate, diff)) is not None:
+            warn(missing)
         violations += evaluate(gate, diff)
     rendering = Rendering(violations=tuple(violations))
     emit(lambda width: renderer(fmt).render_diff(diff, replace(rendering, width=width)),

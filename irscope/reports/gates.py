@@ -60,8 +60,8 @@ class GateSyntaxError(UsageError):
     def __init__(self, expression: str, column: int, problem: str, expected: str):
         self.expression, self.column = expression, column
         caret = " " * (column - 1) + "^"
-        super().__init__(f"--fail-on {expression!r}: {problem} at column {column}\n"
-                         f"  {expression}\n  {caret} expected {expected}")
+        super().__init__(f"--fail-on {expression!r}: {problem} at column {column}")
+        self.details = (f"  {expression}", f"  {caret} expected {expected}")
 
 
 def tokenize(expression: str) -> Iterator[Token]:
@@ -211,8 +211,20 @@ def _is_lint_rule(name: str) -> bool:
     return name.startswith(LINT_PREFIX) and name[len(LINT_PREFIX):] in RULE_IDS
 
 
-def known_figure(gate: Gate, diff: Diff) -> bool:
-    """Whether either side reports the gate's figure anywhere, or it is a lint rule's count
-    (to warn about typos)."""
+def unreported(gate: Gate, diff: Diff) -> str | None:
+    """A warning when neither side reports the gate's figure though a run can hold it (a
+    CPU-only run has no ``ptx.spills``), None when one does or it is a lint rule's count
+    (0 where nothing was found); a figure no run can hold (a typo) is a usage error, naming
+    the known figures closest to it."""
+    from irscope.analysis.figure_names import catalogued, closest
+
     name = gate.source_figure
-    return (name in diff.a.figures() or name in diff.b.figures() or _is_lint_rule(name))
+    a, b = diff.a.figures(), diff.b.figures()
+    if name in a or name in b or _is_lint_rule(name):
+        return None
+    if not catalogued(name):
+        near = closest(gate.figure, [*ALIASES, *a, *b])
+        hint = f"closest: {', '.join(near)}" if near else "docs/figures.md lists them"
+        raise UsageError(f"--fail-on {gate.text!r}: no figure is named {gate.figure!r} "
+                         f"({hint})")
+    return f"--fail-on {gate.text!r}: neither side reports a figure named {gate.figure!r}"

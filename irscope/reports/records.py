@@ -96,15 +96,24 @@ class UnitRecord:
     def figures(self, stage_figures: Callable[[StageRecord, str], Mapping[str, float]]
                 | None = None) -> dict[str, float]:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
-        kind (``ptx.instructions``) or, where the unit has several stages of that kind (graph
-        snapshots after each pass), by the stage name (``inductor_post_grad_graph.nodes``).
-        ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a stage
-        record many units share)."""
+        kind (``ptx.instructions``). Where the unit has several stages of a kind (graph
+        snapshots after each pass, XLA's LLVM IR and PTX of each fusion) each is named by the
+        stage name too (``inductor_post_grad_graph.nodes``), and the kind's figures combine
+        them as a run combines units (counts summed, a block's or thread's quantity the
+        largest). ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a
+        stage record many units share)."""
+        figures_of = stage_figures or (lambda stage, prefix: stage.figures(prefix))
         out: dict[str, float] = self.listed_figures
         per_kind = Counter(stage.kind for stage in self.stages)
+        several: dict[str, list[Mapping[str, float]]] = {}
         for stage in self.stages:
-            prefix = stage.kind if per_kind[stage.kind] == 1 else stage.name
-            out.update(stage_figures(stage, prefix) if stage_figures else stage.figures(prefix))
+            if per_kind[stage.kind] == 1:
+                out.update(figures_of(stage, stage.kind))
+                continue
+            out.update(figures_of(stage, stage.name))
+            several.setdefault(stage.kind, []).append(figures_of(stage, stage.kind))
+        for kind_figures in several.values():
+            out.update(roll_up(("", figures, 0) for figures in kind_figures).values)
         if per_kind["ptx"] and "spills" in self.headline:
             out.setdefault("ptx.spills", self.headline["spills"])  # what ptxas made of it
         return out
