@@ -325,14 +325,16 @@ def _ahead(blocks: Iterator[bytes]) -> Iterator[bytes]:
 _TEMPORARY_NAMES = itertools.count()
 
 
-def write_whole(path: Path, text: str) -> None:
-    """``text`` written to ``path`` whole or not at all: into a new file beside it, synced,
-    then renamed over it (a full disk leaves ``path`` as it was and no partial file)."""
+def write_whole(path: Path, text: str | bytes) -> None:
+    """``text`` (or bytes, as they are) written to ``path`` whole or not at all: into a new
+    file beside it, synced, then renamed over it (a full disk leaves ``path`` as it was and
+    no partial file)."""
     temporary = path.with_name(f".{path.name}.{os.getpid()}-{next(_TEMPORARY_NAMES)}.tmp")
     try:
         fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            with (os.fdopen(fd, "wb") if isinstance(text, bytes)
+                  else os.fdopen(fd, "w", encoding="utf-8")) as fh:
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())

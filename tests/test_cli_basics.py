@@ -97,7 +97,10 @@ def test_nothing_ingestible_exits_1_and_leaves_no_run(cli, tmp_path, inputs):
     assert not any((tmp_path / ".irscope" / "runs").glob("*"))
 
 
-def test_ingest_adds_to_an_existing_run_and_show_refuses_binary(cli, tmp_path, inputs):
+def test_ingest_adds_to_an_existing_run_and_show_writes_binary_to_a_file(cli, tmp_path,
+                                                                         inputs):
+    """A cubin goes to a file or a pipe as its bytes (`> k.cubin`, -o), which `irscope sass`
+    reads; to a terminal, show refuses with how to write it."""
     pytest.importorskip("triton")
     run = tmp_path / "run"
     assert cli("ingest", inputs["good"], "-o", run).returncode == 0
@@ -107,11 +110,36 @@ def test_ingest_adds_to_an_existing_run_and_show_refuses_binary(cli, tmp_path, i
     assert names == ["add_one", "add_kernel"]
     text = cli("ls", run).stdout
     assert "ttir -> ttgir -> llir -> ptx -> cubin" in text
-    binary = cli("show", run, "add_kernel", "cubin")
-    assert binary.returncode == 1 and "binary" in binary.stderr and "sass" in binary.stderr
+    cubin = next((tmp_path / "cache").glob("*/add_kernel.cubin")).read_bytes()
+    with open(tmp_path / "k.cubin", "wb") as redirected:
+        subprocess.run([sys.executable, "-m", "irscope", "show", str(run), "add_kernel",
+                        "cubin"], stdout=redirected, check=True)
+    assert (tmp_path / "k.cubin").read_bytes() == cubin
+    assert cli("show", run, "add_kernel", "cubin", "-o", tmp_path / "o.cubin").returncode == 0
+    assert (tmp_path / "o.cubin").read_bytes() == cubin
+    disassembled = cli("sass", tmp_path / "k.cubin")
+    assert disassembled.returncode == 0 or "no nvdisasm" in disassembled.stderr
+    assert disassembled.returncode != 0 or "add_kernel" in disassembled.stdout
+    terminal = on_a_terminal("show", run, "add_kernel", "cubin")
+    assert terminal.returncode == 1 and "binary" in terminal.stderr
+    assert "-o FILE" in terminal.stderr and "sass" in terminal.stderr
     ttgir = cli("show", run, "add_k", "ttgir")
     assert ttgir.returncode == 0 and ttgir.stdout == (
         next((tmp_path / "cache").glob("*/add_kernel.ttgir")).read_text())
+
+
+def on_a_terminal(*args) -> subprocess.CompletedProcess:
+    """``irscope ARGS`` with stdout a terminal (a pseudo-terminal's), stderr captured."""
+    import pty
+
+    main, terminal = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "irscope", *map(str, args)],
+                              stdout=terminal, stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(main)
+        os.close(terminal)
+    return done
 
 
 def test_unknown_unit_stage_and_run_are_one_line_errors(cli, tmp_path, inputs):
