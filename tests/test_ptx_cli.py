@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import SAMPLES
@@ -96,3 +97,20 @@ def test_sass_text_listing_is_read_directly(cli, tmp_path):
     data = json.loads(cli("sass", listing, "--json").stdout)
     assert data["kernels"][0]["histogram"] == {"EXIT": 1, "FFMA": 1, "MOV": 1}
     assert data["kernels"][0]["occupancy"] is None
+
+
+def test_a_cut_histogram_says_what_it_left_out(cli, tmp_path):
+    """sass and ptx show --top rows, then how many more and the instructions they count:
+    the rows shown and the rest add up to the kernel's instructions."""
+    listing = tmp_path / "k.sass"
+    listing.write_text("\tcode for sm_80\n\t\tFunction : k\n" + "".join(
+        f"        /*{i:04x}*/                   {op} ;\n"
+        for i, op in enumerate(["MOV R1, R2"] * 3 + ["FFMA R2, R3, R4, R5"] * 2 + ["EXIT"])))
+    sass = cli("sass", listing, "--by", "opcode", "--top", "2").stdout
+    assert "6 instructions" in sass and "+1 more (1 instructions); --top 0 shows all" in sass
+    assert "EXIT" not in sass and "EXIT" in cli("sass", listing, "--top", "0").stdout
+    ptx = cli("ptx", HAND_LOOP, "--top", "3").stdout
+    shown = [int(line.split("│")[1]) for line in ptx.splitlines() if line.count("│") == 2]
+    left = re.search(r"\+(\d+) more \((\d+) instructions\); --top 0 shows all", ptx)
+    total = int(re.search(r"(\d+) instructions\n*$", ptx).group(1))
+    assert len(shown) == 3 and left and sum(shown) + int(left.group(2)) == total

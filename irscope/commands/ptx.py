@@ -241,13 +241,12 @@ def _kernel_text(kernel, args: argparse.Namespace, text: str, lines) -> str:
     kind = "kernel" if kernel.is_entry else "function"
     out = [f"\n{kernel.name}  ({kind}, lines {kernel.first_line}-{kernel.last_line}"
            f"{', TRUNCATED' if kernel.truncated else ''})", _card(kernel)]
-    rows = list(getattr(kernel, LEVELS[args.by]).items())
+    rows, more = histogram_cut(getattr(kernel, LEVELS[args.by]), args.top)
     total = max(kernel.instructions, 1)
-    shown = [(name, f"{count:,}", f"{100 * count / total:.1f}")
-             for name, count in rows[:args.top or None]]
-    if args.top and len(rows) > args.top:
-        shown.append((f"… {len(rows) - args.top} more", "", ""))
+    shown = [(name, f"{count:,}", f"{100 * count / total:.1f}") for name, count in rows]
     out += table(f"by {args.by}", ((args.by, False), ("count", True), ("%", True)), shown)
+    if more:
+        out.append(f"  {more}")
     if args.loops:
         out += _loops(kernel)
     if args.collapsed:
@@ -255,6 +254,17 @@ def _kernel_text(kernel, args: argparse.Namespace, text: str, lines) -> str:
         out += [f"{line.first_line:>6}  {line.text}" for line in listing]
     out.append("")
     return "\n".join(out)
+
+
+def histogram_cut(histogram, top: int) -> tuple[list[tuple[str, int]], str | None]:
+    """The first ``top`` rows of a histogram (all for 0) and, when rows were left out, a
+    line saying how many and what they count."""
+    rows = list(histogram.items())
+    if not top or len(rows) <= top:
+        return rows, None
+    left = rows[top:]
+    return rows[:top], (f"+{len(left)} more ({sum(count for _, count in left):,} "
+                        f"instructions); --top 0 shows all")
 
 
 def table(title: str, columns: tuple[tuple[str, bool], ...], rows: list[tuple]) -> list[str]:

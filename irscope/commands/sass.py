@@ -104,6 +104,8 @@ def _print(args, module, cards) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from irscope.commands.ptx import histogram_cut
+
     console = rich_console()
     arch = f"sm_{module.arch}" if module.arch else "unknown arch"
     console.print(f"[bold]{markup_escape(args.file)}[/]  {markup_escape(module.format)}, "
@@ -133,9 +135,12 @@ def _print(args, module, cards) -> None:
         table = Table(show_edge=False)
         table.add_column(args.by)
         table.add_column("count", justify="right")
-        for name, count in list(histogram.items())[:args.top or None]:
+        rows, more = histogram_cut(histogram, args.top)
+        for name, count in rows:
             table.add_row(Text(one_line(name)), f"{count:,}")
         console.print(table)
+        if more:
+            console.print(f"  {more}", soft_wrap=True)
     if module.diagnostics:
         for d in module.diagnostics:
             warn(d.message)
