@@ -7,11 +7,12 @@ import argparse
 import importlib
 import os
 import sys
+import warnings
 
 from irscope import __version__
-from irscope.console import error, note
+from irscope.console import error, note, warn
 from irscope.errors import (EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, IrscopeError,
-                            environment_error)
+                            RunWarning, environment_error)
 
 # Subcommands in the order --help lists them; each is irscope.commands.<name>.
 COMMANDS = ("inspect", "ingest", "runs", "ls", "show", "open", "serve", "stats", "ptx", "sass",
@@ -53,7 +54,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
     try:
-        return int(args.func(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", RunWarning)
+            warnings.showwarning = _warning_lines()
+            return int(args.func(args) or 0)
     except IrscopeError as exc:
         error(str(exc))
         for line in exc.details:
@@ -71,6 +75,24 @@ def main(argv: list[str] | None = None) -> int:
         message, code = environment_error(exc)
         error(message)
         return code
+
+
+def _warning_lines():
+    """A ``warnings.showwarning`` that writes each of irscope's run warnings once as one
+    ``irscope: warning:`` line (a run opened twice is damaged once): what the store warns
+    of is the user's to know, never where in the code it was raised. Other warnings are
+    shown as Python shows them."""
+    shown: set[str] = set()
+    python_shows = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if not issubclass(category, RunWarning):
+            python_shows(message, category, filename, lineno, file, line)
+        elif str(message) not in shown:
+            shown.add(str(message))
+            warn(str(message))
+
+    return show
 
 
 def entry() -> None:

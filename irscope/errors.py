@@ -33,6 +33,10 @@ class RunError(IrscopeError):
     """A run directory is missing, damaged, or from a newer irscope."""
 
 
+class RunWarning(UserWarning):
+    """A run is read, but part of it is damaged (its run.json): what it held is unknown."""
+
+
 class MissingDependency(IrscopeError):
     """A feature needs an optional package (torch, jax, triton) or tool that is not installed."""
 

@@ -316,11 +316,14 @@ class GuardedServer(Server):
     def serve(self, debug: bool = False) -> None:
         """Serve until Ctrl-C, SIGTERM or SIGHUP, then end every app."""
         self.initialize_logging()
+        # bound before the app starts, which says where it serves: a port in use fails first
+        listening = socket.create_server(
+            (self.host, self.port), family=socket.AF_INET6 if ":" in self.host else socket.AF_INET)
         loop = asyncio.new_event_loop()
         for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(number, self.request_exit)
         try:
-            web.run_app(self._make_app(), host=self.host, port=self.port, handle_signals=False,
+            web.run_app(self._make_app(), sock=listening, handle_signals=False,
                         loop=loop, print=None, shutdown_timeout=SHUTDOWN_S,
                         access_log=None)
         finally:

@@ -30,8 +30,11 @@ def test_bash_completes_commands_then_that_commands_options(tmp_path):
               "COMP_WORDS=(irscope se); COMP_CWORD=1; _irscope; echo ${COMPREPLY[@]}; "
               "COMP_WORDS=(irscope serve --p); COMP_CWORD=2; _irscope; echo ${COMPREPLY[@]}; "
               "COMP_WORDS=(irscope report run --for); COMP_CWORD=3; _irscope; "
-              "echo ${COMPREPLY[@]}")
-    assert out.splitlines() == ["serve", "--port", "--format"]
+              "echo ${COMPREPLY[@]}; "
+              "COMP_WORDS=(irscope report run --format ''); COMP_CWORD=4; _irscope; "
+              "echo ${COMPREPLY[@]}; "
+              "COMP_WORDS=(irscope report -f m); COMP_CWORD=3; _irscope; echo ${COMPREPLY[@]}")
+    assert out.splitlines() == ["serve", "--port", "--format", "table json csv md html", "md"]
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
@@ -48,8 +51,9 @@ def test_fish_completes_commands_and_options(tmp_path):
     path = script("fish", tmp_path)
     run("fish", "-n", path)
     out = run("fish", "-c", f"source {path}; complete -C'irscope se'; "
-              "complete -C'irscope serve --po'")
+              "complete -C'irscope serve --po'; complete -C'irscope report -f j'")
     assert out.splitlines()[0].startswith("serve\t") and "--port\t" in out
+    assert out.splitlines()[-1].startswith("json\t")
 
 
 # -- quoting: names and help texts never run as commands -----------------------------------------

@@ -396,10 +396,10 @@ def test_where_command_prints_text_and_json_and_one_line_errors(cli):
     lines = json.loads(cli("where", sample, "activations.py", "--json").stdout)["lines"]
     assert lines == [{"line": 66, "forward": 2, "backward": 6, "inference": 0, "other": 0,
                       "kernels": 4, "instructions": 624}]
-    for bad, message in (("nope.py:3", "no file of that name"),
-                         ("modeling_gpt2.py:x", "no file of that name")):
+    for bad, code, message in (("nope.py:3", 1, "no file of that name"),
+                               ("modeling_gpt2.py:x", 2, "'x' is not a line number")):
         result = cli("where", sample, bad)
-        assert result.returncode == 1 and message in result.stderr
+        assert result.returncode == code and message in result.stderr
         assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from irscope.errors import RunError
+from irscope.errors import RunError, RunWarning
 from irscope.ingest import ingest
 from irscope.store import INDEX, INLINE_MAX, BlobRef, Run, locate_run
 
@@ -259,7 +259,8 @@ def test_damaged_and_missing_runs_are_clear_errors(tmp_path):
 def test_run_json_is_plain_data_and_damage_is_reported(tmp_path):
     run = Run.create(tmp_path / "run", {"name": "n", "command": ["x"]})
     (run.path / "run.json").write_text("{not json")
-    reopened = Run.open(run.path)
+    with pytest.warns(RunWarning, match="run.json: Expecting property name"):
+        reopened = Run.open(run.path)
     assert "damaged" in reopened.meta
     reopened.update_meta({"exit_status": 0})
     assert Run.open(run.path).meta == {"exit_status": 0}

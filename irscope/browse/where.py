@@ -145,12 +145,18 @@ def where(view: RunView, path: str, line: int, ranges: bool = True) -> Where:
                              or (hit.kernels[0].name if hit.kernels else ""), hit.node.kind,
                              hit.records, tuple(kernels)))
     notes = list(graph.notes)
+    held = graph.held.get(path, {})
+    lines = None if line in held else _file_lines(path)
     if not rows and not fx_rows:
-        notes.append(f"{os.path.basename(path)}:{line} is no FX node's innermost frame, and "
-                     "no kernel's stack trace names it (a line that calls the code doing the "
-                     "work: try the lines it calls)")
-    return Where(path, line, _source_line(graph, path, line), fx_rows, tuple(rows),
-                 tuple(notes))
+        if lines is not None and line > len(lines):
+            notes.append(f"{os.path.basename(path)}:{line} is past the end of the file "
+                         f"({len(lines)} lines)")
+        else:
+            notes.append(f"{os.path.basename(path)}:{line} is no FX node's innermost frame, "
+                         "and no kernel's stack trace names it (a line that calls the code "
+                         "doing the work: try the lines it calls)")
+    text = held.get(line) or (lines[line - 1] if lines and line <= len(lines) else None)
+    return Where(path, line, text, fx_rows, tuple(rows), tuple(notes))
 
 
 def _fusion_lines(view: RunView, graph, hit: Hit) -> KernelLines:
@@ -169,16 +175,13 @@ def _code_of(graph, stage_id: int) -> int:
     return next((code for code, post in graph.post_of.items() if post == stage_id), 0)
 
 
-def _source_line(graph, path: str, line: int) -> str | None:
-    held = graph.held.get(path, {})
-    if line in held:
-        return held[line]
+def _file_lines(path: str) -> list[str] | None:
+    """The lines of the file at ``path`` on this machine, None where it cannot be read."""
     try:
         if os.path.isfile(path):
             from irscope.files import read_artifact
 
-            lines = read_artifact(path, "a Python source file").splitlines()
-            return lines[line - 1] if 0 < line <= len(lines) else None
+            return read_artifact(path, "a Python source file").splitlines()
     except IrscopeError:
         return None
     return None

@@ -133,7 +133,9 @@ def run_target(target: list[str]) -> None:
     else:
         script = target[0]
         sys.argv = list(target)
-        sys.path[0] = str(Path(script).resolve().parent)
+        # as python does: a folder run through its __main__.py is itself on the path
+        where = Path(script).resolve()
+        sys.path[0] = str(where if where.is_dir() else where.parent)
         # __file__ absolute, as `python script.py` makes it: the script may change directory
         runpy.run_path(os.path.abspath(script), run_name="__main__")
 

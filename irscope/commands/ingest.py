@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from pathlib import Path
-from irscope.console import LATE_BAR_S, note, out, print_json, progress, warn
+from irscope.console import LATE_BAR_S, error, note, out, print_json, progress, warn
 
 
 def add_parser(subparsers) -> None:
@@ -143,7 +143,7 @@ def _ingest(args, path, made_here: bool) -> int:
     if not report.ingested:
         if made_here:
             shutil.rmtree(path, ignore_errors=True)  # an empty run would only clutter `runs`
-        note("irscope: nothing could be ingested")
+        error("nothing could be ingested")
         return 1
     if args.json:
         print_json(summary)

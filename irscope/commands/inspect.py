@@ -85,7 +85,13 @@ def _target(args) -> list[str]:
 
     if is_launcher(target):
         return target
-    if not Path(target[0]).is_file():
+    script = Path(target[0])
+    if script.is_dir():  # python runs a folder through its __main__.py
+        if not (script / "__main__.py").is_file():
+            raise InputError(f"{target[0]}: is a folder with no __main__.py (python runs a "
+                             "folder or a zip file through it)")
+        return target
+    if not script.is_file():
         raise InputError(f"{target[0]}: no such script")
     from irscope.files import not_a_script
 

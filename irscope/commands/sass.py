@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from irscope.errors import InputError, UsageError
@@ -58,9 +59,11 @@ def run(args: argparse.Namespace) -> int:
     elif b"\x00" in data[:4096]:
         raise InputError(f"{args.file}: binary file that is neither a cubin (ELF) nor SASS text")
     else:
-        module = sass.parse(data.decode("utf-8", errors="replace"))
+        text = data.decode("utf-8", errors="replace")
+        module = sass.parse(text)
         if not module.kernels:
-            raise InputError(f"{args.file}: no SASS instructions found")
+            raise InputError(f"{args.file}: no SASS instructions found"
+                             f"{_other_kind(args.file, text)}")
     cards = [_card(args, module, kernel) for kernel in module.kernels]
     if args.json:
         print_json({"file": str(args.file), "format": module.format, "arch": module.arch,
@@ -71,6 +74,19 @@ def run(args: argparse.Namespace) -> int:
         return 0
     _print(args, module, cards)
     return 0
+
+
+def _other_kind(path: Path, text: str) -> str:
+    """What the file is instead, and the command that reads it (PTX: `irscope ptx`)."""
+    from irscope.parsers import registry
+
+    kind = registry.detect(text, path.name)
+    if kind == "ptx":
+        return f": it is PTX (`irscope ptx {shlex.quote(str(path))}` analyses it)"
+    if registry.get(kind).module:
+        return (f": it reads as {registry.get(kind).title} (`irscope stats "
+                f"{shlex.quote(str(path))}` counts it)")
+    return ""
 
 
 def _card(args, module, kernel) -> dict | None:

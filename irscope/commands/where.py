@@ -7,8 +7,9 @@ import re
 from irscope.console import out, print_json, printable, warn
 from irscope.errors import UsageError
 
-# "model.py:12"   "src/model.py:12"   "C:\\src\\model.py:12"
-LOCATION_RE = re.compile(r"^(.+):(\d+)$")
+# "model.py:12"   "src/model.py:12"   "C:\\src\\model.py:12"; what follows the last
+# colon, when it holds no path separator, is meant as a line: "model.py:abc", "model.py:-3"
+LOCATION_RE = re.compile(r"^(.+):([^:/\\]+)$")
 # what the located places of each kind of stage are, in pipeline order, for the heading
 LOCATED = {"fx_graph": "FX nodes", "aot_graph": "FX nodes", "thunder_trace": "trace lines",
            "jaxpr": "jaxpr equations", "stablehlo": "StableHLO ops",
@@ -69,13 +70,25 @@ def run(args) -> int:
                 for row in rows.values():
                     out(f"  {row.line:>6}  {row.summary()}")
             return 0
-        path = resolve_file(view, match.group(1))
-        found = where(view, path, int(match.group(2)))
+        line = _line_number(args.location, match.group(2))
+        found = where(view, resolve_file(view, match.group(1)), line)
     if args.json:
         print_json(found.to_json())
         return 0
     _print(found)
     return 0
+
+
+def _line_number(location: str, text: str) -> int:
+    """The line of FILE:LINE, a positive number; else a usage error saying why."""
+    try:
+        line = int(text)
+    except ValueError:
+        raise UsageError(f"{location}: {text!r} is not a line number (FILE:LINE, such as "
+                         "model.py:42)") from None
+    if line < 1:
+        raise UsageError(f"{location}: line {line} is not positive (lines count from 1)")
+    return line
 
 
 def _print(found) -> None:

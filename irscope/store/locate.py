@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from irscope.errors import RunError
+from irscope.store.records import listed
 from irscope.store.schema import DEFAULT_ROOT, INDEX
 
 
@@ -71,8 +72,8 @@ def locate_run(spec: str, root: Path | None = None) -> Path:
     if len(named) == 1:
         return named[0]
     if len(named) > 1:
-        listing = ", ".join(p.name for p in named[:4])
-        raise RunError(f"{spec!r} matches {len(named)} runs ({listing}, ...): be more precise")
+        raise RunError(f"{spec!r} matches {len(named)} runs "
+                       f"({listed([p.name for p in named], 4)}): be more precise")
     if path.exists():
         raise RunError(f"{path}: not an irscope run (no {INDEX})")
     raise RunError(f"{spec}: no such run (nor a run named so under {root or DEFAULT_ROOT})")

@@ -24,7 +24,14 @@ class WriterLock:
         """Take the lock, or raise RunError naming who holds it."""
         import fcntl
 
-        self.folder.mkdir(parents=True, exist_ok=True)
+        if self.folder.exists() and not self.folder.is_dir():
+            raise RunError(f"{self.folder}: exists and is not a folder (a run is a folder: "
+                           "choose another -o)")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file where a parent folder goes
+            raise RunError(f"{self.folder}: cannot make the run's folder: a file is in the "
+                           "way of its path (choose another -o)") from None
         path = self.folder / LOCK_FILE
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         try:

@@ -155,6 +155,9 @@ def json_value(text: Any) -> Any:
 
 
 
+STAGE_NAMES_SHOWN = 12  # of a unit's stages, in a message saying that none is the one asked for
+
+
 def pick_unit(units: list[Unit], key: str | int, where: Path) -> Unit:
     """The unit of ``units`` with id or exact name ``key``, else the one whose name holds it."""
     for u in units:
@@ -165,8 +168,8 @@ def pick_unit(units: list[Unit], key: str | int, where: Path) -> Unit:
         return matches[0]
     if not matches:
         raise RunError(f"{where}: no unit named {key!r}")
-    names = ", ".join(u.name for u in matches[:5])
-    raise RunError(f"{where}: {key!r} matches {len(matches)} units ({names}, ...)")
+    raise RunError(f"{where}: {key!r} matches {len(matches)} units "
+                   f"({listed([u.name for u in matches], 5)})")
 
 
 def pick_stage(stages: list[Stage], unit: Unit, key: str) -> Stage:
@@ -177,5 +180,36 @@ def pick_stage(stages: list[Stage], unit: Unit, key: str) -> Stage:
     for s in stages:
         if s.kind == key:
             return s
-    have = ", ".join(s.name for s in stages) or "none"
-    raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has: {have})")
+    if not stages:
+        raise RunError(f"unit {unit.name!r} has no stage {key!r} (it has none)")
+    kinds = ", ".join(dict.fromkeys(s.kind for s in stages))
+    raise RunError(f"unit {unit.name!r} has no stage {key!r} (its kinds: {kinds}; names: "
+                   f"{listed(numbered_runs([s.name for s in stages]), STAGE_NAMES_SHOWN)})")
+
+
+def listed(names: list[str], shown: int) -> str:
+    """The first ``shown`` of ``names``, joined, and how many more there are."""
+    more = f", … ({len(names) - shown} more)" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
+
+
+def numbered_runs(names: list[str]) -> list[str]:
+    """``names`` with the numbered ones of each name told as one range, in order of first
+    sight: chromium_event#1, chromium_event#2, ... chromium_event#181 -> chromium_event#1..#181
+    (two stay as they are)."""
+    groups: dict[tuple[str, bool], list[int]] = {}  # (name or base, numbered) -> numbers
+    for name in names:
+        base, mark, number = name.rpartition("#")
+        if mark and base and number.isdigit():
+            groups.setdefault((base, True), []).append(int(number))
+        else:
+            groups.setdefault((name, False), [])
+    out = []
+    for (name, numbered), found in groups.items():
+        if not numbered:
+            out.append(name)
+        elif len(found) < 3:
+            out += [f"{name}#{n}" for n in found]
+        else:
+            out.append(f"{name}#{min(found)}..#{max(found)}")
+    return out

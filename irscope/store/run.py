@@ -25,11 +25,12 @@ import sqlite3
 import stat
 import threading
 import urllib.parse
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping
 
-from irscope.errors import RunError
+from irscope.errors import RunError, RunWarning
 from irscope.store.blobs import (BlobRef, BlobSink, TooLarge, bounded_decompress,
                                  checked_blob_name, compress, digest, open_blob_file,
                                  read_blob_file, zstandard_module)
@@ -182,7 +183,11 @@ class Run:
                            f"irscope reads up to {SCHEMA_VERSION}); upgrade irscope")
         if version < 1:
             raise RunError(f"{path / INDEX}: damaged index (no schema version)")
-        return cls(path, db, _read_meta(path), version, writable)
+        meta = _read_meta(path)
+        if "damaged" in meta:  # the index holds the run: it is read, with a word of warning
+            warnings.warn(f"{path}: {meta['damaged']}: the run's name, command and times are "
+                          "unknown", RunWarning, stacklevel=2)
+        return cls(path, db, meta, version, writable)
 
     def close(self) -> None:
         self.save_stats()
