@@ -95,3 +95,52 @@ def test_at_80_columns_the_kernels_rows_show_their_figures():
     timed = [row for row in kernels if row[titles.index("GPU µs")] != "-"]
     assert len(timed) >= 25  # the configurations launched (the others never ran)
     assert all(len(line) <= 80 for line in text.splitlines())
+
+
+def test_a_piped_table_keeps_every_column_and_whole_names(monkeypatch, tmp_path):
+    """Written to a pipe with COLUMNS unset, the table is as wide as it needs (as ls's
+    listing is): every figure column and every name whole; COLUMNS=80 still fits 80."""
+    from conftest import run_main
+    from irscope.reports.common import unit_columns
+
+    with Run.open(SAMPLES / "torch_cuda") as run:
+        report = build_report(run)
+    titles = {title for _, title in unit_columns(report)}
+
+    def header(text: str) -> set[str]:
+        return {cell.strip() for cell in next(line for line in text.splitlines()
+                                              if "┃ Unit" in line).split("┃")[1:-1]}
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    piped = run_main("report", SAMPLES / "torch_cuda", cwd=tmp_path).stdout
+    assert titles <= header(piped) and all(u.name in piped for u in report.units)
+    monkeypatch.setenv("COLUMNS", "80")
+    narrow = run_main("report", SAMPLES / "torch_cuda", cwd=tmp_path).stdout
+    assert not titles <= header(narrow) and max(map(len, narrow.splitlines())) <= 80
+
+
+def test_names_cut_to_fit_still_tell_their_rows_apart():
+    """XLA's LLVM IR before and after optimization of each fusion, and Inductor's two
+    provenance records of one graph: stage titles and figure names that share their start
+    and end read apart at 100 and at 80 columns."""
+    from irscope.reports.diff import diff_reports
+
+    fusions = ("add_tanh_fusion", "multiply_add_fusion.1", "multiply_subtract_fusion.1")
+    stages = tuple(StageRecord("llir", f"{when} · {fusion}", {"add": n}, {"instructions": n})
+                   for n, fusion in enumerate(fusions, 1) for when in ("ir-no-opt", "ir-with-opt"))
+    before = Report("a", None, (UnitRecord("jit_train_step", "jax", stages=stages),), {})
+    for width in (80, 100):
+        cells = [line.split("│")[2].strip() for line in rows(table.render_report(
+            before, Rendering(width)))]
+        shown = [cell for cell in cells if cell != "jax"]  # the stage table's, not the unit's
+        assert len(shown) == len(set(shown)) == 6 and "…" in "".join(shown), shown
+    records = ("inductor_provenance_tracking_kernel_stack_traces",
+               "inductor_provenance_tracking_node_mappings")
+    graphs = [UnitRecord("[0/0] forward", "torch", stages=tuple(
+        StageRecord("inductor_provenance", f"{name}#{i}", {}, {"kernels": i + n})
+        for name in records for i in (1, 2))) for n in (0, 1)]
+    diff = diff_reports(*(Report(side, None, (graph,), {}) for side, graph in zip("ab", graphs)))
+    for width in (60, 80):
+        figures = [tuple(cell.strip() for cell in line.split("│")[1:3]) for line in rows(
+            table.render_diff(diff, Rendering(width))) if "matched" not in line]
+        assert len(figures) == len(set(figures)) == 10, figures  # (unit, figure) apart

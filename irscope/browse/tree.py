@@ -3,6 +3,8 @@ order, titled and badged; a stage's text as the viewer shows it."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -268,18 +270,64 @@ def short_name(name: str, width: int, head: int | None = None) -> str:
 
 def short_names(names: list[str], width: int) -> dict[str, str]:
     """Each of ``names`` shortened to ``width`` (``short_name``), names that would read alike
-    given more of their start until they differ (where ``width`` allows)."""
+    given more of their start until they differ; those that still read alike keep, around
+    the places where they differ, a few characters each (where ``width`` allows)."""
     found = {name: short_name(name, width) for name in names}
-    alike: dict[str, list[str]] = defaultdict(list)
-    for name, short in found.items():
-        alike[short].append(name)
-    for group in (g for g in alike.values() if len(g) > 1):
+    for group in _alike(found):
         for head in range(max(1, (width - 1) // 3) + 1, width - 1):
             tried = {name: short_name(name, width, head) for name in group}
             if len(set(tried.values())) == len(group):
                 found.update(tried)
                 break
+    kept: dict[str, set[int]] = defaultdict(set)  # where each name differs from a like one
+    for _ in range(APART_ROUNDS):
+        groups = _alike(found)
+        if not groups:
+            break
+        for group in groups:
+            for a, b in itertools.combinations(group, 2):
+                first = len(os.path.commonprefix([a, b]))
+                kept[a].add(first)
+                kept[b].add(first)
+            for name in group:
+                found[name] = _keeping(name, kept[name], width) or found[name]
     return found
+
+
+APART_ROUNDS = 4  # of names that read alike, each keeping more of where it differs
+
+
+def _alike(found: Mapping[str, str]) -> list[list[str]]:
+    """The names whose shortened forms are the same, in groups."""
+    alike: dict[str, list[str]] = defaultdict(list)
+    for name, short in found.items():
+        alike[short].append(name)
+    return [group for group in alike.values() if len(group) > 1]
+
+
+def _keeping(name: str, places: set[int], width: int) -> str | None:
+    """``name`` in ``width`` characters keeping its first three, a few around each of
+    ``places`` and as much of its end as fits, "…" where it is cut; None when they do not
+    fit: ``LLVM IR (ir-no-opt · multiply_add_fusion.1)`` keeping 12 and 30 at 24 is
+    ``LLV…-no-…_add_fusion.1)``."""
+    if len(name) <= width:
+        return name
+    spans = sorted([(0, 3), *((max(0, p - 1), min(len(name), p + 3)) for p in places)])
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    used = sum(end - start for start, end in merged) + len(merged) - 1
+    tail = width - used - 1  # the end of the name, after one more "…"
+    if tail < 0:
+        return None
+    if merged[-1][1] >= len(name) - tail - 1:
+        merged[-1][1] = len(name)
+    else:
+        merged.append([len(name) - tail, len(name)])
+    return "…".join(name[start:end] for start, end in merged)[:width]
 
 
 def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,

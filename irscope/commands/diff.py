@@ -136,7 +136,7 @@ def _diff(args: argparse.Namespace) -> int:
         violations += evaluate(gate, diff)
     rendering = Rendering(violations=tuple(violations))
     emit(lambda width: renderer(fmt).render_diff(diff, replace(rendering, width=width)),
-         lambda width: renderer(fmt).diff_renderable(diff), fmt, args.output)
+         lambda width: renderer(fmt).diff_renderable(diff, width), fmt, args.output)
     for line in rendering.failures:
         error(f"gate failed: {line}")
     return 1 if violations else 0

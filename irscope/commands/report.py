@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from irscope.console import note, rich_console, write_text
@@ -84,13 +85,23 @@ def stage_filter(args: argparse.Namespace) -> tuple[str, ...] | None:
 
 def emit(text_at_width, renderable_for_terminal, fmt: str, output: str | None) -> None:
     """Write the rendering to -o FILE, or to stdout (Rich for a table, text otherwise);
-    ``text_at_width(width)`` renders the text (a file's table is 120 columns wide)."""
+    ``text_at_width(width)`` renders the text (a file's table is 120 columns wide); a table
+    on stdout fits the terminal, or COLUMNS, and is whole in a pipe."""
 
     if output:
         write_whole(Path(output), text_at_width(120))  # whole or not at all
     elif fmt == "table":
         console = rich_console()
-        console.print(renderable_for_terminal(console.width))
+        if console.is_terminal or os.environ.get("COLUMNS"):
+            console.print(renderable_for_terminal(console.width))
+            return
+        from irscope.reports.table import WHOLE
+
+        # a pipe or a file: every column, each as wide as it needs, as ls writes to a pipe
+        renderable = renderable_for_terminal(WHOLE)
+        console.width = console.measure(renderable, options=console.options.update_width(
+            WHOLE)).maximum
+        console.print(renderable)
     else:
         write_text(text_at_width(120))
 

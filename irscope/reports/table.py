@@ -27,6 +27,14 @@ NAME_MIN, NAME_MAX = 12, 40  # a unit name's column: never narrower, and no wide
 NAME_RESERVED = 24  # figure columns give way to a unit name up to this width
 STAGE_MAX, TOP_OPS_MIN, TOP_OPS_WIDE = 24, 12, 40
 FIRST_COLUMNS = frozenset({"gpu_time_us"})  # kept whatever the width, where the run has it
+# The width of a table written to a pipe or a file with COLUMNS unset: every column, each as
+# wide as what it holds, names whole (as ls writes to a pipe)
+WHOLE = 1 << 20
+
+
+def name_limit(width: int) -> int:
+    """How long a name may be shown at ``width``: NAME_MAX on a terminal, whole when WHOLE."""
+    return NAME_MAX if width < WHOLE else WHOLE
 
 
 def fitting(columns, rows, width: int, reserved: int) -> list[tuple[str, str, int]]:
@@ -64,11 +72,11 @@ def _fixed(table: Table, title: str, width: int, justify: str = "left") -> None:
 def report_renderable(report: Report, width: int = 120,
                       rendering: Rendering = Rendering()) -> Group:
     """A headline table (one row per unit) and a stage table (one row per unit × stage), each
-    row one line at ``width`` columns: as many figure columns as fit, long names shortened in
-    the middle (--format md/json keep them whole)."""
+    row one line at ``width`` columns: as many figure columns as fit, long names shortened
+    where they do not tell rows apart (whole at WHOLE, as --format md/json keep them)."""
     names = [one_line(u.name) for u in report.units]
     frameworks = [one_line(u.framework) for u in report.units]
-    longest = min(max((len(n) for n in names), default=NAME_MIN), NAME_MAX)
+    longest = min(max((len(n) for n in names), default=NAME_MIN), name_limit(width))
     framework = max([len("Framework"), *(len(f) for f in frameworks)])
     columns = fitting(unit_columns(report), [u.headline for u in report.units], width,
                       1 + 2 * CELL_PADDING + framework + min(longest, NAME_RESERVED))
@@ -100,21 +108,33 @@ def report_renderable(report: Report, width: int = 120,
                - unit_width - sum(w for *_, w in totals))
     # a wide terminal gives stage titles (TTIR (gemm_fusion_3.ttir.txt)) room first
     stage_width = min(stage_longest, max(stage_width, rest - TOP_OPS_WIDE))
-    top_width = rest - stage_width
+    summaries = [one_line(stage_summary(s)) for s in records]
+    top_width = min(rest - stage_width, max([TOP_OPS_MIN, *map(len, summaries)]))
+    titles = [[one_line(stage_title(s)) for s in unit.stages] for unit in report.units]
+    while top_width > TOP_OPS_MIN and _alike(titles, stage_width):  # top ops give way
+        stage_width, top_width = stage_width + 1, top_width - 1
     stages = Table(title="Op counts per stage", title_justify="left")
     _fixed(stages, "Unit", unit_width)
     _fixed(stages, "Stage", stage_width)
     for _, title, need in totals:
         _fixed(stages, title, need, "right")
     _fixed(stages, "Top ops", top_width)
-    for unit, name in zip(report.units, names):
-        for stage in unit.stages:
-            stages.add_row(_text(name, unit_width), _text(stage_title(stage), stage_width),
+    unit_names = short_names(names, unit_width)  # rows that differ read apart
+    for unit, name, unit_titles in zip(report.units, names, titles):
+        shown = short_names(unit_titles, stage_width)
+        for stage, title in zip(unit.stages, unit_titles):
+            stages.add_row(_text(unit_names[name]), _text(shown[title]),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
                            _text(stage_summary(stage)))
     return Group(*_time_tables(report, width), units, stages, *_compile_time_table(report),
-                 *_passes_table(report),
+                 *_passes_table(report, width),
                  *_source_lines_table(report, width), *_history_table(rendering))
+
+
+def _alike(titles: list[list[str]], width: int) -> bool:
+    """Whether two different stage titles of one unit would read the same at ``width``."""
+    return any(len(set(short_names(unit, width).values())) < len(set(unit))
+               for unit in titles if max(map(len, unit), default=0) > width)
 
 
 def _history_table(rendering: Rendering) -> list[Table]:
@@ -142,7 +162,7 @@ def _time_tables(report: Report, width: int) -> list:
         first = numeric_from(header)
         needs = [max([len(name), *(len(row[i]) for row in rows)])
                  for i, name in enumerate(header)]
-        names = [min(need, NAME_MAX) for need in needs[:first]]
+        names = [min(need, name_limit(width)) for need in needs[:first]]
         kept, used = list(range(first)), sum(min(n, NAME_MIN) for n in names) + 1 + \
             CELL_PADDING * first
         for index in range(first, len(header)):
@@ -170,8 +190,10 @@ def _source_lines_table(report: Report, width: int) -> list[Table]:
         return []
     table = Table(title=source_lines_title(report), title_justify="left")
     figures = SOURCE_LINE_HEADER[1:]
-    place = max(NAME_MIN, width - 1 - CELL_PADDING * (1 + len(figures))
-                - sum(max(len(f), 6) for f in figures))
+    files = [one_line(location.rsplit("/", 1)[-1]) for location, *_ in source_line_rows(report)]
+    place = min(max(NAME_MIN, width - 1 - CELL_PADDING * (1 + len(figures))
+                    - sum(max(len(f), 6) for f in figures)),
+                max([len(SOURCE_LINE_HEADER[0]), *map(len, files)]))
     _fixed(table, SOURCE_LINE_HEADER[0], place)
     for title in figures:
         _fixed(table, title, max(len(title), 6), "right")
@@ -198,11 +220,13 @@ def _compile_time_table(report: Report) -> list[Table]:
     return [table]
 
 
-def _passes_table(report: Report) -> list[Table]:
-    """The passes that changed each unit's IR (none when no unit has passes filed)."""
+def _passes_table(report: Report, width: int) -> list[Table]:
+    """The passes that changed each unit's IR (none when no unit has passes filed), the
+    units' names told apart in NAME_MIN columns (whole at WHOLE)."""
     units = [u for u in report.units if u.passes]
     if not units:
         return []
+    names = short_names([one_line(u.name) for u in units], NAME_MIN if width < WHOLE else WHOLE)
     table = Table(title="Passes that changed the IR (irscope passes RUN UNIT)",
                   title_justify="left")
     for title, justify, least in (("Unit", "left", NAME_MIN), ("#", "right", 3),
@@ -212,7 +236,7 @@ def _passes_table(report: Report) -> list[Table]:
                          min_width=least)
     for unit in units:
         for r in unit.passes:
-            table.add_row(_text(unit.name, NAME_MIN), str(r.index),
+            table.add_row(_text(names[one_line(unit.name)]), str(r.index),
                           _text(r.pipeline), _text(r.name), f"+{r.added} -{r.removed}",
                           "" if r.op_delta is None else f"{r.op_delta:+d}")
     return [table]
@@ -220,25 +244,30 @@ def _passes_table(report: Report) -> list[Table]:
 
 def diff_renderable(diff: Diff, width: int | None = None) -> Group:
     """A unit table (status and how each pair matched) and a table of every changed figure,
-    each row one line at ``width`` columns (the console's when not given): unit and figure
-    names cut in the middle."""
+    each row one line at ``width`` columns (the console's when not given; WHOLE: every name
+    whole): unit and figure names cut where they do not tell rows apart."""
     width = Console().width if width is None else width
     title = (f"{diff.a.run} -> {diff.b.run}: {diff.count('matched')} matched, "
              f"{diff.count('added')} added, {diff.count('removed')} removed")
     stage_lists = [one_line(_stage_list(u.stages_changed)) for u in diff.units]
+    limit = 16 if width < WHOLE else WHOLE
     fixed = [max([len("Status"), *(len(u.status) for u in diff.units)]),
-             min(16, max([len("Matched by"), *(len(u.matched_by or "") for u in diff.units)])),
+             min(limit, max([len("Matched by"), *(len(u.matched_by or "")
+                                                   for u in diff.units)])),
              len("Figures Δ"),
-             min(16, max([len("Stages Δ"), *(len(s) for s in stage_lists)]))]
-    name_width = max(NAME_MIN, width - 1 - CELL_PADDING * 5 - sum(fixed))
+             min(limit, max([len("Stages Δ"), *(len(s) for s in stage_lists)]))]
+    unit_names = [one_line(u.name) for u in diff.units]
+    name_width = min(max(NAME_MIN, width - 1 - CELL_PADDING * 5 - sum(fixed)),
+                     max([len("Unit"), *map(len, unit_names)]))
     units = Table(title=_text(title), title_justify="left")
     _fixed(units, "Status", fixed[0])
     _fixed(units, "Unit", name_width)
     _fixed(units, "Matched by", fixed[1])
     _fixed(units, "Figures Δ", fixed[2], "right")
     _fixed(units, "Stages Δ", fixed[3])
-    for unit, stages in zip(diff.units, stage_lists):
-        units.add_row(_text(unit.status), _text(unit.name, name_width),
+    shown = short_names(unit_names, name_width)
+    for unit, name, stages in zip(diff.units, unit_names, stage_lists):
+        units.add_row(_text(unit.status), _text(shown[name]),
                       _text(unit.matched_by or ""),
                       str(len(unit.changes)) if unit.status == "matched" else "", Text(stages))
 
@@ -250,15 +279,17 @@ def diff_renderable(diff: Diff, width: int | None = None) -> Group:
     numbers = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate("ABΔ%")]
     names = width - 1 - CELL_PADDING * 6 - sum(numbers)
     unit_width = min(max(len(n) for n, _ in rows), max(8, names // 2))
-    figure_width = max(8, names - unit_width)
+    figure_names = [one_line(delta.name) for _, delta in rows]
+    figure_width = min(max(8, names - unit_width), max([len("Figure"), *map(len, figure_names)]))
     changes = Table(title="Changes", title_justify="left")
     _fixed(changes, "Unit", unit_width)
     _fixed(changes, "Figure", figure_width)
     for name, need in zip(("A", "B", "Δ", "%"), numbers):
         _fixed(changes, name, need, "right")
-    for (name, delta), numbers_of_row in zip(rows, cells):
-        changes.add_row(_text(name, unit_width), _text(delta.name, figure_width),
-                        *numbers_of_row)
+    unit_names = short_names([name for name, _ in rows], unit_width)
+    figures = short_names(figure_names, figure_width)
+    for (name, _), figure, numbers_of_row in zip(rows, figure_names, cells):
+        changes.add_row(_text(unit_names[name]), _text(figures[figure]), *numbers_of_row)
     return Group(units, changes)
 
 
