@@ -14,11 +14,13 @@ NAME = "real\x1b[31m\nFAKEROW\r|x\u202eabc"
 # a line a name started, after a table's border and padding
 FAKE_LINE = re.compile(r"^[\s│|┃]*FAKEROW", re.M)
 RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e]")
+FILE = "k\nFAKEROW.ptx"  # an artifact named so
 COMMANDS = [("ls", "a"), ("ls", "a", "--all"), ("runs",), ("show", "a", "1", "nope"),
             ("show", "a", "FAKEROW", "ptx"), ("report", "a"), ("report", "a", "-f", "md"),
             ("diff", "a", "b"), ("diff", "a", "b", "-f", "md"), ("lint", "a"),
             ("ranks", "a"), ("passes", "a", "1"), ("where", "a", "--files"),
-            ("report", "a", "--unit", "FAKEROW\nFAKEROW"), ("ls", "no\nFAKEROW")]
+            ("report", "a", "--unit", "FAKEROW\nFAKEROW"), ("ls", "no\nFAKEROW"),
+            ("ptx", FILE), ("stats", FILE), ("sass", FILE)]
 
 
 def hostile_run(path, ptx: str) -> None:
@@ -40,6 +42,7 @@ def runs(tmp_path_factory):
     (folder / ".irscope" / "runs").mkdir(parents=True)
     hostile_run(folder / "a", (SAMPLES / "ptx" / "add_kernel.sm80.ptx").read_text())
     hostile_run(folder / "b", (SAMPLES / "ptx" / "hand_loop.ptx").read_text())
+    (folder / FILE).write_text((SAMPLES / "ptx" / "hand_loop.ptx").read_text())
     return folder
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from irscope.console import error, warn, write_text
 from irscope.errors import InputError, IrscopeError, UsageError
+from irscope.escaping import one_line
 from irscope.files import read_artifact
 
 LEVELS = {"opcode": "histogram", "op": "ops", "category": "categories"}
@@ -187,8 +188,9 @@ def render_text(path: Path | str, text: str, args: argparse.Namespace, note) -> 
     if reader.error:
         raise InputError(f"{path}: {reader.error}")
     lines = ptx.LineCursor(text) if args.collapsed else None
-    header = (f"{path}  PTX {reader.header.get('version') or '?'}  target "
-              f"{reader.header.get('target') or '?'}\n")
+    shown = one_line(path)  # a newline in a file's name must not start a line of the output
+    header = (f"{shown}  PTX {one_line(reader.header.get('version') or '?')}  target "
+              f"{one_line(reader.header.get('target') or '?')}\n")
     chosen = _KernelChoice(args.kernel)
     kernels = functions = instructions = 0
     for kernel in reader.kernels():
@@ -205,7 +207,7 @@ def render_text(path: Path | str, text: str, args: argparse.Namespace, note) -> 
         raise InputError(f"{path}: no .entry or .func found: not a PTX module")
     if args.kernel:
         yield header + _kernel_text(chosen.kernel(), args, text, lines)
-    yield (f"\n{path}: {kernels} kernel(s), {functions} function(s), {instructions:,} "
+    yield (f"\n{shown}: {kernels} kernel(s), {functions} function(s), {instructions:,} "
            f"instructions\n")
 
 
