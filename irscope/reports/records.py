@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from irscope.analysis.figures import RunRollup, UnitFigures, roll_up
+from irscope.analysis.figures import RunRollup, UnitFigures, combining, roll_up
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
 from irscope.read.problems import Problem
@@ -113,10 +113,26 @@ class UnitRecord:
             out.update(figures_of(stage, stage.name))
             several.setdefault(stage.kind, []).append(figures_of(stage, stage.kind))
         for kind_figures in several.values():
-            out.update(roll_up(("", figures, 0) for figures in kind_figures).values)
+            out.update(_combined(kind_figures))
         if per_kind["ptx"] and "spills" in self.headline:
             out.setdefault("ptx.spills", self.headline["spills"])  # what ptxas made of it
         return out
+
+
+def _combined(figures: list[Mapping[str, float]]) -> dict[str, float]:
+    """Figures of several stages as one, as a run combines its units' (``combining``): a
+    count summed, a block's or thread's quantity the largest, occupancy the lowest."""
+    out = dict(figures[0])
+    for more in figures[1:]:
+        for name, value in more.items():
+            old = out.get(name)
+            if old is None:
+                out[name] = value
+                continue
+            how = combining(name)
+            out[name] = (old + value if how == "sum" else max(old, value) if how == "largest"
+                         else min(old, value))
+    return out
 
 
 @dataclass(frozen=True)
