@@ -81,7 +81,7 @@ def test_the_panel_draws_a_compiles_timeline(tmp_path):
 
     name, head = asyncio.run(run())
     assert name == "[1/0] forward"
-    assert "compile 14.66 s" in head and "Triton compile    7.89 s" in head
+    assert "compile 14.66 s" in head and "kernel compile    7.89 s" in head
     assert "▕" in head and "█" in head and "slowest Triton compiles" in head
 
 

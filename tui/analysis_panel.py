@@ -80,6 +80,8 @@ def card_table(rows: tuple[tuple[str, str], ...]) -> Table:
 
 
 PHASE_STYLES = ("cyan", "magenta", "yellow", "green", "blue")  # Rich styles, phase by phase
+# PyTorch's "Triton compile" time is the wait for every kernel's compile, C++ ones included
+PHASE_TITLES = {"Triton compile": "kernel compile"}
 
 
 def compile_timeline(timing: Any, kernels: tuple = (), width: int = 30) -> list[Text]:
@@ -96,7 +98,8 @@ def compile_timeline(timing: Any, kernels: tuple = (), width: int = 30) -> list[
     bar.append("▏")
     rows = [Text(""), Text(f"compile {timing.total_s:.2f} s", style="bold"), bar]
     for (name, seconds), style in zip(timing.phases, PHASE_STYLES):
-        rows.append(Text.assemble(("█ ", style), (f"{name:<16}", "dim"), f"{seconds:6.2f} s"))
+        rows.append(Text.assemble(("█ ", style), (f"{PHASE_TITLES.get(name, name):<16}", "dim"),
+                                  f"{seconds:6.2f} s"))
     for name, seconds in timing.inside:
         if seconds >= 0.01:
             rows.append(Text(f"  {name} {seconds:.2f} s", style="dim"))
