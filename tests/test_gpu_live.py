@@ -65,3 +65,39 @@ def test_jax_on_the_gpu_dumps_each_compile_then_files_it_from_the_cache(tmp_path
         assert {"hlo_after_opt", "llir", "ptx", "jaxpr"} <= kinds, unit
     assert stages["warm"] == stages["cold"]
     assert list((tmp_path / "dumps" / "xla-dumps").glob("jit_mlp-*.zip"))
+
+
+def _dump_records(run_dir) -> list[dict]:
+    """The JAX collector's record of each XLA compile, merged by compile number."""
+    import json
+
+    merged: dict[int, dict] = {}
+    for line in (run_dir / "staging" / "jax" / "xla_dumps.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        merged.setdefault(record["compile"], {}).update(record)
+    return [merged[n] for n in sorted(merged)]
+
+
+def test_a_gpu_compile_xla_runs_again_is_dumped_again_not_read_from_the_dump_cache(tmp_path):
+    """XLA's GPU autotuner may tile a second compile of a module otherwise: a cached dump
+    stands only for an executable loaded from JAX's persistent cache."""
+    jax = pytest.importorskip("jax")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("needs a CUDA GPU")
+    script = tmp_path / "tiles.py"
+    script.write_text("import jax, jax.numpy as jnp\n"
+                      "f = jax.jit(lambda a, b: jnp.tanh(a @ b).sum(0))\n"
+                      "f(jnp.ones((64, 128)), jnp.ones((128, 256))).block_until_ready()\n")
+    ours = {"IRSCOPE_CACHE_DIR": str(tmp_path / "dumps")}
+    persistent = {**ours, "JAX_COMPILATION_CACHE_DIR": str(tmp_path / "jax-cache"),
+                  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+                  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1"}
+    cached = {}
+    for name, env in (("first", ours), ("again", ours), ("fill", persistent),
+                      ("loaded", persistent)):
+        out = run_cli("inspect", "--keep-staging", "-o", tmp_path / name, script, env=env,
+                      cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        cached[name] = [bool(r.get("cached")) for r in _dump_records(tmp_path / name)]
+    assert cached["first"] == [False] and cached["again"] == [False]  # XLA compiled: dumped
+    assert cached["loaded"] == [True]  # loaded from JAX's cache: the cached dump stands

@@ -5,7 +5,8 @@ closed jaxpr and returns the lowering, named like the XLA module, e.g. ``jit_mlp
 ``MeshComputation.compile`` (returns the executable whose analyses JAX offers) and
 ``compiler.compile_or_get_cached`` (where the compile options are final: each compile gets
 an XLA dump folder of its own, or none when irscope's dump cache already holds its dump,
-see ``irscope.collectors.xla_dump_cache``). Phase timings come from ``jax.monitoring``.
+see ``irscope.collectors.xla_dump_cache``; on a GPU only when JAX then loads the executable
+from its persistent cache, which ``get_executable_and_time`` tells). Phase timings come from ``jax.monitoring``.
 On a GPU a dumped compile also asks for PTX and LLVM IR per emitter, through an option of that
 compile alone, which ``cache_key.get`` is made to ignore as JAX ignores its other dump options:
 a run under irscope reads and writes the same entries of JAX's compilation cache as the
@@ -137,6 +138,9 @@ def install(staging: Staging, dumps: bool = True,
                                          *args, **kwargs)
         finally:
             _compiling.dumping = False
+            if pending := getattr(_compiling, "pending", None):  # JAX never read its cache
+                _compiling.pending = None
+                append_record(staging.xla_dump_records, pending[0])
         if number is not None:  # a dump of a compile that finished may be cached
             append_record(staging.xla_dump_records, {"compile": number, "done": True})
         return executable
@@ -145,7 +149,15 @@ def install(staging: Staging, dumps: bool = True,
     def get_executable_and_time(*args, **kwargs):
         if getattr(_compiling, "dumping", False):
             return None, None  # XLA dumps only what it compiles
-        return read_entry(*args, **kwargs)
+        found = read_entry(*args, **kwargs)
+        if pending := getattr(_compiling, "pending", None):
+            _compiling.pending = None
+            record, folder, options, platform = pending
+            if found[0] is None:  # XLA compiles after all: its own dump, not the cached one
+                del record["cached"]
+                _dump_into(record, folder, options, platform, dump_cache)
+            append_record(staging.xla_dump_records, record)
+        return found
 
     @functools.wraps(key_of)
     def get_cache_key(module, devices, compile_options, *args, **kwargs):
@@ -198,23 +210,38 @@ def _plan_dump(staging: Staging, cache: Path | None, backend, computation, devic
     passes = bool(os.environ.get("IRSCOPE_PASSES"))  # inspect --passes: HLO after every pass
     cache = None if passes else cache  # a cached dump holds no pass files
     cached = xla_dump_cache.lookup(cache, key)
+    folder, platform = staging.xla_compiles / f"{number:04d}", getattr(backend, "platform", "")
+    if cached is not None and platform in GPU_PLATFORMS:
+        # XLA's GPU autotuner may tile another compile of the module otherwise than the
+        # cached dump shows: the dump stands only for an executable JAX loads from its
+        # persistent cache, which its read says (get_executable_and_time)
+        if jax_internals.module("compilation_cache").is_cache_used(backend):
+            record["cached"] = str(cached)
+            _compiling.pending = (record, folder, compile_options, platform)
+            return number, False
+        cached = None
     if cached is not None:
         record["cached"] = str(cached)
     else:
-        folder = staging.xla_compiles / f"{number:04d}"
-        debug = compile_options.executable_build_options.debug_options
-        debug.xla_dump_to = str(folder)
-        debug.xla_dump_hlo_as_text = True
         if passes:
-            debug.xla_dump_hlo_pass_re = ".*"
-        if getattr(backend, "platform", "") in GPU_PLATFORMS:  # the CPU backend crashes on it
-            compile_options.env_option_overrides = [*compile_options.env_option_overrides,
-                                                    EMITTER_DUMP]
-        record["folder"] = str(folder)
-        if cache is not None and key:
-            record["cache"] = str(cache)  # where filing keeps the dump once compiled
+            compile_options.executable_build_options.debug_options.xla_dump_hlo_pass_re = ".*"
+        _dump_into(record, folder, compile_options, platform, cache)
     append_record(staging.xla_dump_records, record)
     return number, "folder" in record
+
+
+def _dump_into(record: dict[str, Any], folder: Path, compile_options, platform: str,
+               cache: Path | None) -> None:
+    """Ask XLA, through this compile's own options, for its dump in ``folder``."""
+    debug = compile_options.executable_build_options.debug_options
+    debug.xla_dump_to = str(folder)
+    debug.xla_dump_hlo_as_text = True
+    if platform in GPU_PLATFORMS:  # the CPU backend crashes on it
+        compile_options.env_option_overrides = [*compile_options.env_option_overrides,
+                                                EMITTER_DUMP]
+    record["folder"] = str(folder)
+    if cache is not None and record.get("key"):
+        record["cache"] = str(cache)  # where filing keeps the dump once compiled
 
 
 def dump_key(computation, devices, compile_options, backend) -> str:

@@ -7,6 +7,8 @@ under the module's JAX compilation-cache key, source locations included
 (``irscope.collectors.jax.dump_key``: a dump names the lines it came from). A later run that
 compiles the same module from the same lines again, or loads it from JAX's persistent compilation cache (which skips XLA, and so its
 dump), is filed from this cache instead: a warm run costs no dump and still shows it all.
+On a GPU XLA's autotuner may tile each compile of a module otherwise, so there a cached dump
+stands only for an executable loaded from JAX's persistent cache (``collectors.jax``).
 
 One zip file a module, ``<cache>/xla-dumps/<key>.zip``; the cache is ``$IRSCOPE_CACHE_DIR``
 (empty: no cache), else ``$XDG_CACHE_HOME/irscope``, else ``~/.cache/irscope``. Nothing in
