@@ -81,6 +81,24 @@ def test_a_start_that_fails_makes_no_run_and_latest_stays_the_run_before(tmp_pat
     assert list(runs.iterdir()) == [kept] and locate_run("latest", runs) == kept
 
 
+def test_replace_keeps_the_run_when_the_new_script_does_not_compile(tmp_path, cli):
+    """--replace empties the run only for a script that compiles: a typo keeps the last run."""
+    write(tmp_path, "ok.py", "print('ran')\n")
+    write(tmp_path, "syntax.py", "import sys\ndef f(:\n    pass\n")
+    assert cli("inspect", "-o", "run", "ok.py", cwd=tmp_path).returncode == 0
+    before = sorted(p.name for p in (tmp_path / "run").iterdir())
+    meta = (tmp_path / "run" / "run.json").read_text()
+    python = subprocess.run([sys.executable, "syntax.py"], cwd=tmp_path, capture_output=True,
+                            text=True)
+    failed = cli("inspect", "--replace", "-o", "run", "syntax.py", cwd=tmp_path)
+    assert failed.returncode == python.returncode == 1
+    shown, said = failed.stderr.rsplit("irscope: error: ", 1)
+    assert shown == python.stderr  # file, line and caret, as Python prints them
+    assert said == "syntax.py: did not compile (the error is above); run was kept as it was\n"
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == before
+    assert (tmp_path / "run" / "run.json").read_text() == meta
+
+
 def test_a_framework_that_fails_to_import_shows_pythons_traceback(tmp_path, cli):
     """The import hook irscope puts on jax leaves no frame in the script's traceback."""
     write(tmp_path, "jax.py", "raise ImportError('broken jax')\n")  # found before the real one

@@ -101,6 +101,21 @@ def _target(args) -> list[str]:
     return target
 
 
+def _refuse_syntax_error(script: Path, output: str) -> None:
+    """Before ``--replace`` empties the run at ``output``: a script this Python cannot
+    compile (read and compiled, never run) gets Python's own report, and the run is kept."""
+    import traceback
+
+    try:
+        compile(script.read_bytes(), os.path.abspath(script), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        sys.stderr.write("".join(traceback.format_exception_only(exc)))
+        raise InputError(f"{script}: did not compile (the error is above); {output} was kept "
+                         "as it was") from None
+    except (OSError, ValueError):  # unreadable or NUL bytes: the child reports it
+        return
+
+
 def run(args) -> int:
     from irscope.collectors import xla_dump_cache
     from irscope.filing import launch
@@ -116,6 +131,9 @@ def run(args) -> int:
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
     python = args.python or sys.executable
     profile = _profile_window(args)
+    if args.replace and args.output and python == sys.executable and target[0] != "-m" \
+            and not launcher and Path(target[0]).is_file():
+        _refuse_syntax_error(Path(target[0]), args.output)
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python},
         replace=bool(args.replace and args.output), provenance=args.provenance)
