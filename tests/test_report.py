@@ -263,6 +263,12 @@ def test_source_lines_of_a_cpu_run_without_provenance_are_unknown_not_zero(tmp_p
     page = tmp_path / "report.html"
     cli("report", tmp_path / "run", "--format", "html", "-o", page)
     assert '<td class="n">?</td>' in page.read_text() and "--provenance" in page.read_text()
+    path = doc["source_lines"][0]["path"].rsplit(":", 1)[0]
+    lines = cli("where", tmp_path / "run", path)  # the file's lines, as `where FILE` lists them
+    assert lines.returncode == 0 and "Kernels and Instructions unknown" in lines.stderr
+    listed = json.loads(cli("where", tmp_path / "run", path, "--json").stdout)
+    assert all(row["kernels"] is None for row in listed["lines"])
+    assert "--provenance" in listed["note"]
 
 
 def test_occupancy_reads_as_lint_says_it_and_counts_read_as_english(cli, tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from irscope.console import out, print_json, printable, warn
+from irscope.console import note, out, print_json, printable, warn
 from irscope.errors import UsageError
 
 # "model.py:12"   "src/model.py:12"   "C:\\src\\model.py:12"; what follows the last
@@ -39,7 +39,7 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from irscope.browse.source_view import source_files
-    from irscope.read.source_lines import line_rows
+    from irscope.read.source_lines import line_rows, unknown_note
     from irscope.browse.where import resolve_file, where
     from irscope.read.view import RunView
     from irscope.store import Run, locate_run
@@ -60,15 +60,19 @@ def run(args) -> int:
         if match is None:  # a file alone: its lines that feed kernels
             path = resolve_file(view, args.location)
             rows = line_rows(view, path)
+            unknown = unknown_note(view, rows.values())
             if args.json:
                 print_json({"path": path, "lines": [
                     {"line": r.line, "forward": r.forward, "backward": r.backward,
                      "inference": r.inference, "other": r.other, "kernels": r.kernels,
-                     "instructions": r.instructions} for r in rows.values()]})
+                     "instructions": r.instructions} for r in rows.values()],
+                    "note": unknown or None})
             else:
                 out(printable(path))
                 for row in rows.values():
                     out(f"  {row.line:>6}  {row.summary()}")
+                if unknown:
+                    note(unknown)
             return 0
         line = _line_number(args.location, match.group(2))
         found = where(view, resolve_file(view, match.group(1)), line)
