@@ -286,3 +286,26 @@ def test_a_unit_of_several_stages_of_a_kind_has_the_kinds_figures(tmp_path):
                      "llir.instructions increased", cwd=tmp_path)
     assert gated.returncode == 1, gated.stderr
     assert f"jit_step: llir.instructions {apart[0]} -> {sum(apart)}" in gated.stderr
+
+
+def test_a_kinds_figures_count_each_piece_once_and_graph_snapshots_make_none(tmp_path):
+    """A fusion's LLVM IR before and after optimization is one piece in two versions: the
+    kind's figures count the last version alone. Snapshots of one FX graph after each pass
+    (which of them PyTorch writes depends on its cache state) make no fx_graph.* figure."""
+    before, after = [(SAMPLES / "llir" / name).read_text()
+                     for name in ("add_kernel.sm80.llir", "softmax_kernel.sm90.llir")]
+    graph = SAMPLES / "fx" / "mlp_dead_gate.dynamo_graph.txt"
+    with Run.create(tmp_path / "run", {"name": "run"}) as run:
+        with run.transaction() as w:
+            unit = w.add_unit("jit_step", "jax")
+            w.add_stage(unit, "llir", before, name="ir-no-opt · fusion.0")
+            w.add_stage(unit, "llir", after, name="ir-with-opt · fusion.0")
+            torch_unit = w.add_unit("[0/0] mlp", "torch")
+            for name in ("before_pre_grad_graph", "after_pre_grad_graph"):
+                w.add_stage(torch_unit, "fx_graph", graph.read_text(), name=name)
+    with Run.open(tmp_path / "run") as run:
+        jax_unit, torch_unit = (u.figures() for u in build_report(run).units)
+    assert jax_unit["llir.instructions"] == jax_unit["ir-with-opt · fusion.0.instructions"]
+    assert jax_unit["ir-no-opt · fusion.0.instructions"] != jax_unit["llir.instructions"]
+    assert "after_pre_grad_graph.nodes" in torch_unit
+    assert not [name for name in torch_unit if name.startswith("fx_graph.")]

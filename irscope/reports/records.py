@@ -98,22 +98,30 @@ class UnitRecord:
         """Every figure of the unit: headline ones, then each stage's, prefixed by the stage
         kind (``ptx.instructions``). Where the unit has several stages of a kind (graph
         snapshots after each pass, XLA's LLVM IR and PTX of each fusion) each is named by the
-        stage name too (``inductor_post_grad_graph.nodes``), and the kind's figures combine
-        them as a run combines units (counts summed, a block's or thread's quantity the
-        largest). ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a
+        stage name instead (``inductor_post_grad_graph.nodes``); where they are pieces (XLA's
+        per-fusion stages, ``VERSION · PIECE``), the kind's figures combine each piece's last
+        version (its LLVM IR with optimization, not also without) as a run combines units
+        (counts summed, a block's or thread's quantity the largest). Snapshots of one graph
+        make no kind figure: which of them PyTorch writes depends on its cache state. ``stage_figures(stage, prefix)``: a stage's, where the caller keeps them (a
         stage record many units share)."""
         figures_of = stage_figures or (lambda stage, prefix: stage.figures(prefix))
         out: dict[str, float] = self.listed_figures
         per_kind = Counter(stage.kind for stage in self.stages)
-        several: dict[str, list[Mapping[str, float]]] = {}
+        # kind -> piece -> version -> figures: "ir-with-opt · fusion.2" is the version
+        # "ir-with-opt" of the piece "fusion.2"
+        pieces: dict[str, dict[str, dict[str, list]]] = {}
         for stage in self.stages:
             if per_kind[stage.kind] == 1:
                 out.update(figures_of(stage, stage.kind))
                 continue
             out.update(figures_of(stage, stage.name))
-            several.setdefault(stage.kind, []).append(figures_of(stage, stage.kind))
-        for kind_figures in several.values():
-            out.update(_combined(kind_figures))
+            version, named, piece = stage.name.partition(" · ")
+            if named:
+                pieces.setdefault(stage.kind, {}).setdefault(piece, {}).setdefault(
+                    version, []).append(figures_of(stage, stage.kind))
+        for versions_of in pieces.values():  # each piece's last version, the pieces combined
+            out.update(_combined([figures for versions in versions_of.values()
+                                  for figures in list(versions.values())[-1]]))
         if per_kind["ptx"] and "spills" in self.headline:
             out.setdefault("ptx.spills", self.headline["spills"])  # what ptxas made of it
         return out
