@@ -99,7 +99,8 @@ def report_renderable(report: Report, width: int = 120,
                     "--format md/html/csv for every op count", style="italic")
         return Group(*_time_tables(report, width), units, note)
     records = [s for u in report.units for s in u.stages]
-    stage_longest = max([len("Stage"), *(len(one_line(stage_title(s))) for s in records)])
+    titles = [[one_line(stage_title(s)) for s in unit.stages] for unit in report.units]
+    stage_longest = max([len("Stage"), *(len(t) for unit in titles for t in unit)])
     stage_width = min(STAGE_MAX, stage_longest)
     unit_width = min(longest, max(NAME_MIN, width // 4))
     totals = fitting(stage_columns(report), [s.totals for s in records], width,
@@ -110,7 +111,6 @@ def report_renderable(report: Report, width: int = 120,
     stage_width = min(stage_longest, max(stage_width, rest - TOP_OPS_WIDE))
     summaries = [one_line(stage_summary(s)) for s in records]
     top_width = min(rest - stage_width, max([TOP_OPS_MIN, *map(len, summaries)]))
-    titles = [[one_line(stage_title(s)) for s in unit.stages] for unit in report.units]
     while top_width > TOP_OPS_MIN and _alike(titles, stage_width):  # top ops give way
         stage_width, top_width = stage_width + 1, top_width - 1
     stages = Table(title="Op counts per stage", title_justify="left")
@@ -120,12 +120,13 @@ def report_renderable(report: Report, width: int = 120,
         _fixed(stages, title, need, "right")
     _fixed(stages, "Top ops", top_width)
     unit_names = short_names(names, unit_width)  # rows that differ read apart
+    summary = iter(summaries)  # in the order of records: unit by unit, stage by stage
     for unit, name, unit_titles in zip(report.units, names, titles):
         shown = short_names(unit_titles, stage_width)
         for stage, title in zip(unit.stages, unit_titles):
             stages.add_row(_text(unit_names[name]), _text(shown[title]),
                            *(number(stage.totals.get(key)) for key, *_ in totals),
-                           _text(stage_summary(stage)))
+                           _text(next(summary)))
     return Group(*_time_tables(report, width), units, stages, *_compile_time_table(report),
                  *_passes_table(report, width),
                  *_source_lines_table(report, width), *_history_table(rendering))
@@ -190,16 +191,16 @@ def _source_lines_table(report: Report, width: int) -> list[Table]:
         return []
     table = Table(title=source_lines_title(report), title_justify="left")
     figures = SOURCE_LINE_HEADER[1:]
-    files = [one_line(location.rsplit("/", 1)[-1]) for location, *_ in source_line_rows(report)]
+    rows = source_line_rows(report)
+    files = [one_line(location.rsplit("/", 1)[-1]) for location, *_ in rows]
     place = min(max(NAME_MIN, width - 1 - CELL_PADDING * (1 + len(figures))
                     - sum(max(len(f), 6) for f in figures)),
                 max([len(SOURCE_LINE_HEADER[0]), *map(len, files)]))
     _fixed(table, SOURCE_LINE_HEADER[0], place)
     for title in figures:
         _fixed(table, title, max(len(title), 6), "right")
-    for location, *values in source_line_rows(report):  # the file's name: md, html keep paths
-        shown = location.rsplit("/", 1)[-1]
-        table.add_row(_text(shown, place), *values)
+    for file, (_, *values) in zip(files, rows):  # the file's name: md, html keep paths
+        table.add_row(_text(file, place), *values)
     if report.source_lines_note:
         table.caption, table.caption_justify = report.source_lines_note, "left"
     return [table]
