@@ -145,6 +145,23 @@ def test_navigator_groups_first_page_keeps_its_graphs_roles(tmp_path):
 
 
 @synchronous
+async def test_a_stage_chosen_before_its_unit_is_read_opens_once_it_is(copies_run, monkeypatch):
+    """Following a link to a unit of the part of the run still being read: the stage opens
+    when its unit's stages arrive, not never."""
+    monkeypatch.setattr(StageTree, "PAGE", 5)
+    read_rest, held = IrscopeApp.load_rest, []
+    monkeypatch.setattr(IrscopeApp, "load_rest", lambda app: held.append(app))
+    app = IrscopeApp(copies_run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None and held)
+        with Run.open(copies_run) as run:
+            late = run.stage(run.unit("add_kernel_0003"), "sass")
+        assert app.navigator.stage_tree.rows[late.unit_id].stages == ()  # not read yet
+        app.navigator.select_stage(late)
+        read_rest(app)
+        await until(pilot, lambda: app.shown is not None and app.shown.id == late.id)
+
+@synchronous
 async def test_a_run_past_one_page_is_browsable_before_the_rest_is_read(copies_run,
                                                                          monkeypatch):
     """The first page's stages are read first and the first stage drawn; the other units

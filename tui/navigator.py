@@ -361,6 +361,8 @@ class Navigator(Vertical):
         # the stage the app moves the cursor to, and whether it opened it already: the tree's
         # highlights on the way (a unit expanded above the cursor shifts its line) are no choice
         self._target: tuple[int, bool] | None = None
+        # a stage chosen before its unit's stages were read: chosen once they are
+        self._awaited: tuple[Stage, bool] | None = None
 
     def compose(self) -> ComposeResult:
         yield self.filter
@@ -394,6 +396,8 @@ class Navigator(Vertical):
         self.stage_tree.update_rows(rows)
         self.unit_filter = UnitFilter(self.groups)
         self.apply_filter()
+        if self._awaited is not None:
+            self.select_stage(*self._awaited)
 
     def first_stage(self) -> Stage | None:
         """The stage to open first: the first IR of the first unit that has one, the user's
@@ -414,6 +418,7 @@ class Navigator(Vertical):
         """Move the tree's cursor to ``stage``, which is then chosen; ``quiet``: the app opened
         it already (at a line, with marks) and the late highlight must not reopen it plain."""
         node = self.stage_tree.node_for_stage(stage)
+        self._awaited = (stage, quiet) if node is None else None  # update_groups tries again
         if node is not None:  # the node has a line only once the tree has re-rendered
             self._target = (stage.id, quiet)
             self.stage_tree.call_after_refresh(self._move_to, node)
