@@ -20,6 +20,7 @@ from irscope.parsers import registry
 from irscope.parsers.base import Diagnostic, ParseResult
 from irscope.read.figures import read_run_figures, unit_figures_of
 from irscope.read.autotune import autotune_times
+from irscope.read.kernel_origins import kernel_origins, origin_counts
 from irscope.read.timing import read_time, time_share
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
@@ -27,7 +28,7 @@ from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
 from irscope.tui.bindings import KeyBar, bindings
 from irscope.tui.checks import Place, lint_badges, lint_places, problem_place, stage_of
-from irscope.tui.navigator import Navigator, StageTree
+from irscope.tui.navigator import NO_GRAPH_TAG, Navigator, StageTree
 from irscope.tui.screens import (CompareScreen, CompileIndexScreen, HelpScreen, LoopsScreen,
                                  PickerScreen, ProblemsScreen, PromptScreen, SideBySideScreen,
                                  SidePane, SourceScreen, SourceViewScreen, stage_label)
@@ -191,8 +192,9 @@ class IrscopeApp(App[None]):
                     per_kind[stage.kind] = by_blob[key]
             out[unit_id] = badges(per_kind, figures.get(unit_id), time_share(time, unit_id))
         kernels = graph_kernels(run, self.roles)
+        origins, counts = kernel_origins(run), origin_counts(run)
         run.run.save_stats()  # what was parsed for the badges is cached for the next open
-        self.post_message(msg.BadgesReady(out, figures, time, tuned, kernels))
+        self.post_message(msg.BadgesReady(out, figures, time, tuned, kernels, origins, counts))
 
     @work(thread=True, exclusive=True, group="checks", exit_on_error=False)
     def load_checks(self) -> None:
@@ -491,6 +493,7 @@ class IrscopeApp(App[None]):
     def _badges(self, message: msg.BadgesReady) -> None:
         self.figures, self.tuned, self.badges = message.figures, message.tuned, message.badges
         self.gpu_time = message.gpu_time
+        self.navigator.stage_tree.set_origins(message.origins, message.kernel_counts)
         self.navigator.stage_tree.set_badges(message.badges)
         self.navigator.stage_tree.set_kernels(message.kernels)
         unit = self.units.get(self.current.unit_id) if self.current else None
@@ -546,6 +549,8 @@ class IrscopeApp(App[None]):
         facts are read by a worker the first time: then the card is drawn again)."""
         rows = kernel_card(unit, self.figures.get(unit.id)) + time_rows(unit.id, self.gpu_time)
         graphs = launched_by(unit.id, self.launches, self.units)
+        if self.navigator.stage_tree.origin_tag(unit.id) == NO_GRAPH_TAG:
+            rows.append(("launched by", "no graph of the run"))  # a script's own kernel, say
         if graphs:
             rows.append(("launched by", graphs))
             if unit.id in self.launch_facts:

@@ -32,6 +32,8 @@ class BadgesReady(Message):
     gpu_time: Any = None  # the run's measured time (irscope.analysis.timing.RunTime), if any
     tuned: dict[int, Any] = field(default_factory=dict)  # autotuners' times by unit id
     kernels: dict[int, Any] = field(default_factory=dict)  # browse.graph_kernels by graph
+    origins: dict[int, str] = field(default_factory=dict)  # read.kernel_origins by unit id
+    kernel_counts: tuple = ()  # read.kernel_origins.KernelOrigins per framework
 
 
 @dataclass

@@ -21,10 +21,15 @@ from irscope.tui.bindings import bindings
 from irscope.store.units import group_of, shown_units
 from irscope.browse.locations import is_ir
 from irscope.browse.graph_kernels import GraphKernels
+from irscope.read.kernel_origins import CANDIDATE, NO_GRAPH, KernelOrigins
 from irscope.browse.tree import (RAW, Badges, FrameworkGroup, UnitRow, short_name, short_names,
                                  stage_title)
 from irscope.tui.checks import LINT_STYLES
 from irscope.tui.unit_filter import UnitFilter
+
+
+# what a kernel's label says of where it comes from (read.kernel_origins)
+CANDIDATE_TAG, NO_GRAPH_TAG = " not chosen", " no graph"
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,10 @@ class StageTree(Tree):
         self.rows: dict[int, UnitRow] = {}  # every unit's row, for the kernels under graphs
         self._short: dict[int, dict[str, str]] = {}  # room -> every name shortened to it
         self.kernels: dict[int, list[GraphKernels]] = {}  # graph unit id -> its kernels
+        self.origins: dict[int, str] = {}  # kernel unit id -> read.kernel_origins' origin
+        self.kernel_counts: dict[str, KernelOrigins] = {}  # by framework
+        self._groups: dict[str, FrameworkGroup] = {}  # the framework groups filled in
+        self._hidden: dict[str, int] = {}  # units hidden by default, per framework
 
     def label_room(self, depth: int, expandable: bool = True) -> int:
         """Columns a label has at ``depth`` (1: a framework) in the tree's width."""
@@ -94,11 +103,11 @@ class StageTree(Tree):
         self.clear()
         self._unit_nodes.clear()
         self.shown_units = [row.unit.id for group in groups for row in group.rows]
+        self._hidden = hidden or {}
+        self._groups = {group.framework: group for group in groups}
         for group in groups:
-            label = Text.assemble((group.framework, "bold"), f" ({len(group.rows)})")
-            if (hidden or {}).get(group.framework):
-                label.append(f"  +{hidden[group.framework]} hidden", style="dim")
-            fw_node = self.root.add(label, data=group.framework, expand=True)
+            fw_node = self.root.add(self.framework_label(group), data=group.framework,
+                                    expand=True)
             folded: dict[str, list[UnitRow]] = {}
             plain: list[UnitRow] = []
             for row in group.rows:
@@ -110,6 +119,38 @@ class StageTree(Tree):
             for name, rows in folded.items():
                 group_node = fw_node.add(Text(f"{name} ({len(rows)})", style="dim"), data=name)
                 self._add_rows(group_node, rows)
+
+    def framework_label(self, group: FrameworkGroup) -> Text:
+        """A framework's name and units shown, those hidden, and for kernels that are not all
+        launched by graphs what they are (``14 by graphs · 22 not chosen · 2 no graph``)."""
+        label = Text.assemble((group.framework, "bold"), f" ({len(group.rows)})")
+        if self._hidden.get(group.framework):
+            label.append(f"  +{self._hidden[group.framework]} hidden", style="dim")
+        counts = self.kernel_counts.get(group.framework)
+        if counts is not None and counts.launched and (counts.candidates or counts.no_graph):
+            parts = [f"{counts.launched} by graphs"]
+            parts += [f"{counts.candidates} not chosen"] if counts.candidates else []
+            parts += [f"{len(counts.no_graph)} no graph"] if counts.no_graph else []
+            label.append("  " + " · ".join(parts), style="dim")
+        return label
+
+    def origin_tag(self, unit_id: int) -> str:
+        """CANDIDATE_TAG for an autotuning candidate, NO_GRAPH_TAG for a kernel no graph
+        launches where graphs launch others of its framework; "" otherwise."""
+        origin = self.origins.get(unit_id)
+        row = self.rows.get(unit_id)
+        counts = self.kernel_counts.get(row.unit.framework) if row is not None else None
+        if origin == CANDIDATE:
+            return CANDIDATE_TAG
+        return NO_GRAPH_TAG if origin == NO_GRAPH and counts and counts.launched else ""
+
+    def set_origins(self, origins: dict[int, str], counts: Sequence[KernelOrigins]) -> None:
+        """Each kernel's origin and each framework's counts: frameworks and units relabelled."""
+        self.origins, self.kernel_counts = origins, {c.framework: c for c in counts}
+        for node in self.root.children:
+            if node.data in self._groups:
+                node.set_label(self.framework_label(self._groups[node.data]))
+        self._relabel()
 
     def _add_rows(self, parent, rows: Sequence[UnitRow], count: int | None = None) -> None:
         """Add the first ``count`` (default ``PAGE``) of ``rows`` under ``parent``, and a node
@@ -169,8 +210,11 @@ class StageTree(Tree):
         ends kept), its lint flag, ``suffix`` (a kernel's launches) and its badges."""
         badge = self.badges.get(row.unit.id)
         flag = f" ⚑{self.lint[row.unit.id][0]}" if row.unit.id in self.lint else ""
-        room = self.label_room(depth) - len(flag) - len(suffix)
+        tag = self.origin_tag(row.unit.id)
+        room = self.label_room(depth) - len(flag) - len(suffix) - len(tag)
         label = Text(self.shortened(row.unit.name, room) if self.size.width else row.unit.name)
+        if tag:
+            label.append(tag, style="dim italic")
         if flag:
             label.append(flag, style=LINT_STYLES.get(self.lint[row.unit.id][1], "dim"))
         if suffix:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from irscope.read.autotune import unchosen_candidates
+from irscope.read.kernel_origins import linked_definitions
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
@@ -44,13 +45,7 @@ def graph_kernels(run: RunView | Run, roles: Mapping[int, str] = {}
     """Graph unit id -> its output codes' kernels (see the module docstring); ``roles``:
     each output code stage's role (irscope.browse.tree.stage_roles)."""
     view = RunView.of(run)
-    by_code: dict[tuple[int, str], dict[int, list[int]]] = {}
-    for relation in view.relations("launches"):
-        attrs = relation.attrs if isinstance(relation.attrs, Mapping) else {}
-        code, order = attrs.get("output_code"), attrs.get("order")
-        if isinstance(code, str) and isinstance(order, int):
-            by_code.setdefault((relation.src, code), {}).setdefault(order, []).append(
-                relation.dst)
+    by_code = linked_definitions(view)
     if not by_code:
         return {}
     losers = unchosen_candidates(view)

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
 
 
 
+# what a kernel row says of where it comes from (irscope.read.kernel_origins); a kernel a
+# graph launches says nothing more
+ORIGIN_WORDS = {"candidate": "autotuning candidate not chosen", "no graph": "linked to no graph"}
+
+
 def add_parser(subparsers) -> None:
     parser = subparsers.add_parser("ls", help="list a run's units and their stages",
                                    description="List the units of RUN (a run folder, a run "
@@ -61,9 +66,11 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
     without ``show_all``, those hidden by default are left out; with ``rank``, only the
     units that rank compiled. ``units``: the run's units, when already read."""
     from irscope.analysis.figures import one_per_recompile
+    from irscope.read.kernel_origins import kernel_origins
     from irscope.store.units import group_of, shown_units
 
     stages = run_.stage_outlines()
+    origins = kernel_origins(run_)
     events = defaultdict(lambda: defaultdict(int))
     failed_guards = {}  # a recompile is one compile, whatever number of its guards failed
     for e in one_per_recompile(run_.events()):
@@ -91,6 +98,8 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
             rows[-1]["failed_guards"] = failed_guards[u.id]
         if u.rank is not None:
             rows[-1]["rank"] = u.rank
+        if u.id in origins:  # a kernel: launched by a graph, a candidate, or by no graph
+            rows[-1]["origin"] = origins[u.id]
         if u.attrs.get("called_from"):  # the user's line that ran an eager op
             rows[-1]["called_from"] = u.attrs["called_from"]
     return rows
@@ -100,28 +109,39 @@ def run(args) -> int:
     from irscope.store import Run, locate_run
     from irscope.store.units import shown_units
 
+    from irscope.read.kernel_origins import origin_counts
+
     with Run.open(locate_run(args.run)) as run_:
         units = run_.units()
         rows = listing(run_, args.show_all, args.rank, units)
         hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank
             args.rank is None or u.rank == args.rank
             for u in shown_units(units, False)[1])
+        listed = {row["id"] for row in rows}
+        origins = origin_counts(run_, [u for u in units if u.id in listed])
     if args.json:
         print_json(rows)
         return 0
     groups: dict[str | None, list[dict]] = defaultdict(list)
     for row in rows:
         groups[row["group"]].append(row)
+    # "linked to no graph" only beside kernels graphs launch (in a run of a script's own
+    # Triton kernels it is every row)
+    words = ORIGIN_WORDS if any(o.launched for o in origins) else {
+        "candidate": ORIGIN_WORDS["candidate"]}
     for group, members in sorted(groups.items(), key=lambda item: item[0] is not None):
         if group is not None:
             out(f"{group} ({len(members)}):")
-        _print_rows(members)
+        _print_rows(members, words)
+    for counts in origins:  # what a framework's kernels are, where more than graphs' kernels
+        if counts.text():
+            note(f"{counts.framework}: {counts.units} kernels ({counts.text()})")
     if hidden:
         note(f"({hidden} eager ops hidden; `irscope ls {args.run} --all` lists them)")
     return 0
 
 
-def _print_rows(rows: list[dict]) -> None:
+def _print_rows(rows: list[dict], words: dict[str, str]) -> None:
     for row in rows:
         kinds = [s["name"] for s in row["stages"] if s["kind"] != "raw"]
         raw = sum(s["kind"] == "raw" for s in row["stages"])
@@ -132,6 +152,8 @@ def _print_rows(rows: list[dict]) -> None:
         extra += [f"{n} {kind}" + _guards(kind, row) for kind, n in sorted(row["events"].items())]
         if row["launches"]:
             extra.append(f"launches {len(row['launches'])}")
+        if row.get("origin") in words:
+            extra.append(words[row["origin"]])
         figures = "  ".join(f"{k}={v}" for k, v in row["figures"].items())
         caller = f"  from {row['called_from']}" if row.get("called_from") else ""
         out(f"{row['id']:>4}  {row['framework']:<7} {row['name']}{caller}"

@@ -11,6 +11,8 @@ from typing import Any
 
 from irscope.parsers.base import sorted_histogram
 from irscope.read.figures import read_run_figures
+from irscope.read.kernel_origins import (CANDIDATE, KernelOrigins, generated_kernels,
+                                         kernel_origins, origin_counts)
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
@@ -44,8 +46,11 @@ class RunSummary:
     hidden_units: Mapping[str, int] = field(default_factory=dict)  # JAX's eager ops
     graphs: int = 0
     kernels_generated: int = 0
-    kernels_distinct: int | None = None  # the kernel units the graphs' output codes define
-    candidates_lost: int = 0  # Triton units: configurations autotuning tried, not chosen
+    kernels_filed: int | None = None  # of those generated, the ones the run holds compiled
+    kernels_distinct: int | None = None  # the distinct kernels those are
+    candidates_lost: int = 0  # kernel units: configurations autotuning tried, not chosen
+    # each kernel framework's units by origin: launched by graphs, candidates, no graph
+    kernel_origins: tuple[KernelOrigins, ...] = ()
     kernels_launched: int = 0
     kernels_launched_per_call: tuple[Launches, ...] = ()
     graph_breaks: int = 0
@@ -71,6 +76,7 @@ class RunSummary:
                     top_sass_opcodes=dict(self.top_sass_opcodes),
                     kernels_launched_per_call=[dataclasses.asdict(k)
                                                for k in self.kernels_launched_per_call],
+                    kernel_origins=[o.to_json() for o in self.kernel_origins],
                     frameworks_imported=list(self.frameworks_imported),
                     frameworks_missing=list(self.frameworks_missing), notes=list(self.notes),
                     top_kernels=[list(k) for k in self.top_kernels],
@@ -86,15 +92,15 @@ def read_summary(run: RunView | Run) -> RunSummary:
     shown, hidden = shown_units(units)
     frameworks = Counter(u.framework for u in shown if not u.name.startswith("("))
     ptx, sass = Counter(), Counter()
-    lost = {u.unit_id for u in figures.units if u.autotune_lost}  # they never run
+    lost = {u for u, origin in kernel_origins(run).items() if origin == CANDIDATE}  # never run
     for stage in run.stages(kinds=("ptx", "sass")):
         if stage.kind in ("ptx", "sass") and stage.unit_id not in lost:
             (ptx if stage.kind == "ptx" else sass).update(_histogram(run, stage))
     launched = tuple(launches for graph in figures.graphs for launches in _per_role(graph))
-    generated = figures.kernels_generated if figures.graphs else (
-        frameworks.get("triton", 0) + frameworks.get("cpp", 0))
-    graph_ids = {g.unit_id for g in figures.graphs}
-    distinct = {r.dst for r in run.relations("launches") if r.src in graph_ids} - lost
+    origins = origin_counts(run, [u for u in shown if not u.name.startswith("(")])
+    defined = generated_kernels(run, figures)
+    generated = figures.kernels_generated if figures.graphs else sum(
+        o.units - o.candidates for o in origins if o.framework in ("triton", "cpp"))
     meta = run.meta
     time = read_time(run)
     return RunSummary(
@@ -102,7 +108,9 @@ def read_summary(run: RunView | Run) -> RunSummary:
         partial=bool(meta.get("partial")), ended=meta.get("ended"), error=meta.get("error"),
         units=dict(frameworks), hidden_units=dict(Counter(u.framework for u in hidden)),
         graphs=len(figures.graphs), kernels_generated=generated,
-        kernels_distinct=len(distinct) if distinct else None, candidates_lost=len(lost),
+        kernels_filed=defined.filed if defined.generated else None,
+        kernels_distinct=defined.distinct or None,
+        candidates_lost=sum(o.candidates for o in origins), kernel_origins=origins,
         kernels_launched=figures.kernels_launched, kernels_launched_per_call=launched,
         graph_breaks=figures.event_total("graph_breaks"), recompiles=figures.recompiles,
         compile_failures=figures.event_total("compile_failures"),

@@ -11,6 +11,7 @@ from dataclasses import replace
 from irscope.analysis.lint import lint_counts
 from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
+from irscope.read.kernel_origins import kernel_origins, origin_counts
 from irscope.read.lint import read_findings
 from irscope.read.compile_time import run_compile_times
 from irscope.read.problems import Problem, run_problems
@@ -44,7 +45,10 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     problems = problem_records(run, candidates)
     names = {u.name for u in units}
     lines, note = source_line_records(run)
+    keys = {u.key for u in units}
+    listed = [u for u in run.units() if (u.framework, u.name) in keys]
     return replace(report, time=time_section(run, units), source_lines=lines,
+                   kernels=origin_counts(run, listed),
                    source_lines_note=note,
                    problems=unit_problems(problems, units) if unit_pattern else problems,
                    compile_time=tuple(row for row in compile_time_records(run)
@@ -123,6 +127,7 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
     made: dict[tuple, StageRecord] = {}
     units = []
     timed = read_time(run)
+    origins = kernel_origins(run)
     for unit, figures in zip(chosen, rollup.units):
         records = tuple(_stage_record(run, s, made) for s in by_unit.get(unit.id, ()))
         headline = unit_headline(records, figures)
@@ -133,7 +138,7 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
                                 records, headline, lint.get(unit.name, {}),
                                 provenance=lines, code_key=code,
                                 candidate=figures.autotune_lost and not candidates,
-                                launches=figures.launches))
+                                launches=figures.launches, origin=origins.get(unit.id)))
     totals = {"units": len(units), "graph_breaks": rollup.event_total("graph_breaks"),
               "recompiles": rollup.recompiles}
     if hidden:

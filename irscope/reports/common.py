@@ -206,6 +206,13 @@ def summary_line(report: Report) -> str:
             f"{stages} stage{'s' * (stages != 1)}")
 
 
+def kernel_lines(report: Report) -> list[str]:
+    """What each kernel framework's units are, where more than the kernels graphs launch
+    (irscope.read.kernel_origins): ``triton: 38 kernels (14 launched by graphs; ...)``."""
+    return [f"{k.framework}: {k.units} kernels ({k.text()})" for k in report.kernels
+            if k.text()]
+
+
 def run_total_changes(diff: Diff) -> list[FigureDelta]:
     """Run-total changes worth a row: totals and categories (per-op rows are shown per unit)."""
     return [d for d in diff.totals if ".op." not in d.name]

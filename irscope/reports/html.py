@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from irscope.escaping import html_text as text
 from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, compile_time_table,
-                                    compile_time_title, headline_text, kernel_rows,
-                                    number, percent, run_total_changes, signed,
+                                    compile_time_title, headline_text, kernel_lines,
+                                    kernel_rows, number, percent, run_total_changes, signed,
                                     source_line_rows, source_lines_title, stage_columns,
                                     stage_title, summary_line, unit_columns)
 from irscope.reports.diff import Diff, FigureDelta
@@ -204,7 +204,8 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     drawn: dict[int, tuple] = {}
     columns, totals = unit_columns(report), stage_columns(report)
     body = [f"<h1>irscope report: {text(report.run)}</h1>",
-            f"<p>{text(summary_line(report))}</p>", time_section(report),
+            f"<p>{text(summary_line(report))}</p>",
+            *(f"<p>{text(said)}</p>" for said in kernel_lines(report)), time_section(report),
             units_table(report, columns), problems_list(report)]
     for unit in (u for u in report.units if u.stages or details.kernels.get(u.key)):
         where = f" <small>{text(unit.location)}</small>" if unit.location else ""

@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from irscope.escaping import markdown_text
-from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_rows, middle, number, percent,
-                                    run_total_changes, signed, source_line_rows,
-                                    source_lines_title, stage_columns, stage_title,
-                                    summary_line, unit_columns)
+from irscope.reports.common import (SOURCE_LINE_HEADER, kernel_lines, kernel_rows, middle,
+                                    number, percent, run_total_changes, signed,
+                                    source_line_rows, source_lines_title, stage_columns,
+                                    stage_title, summary_line, unit_columns)
 from irscope.reports.common import (Rendering, compile_time_table, compile_time_title,
                                     headline_text, history_rows)
 from irscope.reports.diff import Diff, FigureDelta
@@ -37,6 +37,8 @@ def render_report(report: Report, rendering: Rendering = Rendering()) -> str:
     columns, totals = unit_columns(report), stage_columns(report)
     lines = [f"## irscope report: {cell(report.run)}", "",
              cell(summary_line(report), line_start=True), ""]
+    lines += [line for said in kernel_lines(report) for line in (cell(said, line_start=True),
+                                                                 "")]
     lines += time_section(report)
     lines += table(["Unit", "Framework", *(t for _, t in columns)],
                    ([u.name, u.framework, *(headline_text(k, u.headline.get(k))
@@ -179,6 +181,8 @@ def render_summary(report: Report, rendering: Rendering = Rendering()) -> str:
         if totals.get(key):
             figures.append(f"{number(totals[key])} {one if totals[key] == 1 else many}")
     lines = [f"### irscope: {cell(report.run)}", "", cell(", ".join(figures))]
+    lines += [line for said in kernel_lines(report) for line in ("", cell(said,
+                                                                          line_start=True))]
     if report.time is not None:
         lines += ["", f"**GPU time**: {headline(report.time, cell)}"]
     lines += ["", *top_kernels(report)]

@@ -13,6 +13,7 @@ from typing import Any
 from irscope.analysis.figures import RunRollup, UnitFigures, combining, roll_up
 from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
+from irscope.read.kernel_origins import KernelOrigins
 from irscope.read.problems import Problem
 
 SCHEMA = "irscope.report/1"
@@ -77,6 +78,7 @@ class UnitRecord:
     code_key: str | None = None
     candidate: bool = False  # an autotuning candidate that lost: left out of the run's figures
     launches: int = 0  # a kernel's launches per call of the graphs that launch it
+    origin: str | None = None  # a kernel's: "graph", "candidate" or "no graph" (read.kernel_origins)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -199,6 +201,8 @@ class Report:
     # given other units leaves it out); None: computed when asked
     unit_rollup: Mapping[str, float] | None = None
     source_lines_note: str = ""  # why the source lines' kernel counts are unknown, if they are
+    # each kernel framework's units by origin (launched by graphs, candidates, no graph)
+    kernels: tuple[KernelOrigins, ...] = ()
 
     def figures(self) -> dict[str, float]:
         """Run-level figures: every figure of the units that run combined
@@ -363,8 +367,10 @@ def report_to_json(report: Report) -> dict[str, Any]:
             **({"code_key": u.code_key} if u.code_key else {}),
             **({"candidate": True} if u.candidate else {}),
             **({"launches": u.launches} if u.launches else {}),
+            **({"origin": u.origin} if u.origin else {}),
             "stages": [stage_json(s) for s in u.stages],
         } for u in report.units],
+        **({"kernels": [k.to_json() for k in report.kernels]} if report.kernels else {}),
         "source_lines": [line.to_json() for line in report.source_lines],
         **({"source_lines_note": report.source_lines_note} if report.source_lines_note else {}),
         "problems": [problem.to_json() for problem in report.problems],
@@ -395,6 +401,7 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                                  s.get("digest"), s.get("size"))
                      for s in u.get("stages") or ()),
         candidate=u.get("candidate") is True, launches=_count(u.get("launches")),
+        origin=_text_or_none(u.get("origin")),
     ) for u in doc.get("units") or ())
     run = doc.get("run") or {}
     known = {f.name for f in dataclasses.fields(SourceLineRecord)}
@@ -408,7 +415,9 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                       p for p in map(Problem.from_json, doc.get("problems") or ()) if p),
                   compile_time=tuple(dict(row) for row in doc.get("compile_time") or ()
                                      if isinstance(row, Mapping)),
-                  source_lines_note=_text_or_none(doc.get("source_lines_note")) or "")
+                  source_lines_note=_text_or_none(doc.get("source_lines_note")) or "",
+                  kernels=tuple(k for k in map(KernelOrigins.from_json, doc.get("kernels") or ())
+                                if k is not None))
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:

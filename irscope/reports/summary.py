@@ -32,12 +32,13 @@ def lines(data: RunSummary) -> list[Text]:
                         "  empty run: the program imported none of torch, jax, triton", "dim"))
     hidden = data.hidden_units
     width = max((len(f) for f in data.units), default=0) + 1
+    origins = {o.framework: o.text() for o in data.kernel_origins}
     for framework, count in sorted(data.units.items()):
         noun, detail = FRAMEWORK_NOUNS.get(framework, "unit"), ""  # what the count holds
         if framework == "torch" and count != data.graphs:  # docs/figures.md, `graphs`
             noun, detail = "compile", f" ({data.graphs or 'none'} with Inductor output code)"
-        if framework == "triton" and data.candidates_lost:
-            detail = f" ({data.candidates_lost} of them autotuning candidates not chosen)"
+        if origins.get(framework):  # docs/figures.md, "Where kernels come from"
+            detail = f" ({origins[framework]})"
         line = Text.assemble(f"  {framework:<{max(width, 7)}}", (str(count), "bold"),
                              f" {noun}{'s' if count != 1 else ''}{detail}")
         if hidden.get(framework):
@@ -50,10 +51,9 @@ def lines(data: RunSummary) -> list[Text]:
         out.append(Text("  " + said, "yellow"))
     if data.kernels_generated:
         line = Text.assemble("  kernels generated ", (str(data.kernels_generated), "bold"))
-        distinct = data.kernels_distinct
-        if distinct and distinct < data.kernels_generated:  # docs/figures.md, `kernels_generated`
-            line.append(f" ({distinct} distinct; a kernel that several output codes define "
-                        "counts for each)")
+        said = _generated_detail(data)
+        if said:
+            line.append(f" ({said})")
         out.append(line)
     launched = data.kernels_launched_per_call
     if launched:
@@ -82,6 +82,20 @@ def lines(data: RunSummary) -> list[Text]:
     out.append(Text.assemble("  run  ", (data.run, "green")))
     out.append(Text.assemble("  open ", (data.open_command, "bold")))
     return out
+
+
+def _generated_detail(data: RunSummary) -> str:
+    """What ``kernels generated`` holds beyond the kernels the run holds compiled once each
+    (docs/figures.md, `kernels_generated`): how many of them the run holds compiled, and
+    how many distinct kernels those are."""
+    generated, filed, distinct = data.kernels_generated, data.kernels_filed, data.kernels_distinct
+    parts = []
+    if filed is not None and filed < generated:
+        parts.append(f"{filed} of them compiled in the run")
+    if distinct and distinct < (filed if filed is not None else generated):
+        parts.append(f"{distinct} distinct; a kernel that several output codes define counts "
+                     "for each")
+    return "; ".join(parts)
 
 
 def _ending(data: RunSummary) -> str:

@@ -10,10 +10,10 @@ from rich.text import Text
 
 from irscope.browse.tree import short_names
 from irscope.escaping import one_line, printable
-from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows, middle, number,
-                                    percent, run_total_changes, signed, source_line_rows,
-                                    source_lines_title, stage_columns, stage_summary,
-                                    stage_title, summary_line, unit_columns)
+from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows, kernel_lines,
+                                    middle, number, percent, run_total_changes, signed,
+                                    source_line_rows, source_lines_title, stage_columns,
+                                    stage_summary, stage_title, summary_line, unit_columns)
 from irscope.reports.common import compile_time_table, compile_time_title, headline_text
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
@@ -83,7 +83,9 @@ def report_renderable(report: Report, width: int = 120,
     name_width = max(NAME_MIN, width - 1 - CELL_PADDING * (2 + len(columns)) - framework
                      - sum(w for *_, w in columns))
     name_width = min(name_width, max(longest, len("Unit")))
-    units = Table(title=_text(summary_line(report)), title_justify="left")
+    # the title: the run's counts, then what its kernel units are (read.kernel_origins)
+    title = Text("\n").join([_text(summary_line(report)), *map(_text, kernel_lines(report))])
+    units = Table(title=title, title_justify="left")
     _fixed(units, "Unit", name_width)
     _fixed(units, "Framework", framework)
     for _, title, need in columns:
