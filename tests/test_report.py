@@ -285,3 +285,18 @@ def test_occupancy_reads_as_lint_says_it_and_counts_read_as_english(cli, tmp_pat
     graphs = shutil.copytree(gpu / "torch_placeholder_names", tmp_path / "graphs")
     summary = cli("report", graphs, "--format", "md", "--summary").stdout
     assert "2 graphs" in summary and re.search(r"\b1 recompile$", summary, re.M)
+
+
+def test_a_jax_units_fusions_are_its_optimized_modules_not_one_fusions_own():
+    """jax_profile's jit_step holds its optimized HLO (21 fusions) and the HLO of each of its 5
+    Triton GEMM fusions (``hlo · gemm_fusion_dot.N``, one fusion each): the unit's `fusions`
+    is the module's (it was the last fusion's, 1); layout conversions, which only the fusions'
+    Triton IR counts, are still the unit's, summed over its fusions."""
+    from conftest import GPU_SAMPLES
+
+    with Run.open(GPU_SAMPLES / "jax_profile", read_only=True) as run:
+        unit = next(u for u in build_report(run).units if u.name == "jit_step")
+    whole = next(s for s in unit.stages if s.kind == "hlo_after_opt")
+    assert unit.headline["fusions"] == whole.total("fusions") == 21
+    assert unit.headline["layout_conversions"] == sum(
+        s.total("layout_conversions") for s in unit.stages if s.name.startswith("ttir · "))

@@ -305,15 +305,23 @@ ROLLUP_KEYS = frozenset({"kernels_generated", "kernels_launched", "extern_calls"
 def unit_headline(stages: Iterable[StageRecord], figures: UnitFigures) -> dict[str, float]:
     """Unit-level figures: the roll-up layer's (kernels over every distinct output code,
     ptxas's spills, shared memory static + dynamic, occupancy), then what only the
-    most-lowered stage reports (fusions, layout conversions; registers of a loose file)."""
+    most-lowered stage reports (fusions, layout conversions; registers of a loose file). A
+    piece of the unit (XLA's per-fusion stages, ``VERSION · PIECE``) speaks for the unit only
+    where no whole stage does, its kind's pieces summed (each piece's last version)."""
     out: dict[str, float] = {}
+    pieces: dict[str, dict[str, float]] = {}  # key -> piece -> its last version's value
     for stage in sorted(stages, key=lambda s: registry.get(s.kind).order):
+        _, is_piece, piece = stage.name.partition(" · ")
         for key in HEADLINE_KEYS:
             value = stage.total(key)
-            if value is not None and key not in ROLLUP_KEYS:
+            if value is None or (key in ROLLUP_KEYS and (key != "registers" or figures.kernels)):
+                continue
+            if is_piece:
+                pieces.setdefault(key, {})[piece] = value
+            else:
                 out[key] = value
-            elif key == "registers" and value is not None and not figures.kernels:
-                out[key] = value
+    for key, values in pieces.items():
+        out.setdefault(key, sum(values.values()))
     out.update(figures.headline())
     return out
 
