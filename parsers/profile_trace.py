@@ -93,14 +93,18 @@ class _EndTolerantGzip(io.RawIOBase):
 
     def __init__(self, inner: gzip.GzipFile, diagnostics: list[Diagnostic]):
         self.inner, self.diagnostics = inner, diagnostics
+        self.ended = False  # the damage is said once: the text reader asks again at its end
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer) -> int:
+        if self.ended:
+            return 0
         try:  # read1: a little at a time, so text before a cut is handed on before the error
             data = self.inner.read1(len(buffer))
         except (EOFError, OSError, zlib.error) as exc:
+            self.ended = True
             self.diagnostics.append(Diagnostic(0, f"gzip stream ends early or is damaged: {exc}"))
             return 0
         buffer[:len(data)] = data

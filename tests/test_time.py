@@ -348,3 +348,27 @@ def test_one_advice_at_every_layers_lines_is_one_problem_with_their_time(torch_r
         spent = sum(k.total_ns for k in time.kernels if k.graph_id == graphs[problem.units[0]]
                     and k.output_code == problem.stage and k.line in problem.lines)
         assert problem.time_share == pytest.approx(spent / trace.kernel_time_ns, abs=2e-4)
+
+
+def test_a_cut_trace_says_so_in_every_report_of_its_run(tmp_path):
+    """A trace cut in its eleventh kernel is filed with the ten before the cut; the run's time,
+    read any time later, says that it is a part (ingest's warning alone is gone by then)."""
+    result = run_cli("ingest", PROFILE / "truncated_kernels.trace.json", "-o", tmp_path / "cut")
+    assert result.returncode == 0 and "truncated" in result.stderr
+    doc = json.loads(run_cli("report", tmp_path / "cut", "--json").stdout)
+    assert doc["time"]["totals"]["gpu_launches"] == 10
+    assert any("truncated" in note and "truncated_kernels.trace.json" in note
+               for note in doc["time"]["notes"])
+    table = run_cli("report", tmp_path / "cut", "--format", "table").stdout
+    assert "truncated" in table
+
+
+@pytest.mark.parametrize("data", [b'{"traceEvents": [' + bytes(range(256)),
+                                  b'{"traceEvents": [{"ph": "X", "cat": "kern'])
+def test_a_trace_broken_before_its_first_event_is_skipped_not_filed_empty(tmp_path, data):
+    """Nothing read: no profile unit claiming 0 µs in 0 launches, and ingest fails."""
+    (tmp_path / "trace.json").write_bytes(data)
+    result = run_cli("ingest", tmp_path / "trace.json", "-o", tmp_path / "run")
+    assert result.returncode == 1, result.stdout
+    assert "trace.json: skipped" in result.stderr and "Traceback" not in result.stderr
+    assert ":0:" not in result.stderr

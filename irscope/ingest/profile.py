@@ -33,6 +33,8 @@ WINDOW_MARK = "irscope_profile_window"
 AUTOTUNE_MARK = "irscope_autotune"
 TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb")
 HEAD_CHARS = 65536
+PROBLEMS = "problems"  # the unit attribute: what the parser found wrong with the trace
+MAX_PROBLEMS = 8
 
 
 def kind_of(path: Path, head: bytes) -> str | None:
@@ -85,17 +87,22 @@ def ingest_trace(writer: Writer, path: Path, report, rank: int | None = None,
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         report.skipped.append((str(path), f"unreadable profiler trace ({exc})"))
         return 0
-    problems = [d for d in trace.diagnostics if d.severity == "error"]
-    if problems and not trace.kernels and not trace.memory_ops:
-        report.skipped.append((str(path), f"not a profiler trace ({problems[0].message})"))
+    if trace.diagnostics and not trace.kernels and not trace.memory_ops:
+        errors = [d for d in trace.diagnostics if d.severity == "error"]
+        why = (f"not a profiler trace ({errors[0].message})" if errors else
+               f"nothing read from the profiler trace ({trace.diagnostics[0].message})")
+        report.skipped.append((str(path), why))
         return 0
     for diagnostic in trace.diagnostics:
-        report.warnings.append(f"{path}:{diagnostic.line}: {diagnostic.message}")
+        where = f":{diagnostic.line}" if diagnostic.line else ""
+        report.warnings.append(f"{path}{where}: {diagnostic.message}")
     rank = rank if rank is not None else rank_of_path(str(path))
     attrs: dict[str, Any] = {
         "origin": str(path), "profiler": trace.profiler or "unknown",
         "kernel_time_ns": trace.kernel_time_ns,
         "devices": [{"id": d.id, "name": d.name} for d in trace.devices]}
+    if trace.diagnostics:  # a cut or damaged trace: its time is a part, as every reader says
+        attrs[PROBLEMS] = [d.message for d in trace.diagnostics[:MAX_PROBLEMS]]
     window = _window(companions.get("window") if companions else None)
     if window:
         attrs["window"] = window

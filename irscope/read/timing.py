@@ -34,6 +34,7 @@ from irscope.analysis.launches import Signature, decode_table, held_by, signatur
 from irscope.parsers._profile import CpuContext
 from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
+from irscope.ingest.profile import PROBLEMS as TRACE_PROBLEMS
 from irscope.read.autotune import autotune_times
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
@@ -133,6 +134,9 @@ def _join(view: RunView) -> RunTime | None:
         table = _table(view, trace, problems)
         if table is None:
             continue
+        found = trace.attrs.get(TRACE_PROBLEMS)  # what was wrong with the trace when filed
+        problems += [f"{trace.name}: {problem}" for problem in
+                     (found if isinstance(found, list) else ()) if isinstance(problem, str)]
         rank = trace.attrs.get("rank")
         trace_total += table.kernel_time_ns
         if table.window_start_ns is not None and table.window_end_ns is not None:
