@@ -388,7 +388,8 @@ def test_where_command_prints_text_and_json_and_one_line_errors(cli):
     sample = GPU_SAMPLES / "gpt2_provenance"
     text = cli("where", sample, f"modeling_gpt2.py:{GELU}")
     assert text.returncode == 0, text.stderr
-    assert "Launches and kernels (2 forward, 6 backward; 6 kernel units)" in text.stdout
+    assert "Launches and kernels (2 forward, 6 backward; 4 kernels, 6 compiled configurations)" \
+        in text.stdout
     doc = json.loads(cli("where", sample, f"modeling_gpt2.py:{GELU}", "--json").stdout)
     assert doc["line"] == GELU and len(doc["rows"]) == 8
     assert {k["unit"] for row in doc["rows"] for k in row["kernels"]} >= {

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from irscope.browse.follow_pipeline import Pipeline, torch_pipeline
-from irscope.browse.launches import (base_name, kernel_at, launch_line, launched_unit,
+from irscope.browse.launches import (kernel_at, launch_line, launched_unit,
                                      output_code_kernels)
 from irscope.browse.locations import (LineLocations, def_line_of, first_code_line, is_ir,
                                       line_locations, neighbour_stage, node_keys, normal_key,
@@ -19,6 +19,7 @@ from irscope.browse.locations import (LineLocations, def_line_of, first_code_lin
 from irscope.browse.tree import stage_title
 from irscope.errors import IrscopeError
 from irscope.parsers.base import Diagnostic, ParseResult
+from irscope.read.autotune import chosen_configuration
 from irscope.read.provenance import (CODE_KINDS, FUSION, FUSION_IR, KERNEL, LAUNCH, REGION,
                                      Hit, Node, ProvenanceGraph, provenance_graph, sources_of)
 from irscope.read.view import RunView
@@ -234,7 +235,7 @@ class Follower:
                         not any(e.src.kind == "kernel_def" for e in graph.upstream(code[0]))
                         else "a kernel this run holds no unit of")
                 return FollowResult(None, (), f"{name} is {what}")
-            unit = configuration(list(units.values()))
+            unit = chosen_configuration(self.view, list(units.values()))
             choice = self.kernel_choice(unit, stage, line)
             if choice is None:
                 return FollowResult(None, (), f"{code[0].name} has no stage to open")
@@ -339,7 +340,7 @@ class Follower:
         """Where a source line's hit opens: its kernel's first stage, else (an extern call)
         its launch line, or an XLA fusion's kernel IR."""
         label = hit_label(hit)
-        unit = configuration(list(hit.kernels)) if hit.kernels else None
+        unit = chosen_configuration(self.view, hit.kernels) if hit.kernels else None
         if unit is not None and unit.id in self.units:
             choice = self.kernel_choice(self.units[unit.id])
             if choice is not None:
@@ -492,13 +493,6 @@ class Follower:
                 if def_line is not None:
                     return python_source_locations(unit.source_file, def_line - at, len(lines))
         return LineLocations()
-
-
-def configuration(units: list[Unit]) -> Unit:
-    """The configuration of an autotuned kernel to open: the one Inductor chose, else the one
-    named like the kernel (the smallest hash)."""
-    return next((u for u in units if u.attrs.get("autotune_best")), None) or min(
-        units, key=lambda u: (base_name(u.name) != u.name, u.name))
 
 
 def hit_label(hit: Hit) -> str:

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from irscope.browse.locations import LineLocations, line_locations
+from irscope.read.autotune import chosen_configuration
 from irscope.read.source_lines import kernel_instructions
 from irscope.errors import IrscopeError
 from irscope.read.provenance import (DUMPED, FILE_COMMENT, FUSION, FX, LINE, LOCATION, Hit,
@@ -86,6 +87,8 @@ class Where:
     fx: tuple[FxRow, ...] = ()
     rows: tuple[WhereRow, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    kernels: int = 0  # distinct kernels: a kernel compiled in several configurations is one
+    configurations: int = 0  # the compiled kernel units among them
 
     def to_json(self) -> dict:
         from irscope.parsers.base import to_jsonable
@@ -130,7 +133,8 @@ def where(view: RunView, path: str, line: int, ranges: bool = True) -> Where:
     count = kernel_instructions(view)
     rows = []
     memo: dict[int, KernelLines] = {}
-    for hit in source_hits(view, path, line):
+    hits = source_hits(view, path, line)
+    for hit in hits:
         stage = stages.get(hit.node.stage_id)
         kernels = []
         for unit in hit.kernels:
@@ -156,7 +160,9 @@ def where(view: RunView, path: str, line: int, ranges: bool = True) -> Where:
                          "and no kernel's stack trace names it (a line that calls the code "
                          "doing the work: try the lines it calls)")
     text = held.get(line) or (lines[line - 1] if lines and line <= len(lines) else None)
-    return Where(path, line, text, fx_rows, tuple(rows), tuple(notes))
+    kernels = {chosen_configuration(view, hit.kernels).id for hit in hits if hit.kernels}
+    return Where(path, line, text, fx_rows, tuple(rows), tuple(notes), len(kernels),
+                 len({unit.id for hit in hits for unit in hit.kernels}))
 
 
 def _fusion_lines(view: RunView, graph, hit: Hit) -> KernelLines:

@@ -110,10 +110,9 @@ def _print(found) -> None:
             out(printable(f"  {row.unit} · {row.stage}{role}: {names}{more}"))
     if found.rows:
         roles = [_role(r) for r in found.rows]
-        counts = ", ".join(f"{roles.count(r)} {r}" for r in dict.fromkeys(roles))
-        kernels = {k.unit for r in found.rows for k in r.kernels if not k.module}
-        units = f"; {len(kernels)} kernel units" if kernels else ""
-        out(f"Launches and kernels ({counts}{units}):")
+        counts = ", ".join(f"{roles.count(r)} {'user kernel' if r == 'kernel' else r}"
+                           for r in dict.fromkeys(roles))
+        out(f"Launches and kernels ({counts}{_kernel_count(found)}):")
         shown: set[tuple[str, str]] = set()
         for row in found.rows:
             where_ = f"{row.graph} · {row.stage}:{row.line}" if row.graph else "user kernel"
@@ -129,6 +128,17 @@ def _print(found) -> None:
                     out(printable(f"        {stage.name}: {stage.text()}"))
     for note in found.notes:
         warn(note)
+
+
+def _kernel_count(found) -> str:
+    """"; 4 kernels, 6 compiled configurations": kernels as `where FILE` counts them (an
+    autotuned kernel's configurations are one), and the units they were compiled into."""
+    if not found.kernels:
+        return ""
+    kernels = f"; {found.kernels} kernel{'s' * (found.kernels != 1)}"
+    if found.configurations > found.kernels:
+        kernels += f", {found.configurations} compiled configurations"
+    return kernels
 
 
 def _located_heading(kinds: set[str]) -> str:

@@ -12,7 +12,7 @@ configuration that matches several units (alike in all they record) is left unma
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,6 +96,17 @@ def _same_config(unit: Unit, config: Mapping[str, Any]) -> bool:
 # "triton_poi_fused_add_0-8b2673e7" -> "triton_poi_fused_add_0": a second compile of one kernel
 # (another configuration) is filed under its name with the hash of the compile
 COMPILE_SUFFIX = re.compile(r"-[0-9a-f]{6,}$")
+
+
+def chosen_configuration(run: RunView | Run, units: Sequence[Unit]) -> Unit:
+    """The compile that stands for one kernel compiled in several configurations
+    (``units``): the one its autotuner chose (Inductor's record, the autotuner's own under
+    ``inspect --profile``, else the one the measured launches ran), else the one named like
+    the kernel (the smallest hash)."""
+    unchosen = unchosen_candidates(run) if len(units) > 1 else frozenset()
+    kept = [u for u in units if u.id not in unchosen] or list(units)
+    return next((u for u in kept if u.attrs.get("autotune_best")), None) or min(
+        kept, key=lambda u: (COMPILE_SUFFIX.search(u.name) is not None, u.name))
 
 
 def unchosen_candidates(run: RunView | Run) -> frozenset[int]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
 
+from irscope.read.autotune import COMPILE_SUFFIX
 from irscope.read.view import RunView
 from irscope.store import Unit
 
@@ -282,6 +283,7 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
     """Launches (and their kernels), kernel definitions that were never launched, user
     kernels, fusions and regions among ``reached``, one hit each."""
     hits: list[Hit] = []
+    user_kernels: dict[tuple[str, str | None], list[tuple[Unit, tuple[str, ...]]]] = {}
     launched_defs: set[Node] = set()
     for node, records in reached.items():
         if node.kind == LAUNCH:
@@ -299,8 +301,14 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
         elif node.kind == KERNEL and not any(e.src.kind in (LAUNCH, KERNEL_DEF, REGION)
                                              for e in graph.upstream(node)):
             unit = graph.units.get(node.unit_id)  # a user kernel: no graph launches it
-            if unit is not None:
-                hits.append(Hit(node, None, "", (unit,), records))
+            if unit is not None:  # its configurations (an autotuner's compiles): one kernel
+                user_kernels.setdefault((COMPILE_SUFFIX.sub("", unit.name), unit.source_file),
+                                        []).append((unit, records))
+    for compiles in user_kernels.values():
+        compiles.sort(key=lambda found: found[0].id)
+        first, records = compiles[0]
+        hits.append(Hit(Node(KERNEL, first.id), None, "", tuple(u for u, _ in compiles),
+                        records))
     return sorted(hits, key=_hit_order)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from irscope.read.autotune import chosen_configuration
 from irscope.read.provenance import (DEFINED, KERNEL, Hit, hits_by_line, provenance_graph,
                                      sources_of)
 from irscope.read.view import RunView
@@ -54,7 +55,8 @@ def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineR
     rows = {}
     for line, hits in hits_by_line(view, path, callers).items():
         roles = [hit.role if hit.graph is not None else "" for hit in hits]
-        units = {unit.id: unit for hit in hits for unit in _configuration(hit.kernels)}
+        units = {(chosen := chosen_configuration(view, hit.kernels)).id: chosen
+                 for hit in hits if hit.kernels}
         counted = {role: roles.count(role) for role in ("forward", "backward", "inference")}
         instructions = [count(unit) for unit in units.values()]
         rows[line] = LineRow(path, line, tuple(hits), **counted,
@@ -115,14 +117,6 @@ def kernel_instructions(view: RunView):
             memo[unit.id] = _instructions(view, counted.get(unit.id, []))
         return memo[unit.id]
     return count
-
-
-def _configuration(units: tuple[Unit, ...]) -> tuple[Unit, ...]:
-    """One configuration of an autotuned kernel: the one Inductor chose, else the first."""
-    if len(units) < 2:
-        return units
-    best = [u for u in units if u.attrs.get("autotune_best")]
-    return (best or sorted(units, key=lambda u: (len(u.name), u.name)))[:1]
 
 
 def _instructions(view: RunView, stages: list[Stage]) -> int | None:
