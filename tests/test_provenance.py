@@ -396,7 +396,7 @@ def test_where_command_prints_text_and_json_and_one_line_errors(cli):
         "triton_poi_fused_add_mul_pow_tanh_view_6"}
     lines = json.loads(cli("where", sample, "activations.py", "--json").stdout)["lines"]
     assert lines == [{"line": 66, "forward": 2, "backward": 6, "inference": 0, "other": 0,
-                      "kernels": 4, "instructions": 624}]
+                      "kernels": 4, "instructions": 624, "gpu_time_us": None}]
     for bad, code, message in (("nope.py:3", 1, "no file of that name"),
                                ("modeling_gpt2.py:x", 2, "'x' is not a line number")):
         result = cli("where", sample, bad)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from irscope.browse.locations import LineLocations, line_locations
 from irscope.read.autotune import chosen_configuration
 from irscope.read.source_lines import kernel_instructions
+from irscope.read.timing import hit_time
 from irscope.errors import IrscopeError
 from irscope.read.provenance import (DUMPED, FILE_COMMENT, FUSION, FX, LINE, LOCATION, Hit,
                                      provenance_graph, source_hits)
@@ -65,6 +66,8 @@ class WhereRow:
     kind: str
     records: tuple[str, ...]
     kernels: tuple[KernelLines, ...] = ()
+    gpu_time_us: float | None = None  # measured (inspect --profile): what it ran, all launches
+    gpu_launches: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,10 +147,12 @@ def where(view: RunView, path: str, line: int, ranges: bool = True) -> Where:
             kernels.append(memo[unit.id])
         if hit.node.kind == FUSION and ranges:  # its kernel IR: whole stages of the unit
             kernels.append(_fusion_lines(view, graph, hit))
+        ns, launches = hit_time(view, hit) or (None, None)
+        measured = (None if ns is None else round(ns / 1000, 3), launches)
         rows.append(WhereRow(hit.role, hit.graph.name if hit.graph else "",
                              stage.name if stage else "", hit.node.line, hit.node.name
                              or (hit.kernels[0].name if hit.kernels else ""), hit.node.kind,
-                             hit.records, tuple(kernels)))
+                             hit.records, tuple(kernels), *measured))
     notes = list(graph.notes)
     held = graph.held.get(path, {})
     lines = None if line in held else _file_lines(path)

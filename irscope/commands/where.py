@@ -25,9 +25,11 @@ def add_parser(subparsers) -> None:
                     "instructions), the kernels and extern calls it feeds (forward and "
                     "backward, each launch with its output-code line and the records that say "
                     "so; for JAX the XLA fusions and the HLO instructions run outside any "
-                    "fusion, per module), and each kernel's IR lines and SASS instructions. FILE is a path or a file "
+                    "fusion, per module) with their measured time where the run was profiled, and each "
+                    "kernel's IR lines and SASS instructions. FILE is a path or a file "
                     "name the run's records name once; with FILE alone, the lines of it that "
-                    "feed kernels; with --files, the files the records name.")
+                    "feed kernels (those marked 'with callees' count the kernels of the code "
+                    "they call too); with --files, the files the records name.")
     parser.add_argument("run", metavar="RUN", help="run folder, name, prefix or 'latest'")
     parser.add_argument("location", metavar="FILE:LINE", nargs="?",
                         help="a source line (model.py:42), or a file alone")
@@ -61,16 +63,24 @@ def run(args) -> int:
             path = resolve_file(view, args.location)
             rows = line_rows(view, path)
             unknown = unknown_note(view, rows.values())
+            own = line_rows(view, path, callers=False)
+            callers = [n for n, row in rows.items() if _counts(row) != _counts(own.get(n))]
             if args.json:
-                print_json({"path": path, "lines": [
+                print_json({"path": path, "with_callers": callers, "lines": [
                     {"line": r.line, "forward": r.forward, "backward": r.backward,
                      "inference": r.inference, "other": r.other, "kernels": r.kernels,
-                     "instructions": r.instructions} for r in rows.values()],
+                     "instructions": r.instructions, "gpu_time_us": None if r.gpu_time_ns
+                     is None else round(r.gpu_time_ns / 1000, 3)} for r in rows.values()],
                     "note": unknown or None})
             else:
                 out(printable(path))
                 for row in rows.values():
-                    out(f"  {row.line:>6}  {row.summary()}")
+                    out(f"  {row.line:>6}  {row.summary()}" + ("  (with callees)"
+                                                               if row.line in callers else ""))
+                if callers:
+                    note(f"{len(callers)} line{'s' * (len(callers) != 1)} (with callees) count "
+                         "the kernels of the code they call too, by the kernels' stack traces; "
+                         "`irscope report` counts what a line does itself")
                 if unknown:
                     note(unknown)
             return 0
@@ -81,6 +91,12 @@ def run(args) -> int:
         return 0
     _print(found)
     return 0
+
+
+def _counts(row) -> tuple | None:
+    """What a source line's row counts: launches by role, kernels, instructions."""
+    return None if row is None else (row.forward, row.backward, row.inference, row.other,
+                                     row.kernels, row.instructions)
 
 
 def _line_number(location: str, text: str) -> int:
@@ -117,7 +133,7 @@ def _print(found) -> None:
         for row in found.rows:
             where_ = f"{row.graph} · {row.stage}:{row.line}" if row.graph else "user kernel"
             how = "; ".join(row.records)
-            out(printable(f"  {_role(row):<9} {row.name}  [{where_}]  by {how}"))
+            out(printable(f"  {_role(row):<9} {row.name}  [{where_}]{_measured(row)}  by {how}"))
             for kernel in row.kernels:
                 seen = (kernel.module, kernel.unit) in shown
                 shown.add((kernel.module, kernel.unit))
@@ -128,6 +144,14 @@ def _print(found) -> None:
                     out(printable(f"        {stage.name}: {stage.text()}"))
     for note in found.notes:
         warn(note)
+
+
+def _measured(row) -> str:
+    """"  9.7 µs in 6 launches": what the launch ran, measured (inspect --profile)."""
+    if row.gpu_time_us is None:
+        return ""
+    launches = f"{row.gpu_launches:,} launch{'es' * (row.gpu_launches != 1)}"
+    return f"  {row.gpu_time_us:,.1f} µs in {launches}"
 
 
 def _kernel_count(found) -> str:

@@ -258,6 +258,25 @@ def launch_sources(view: RunView, stage_id: int, line: int, callers: bool = Fals
     return sources_of(graph, code, callers)
 
 
+def op_sources(view: RunView, unit_id: int, name: str, callers: bool = False
+               ) -> dict[tuple[str, int], tuple[str, ...]]:
+    """The source lines behind the XLA fusion (or instruction run outside any fusion) named
+    ``name`` in the optimized HLO of the jax unit ``unit_id``."""
+    graph = provenance_graph(view)
+    places = view.derived("provenance.xla_places", lambda: _xla_places(graph))
+    return sources_of(graph, places.get((unit_id, name), []), callers)
+
+
+def _xla_places(graph: ProvenanceGraph) -> dict[tuple[int, str], list[Node]]:
+    """(unit, name) -> the fusion and unfused-instruction nodes of that name."""
+    found: dict[tuple[int, str], list[Node]] = defaultdict(list)
+    for spans in graph.spans.values():
+        for _, _, node in spans:
+            if node.kind in (FUSION, OP) and node not in found[(node.unit_id, node.name)]:
+                found[(node.unit_id, node.name)].append(node)
+    return found
+
+
 def fx_nodes_of(view: RunView, node: Node) -> list[Node]:
     """The FX nodes (each of its own graph stage) behind a launch, kernel definition or kernel
     unit."""
@@ -315,19 +334,3 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
 def _hit_order(hit: Hit) -> tuple:
     return (hit.graph.id if hit.graph else 1 << 60, hit.node.stage_id, hit.node.line,
             hit.node.name)
-
-
-def source_lines(view: RunView, unit_id: int, output_code: str | None = None,
-                 line: int | None = None) -> tuple[str, ...]:
-    """The user source lines ("file:line") behind a launch, for measured time: the launch at
-    1-based ``line`` of the graph unit's output code named ``output_code``, else every launch
-    of the kernel unit ``unit_id``. Innermost frames only (no stack trace's callers)."""
-    found: dict[tuple[str, int], tuple[str, ...]] = {}
-    if output_code is not None and line is not None:
-        stage = next((s for s in view.stages(unit_id) if s.name == output_code
-                      and s.kind == "inductor_output_code"), None)
-        if stage is not None:
-            found = launch_sources(view, stage.id, line)
-    else:
-        found = kernel_sources(view, unit_id)
-    return tuple(f"{path}:{number}" for path, number in found)

@@ -70,26 +70,15 @@ def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineR
 
 def line_times(view: RunView, callers: bool = True) -> dict[tuple[str, int], int]:
     """Measured GPU time (ns) per source line (``inspect --profile``): each kernel row's time
-    to the lines its launch comes from (with the lines that call them when ``callers``);
-    empty for a run with no profile."""
+    to the lines it was made from (with the lines that call them when ``callers``); empty for
+    a run with no profile."""
     def build() -> dict[tuple[str, int], int]:
-        from irscope.read.provenance import kernel_sources, launch_sources
-        from irscope.read.timing import read_time
+        from irscope.read.timing import read_time, source_lines
 
         measured = read_time(view)
-        if measured is None:
-            return {}
         totals: dict[tuple[str, int], int] = {}
-        codes = {(s.unit_id, s.name): s.id for s in view.stages(kinds=("inductor_output_code",))}
-        for kernel in measured.kernels:
-            owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
-            if kernel.kind != "kernel" or owner is None:
-                continue
-            stage = codes.get((owner, kernel.output_code))
-            found = (launch_sources(view, stage, kernel.line, callers)
-                     if stage is not None and kernel.line is not None
-                     else kernel_sources(view, owner, callers))
-            for key in found:
+        for kernel in measured.kernels if measured is not None else ():
+            for key in source_lines(view, kernel, callers):
                 totals[key] = totals.get(key, 0) + kernel.total_ns
         return totals
 

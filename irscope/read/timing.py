@@ -27,7 +27,7 @@ import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 from irscope.analysis.figures import unit_figures
 from irscope.analysis.launches import Signature, decode_table, held_by, signatures
@@ -36,6 +36,7 @@ from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
 from irscope.ingest.profile import PROBLEMS as TRACE_PROBLEMS
 from irscope.read.autotune import autotune_times
+from irscope.read.provenance import Hit, kernel_sources, launch_sources, op_sources
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
@@ -95,28 +96,73 @@ class _Target:
     nodes: tuple[str, ...] = ()
 
 
-def source_lines(run: RunView | Run, kernel: KernelTime) -> tuple[str, ...] | None:
-    """The user source lines (``file:line``) a kernel was made from, through the provenance
-    graph: ``irscope.read.provenance.source_lines(view, unit_id, output_code=, line=)``, the
-    graph's output code and ``call()`` line where the kernel has them, else its own unit.
-    None while the read layer has no provenance graph."""
-    lines_of = _provenance_lines()
-    if lines_of is None:
-        return None
-    owner = kernel.graph_id if kernel.graph_id is not None else kernel.unit_id
-    if owner is None:
+def source_lines(run: RunView | Run, kernel: KernelTime, callers: bool = False
+                 ) -> tuple[tuple[str, int], ...]:
+    """The user source lines (path, line) a timed kernel was made from, by the provenance
+    graph: an Inductor launch's by its output code's ``call()`` line, an XLA kernel's by its
+    fusion (or the instruction run outside any fusion), any other by its kernel unit; with
+    the caller frames of kernel stack traces when ``callers``. A kernel made from several
+    lines is made from each."""
+    view = RunView.of(run)
+    if kernel.kind != "kernel" or not kernel.joined:
         return ()
-    return tuple(lines_of(RunView.of(run), owner, output_code=kernel.output_code,
-                          line=kernel.line))
+    if kernel.graph_id is not None and kernel.line is not None:
+        stage = _output_codes(view).get((kernel.graph_id, kernel.output_code))
+        found = launch_sources(view, stage, kernel.line, callers) if stage else {}
+    elif kernel.origin == "xla" and kernel.unit_id is not None and kernel.op:
+        found = op_sources(view, kernel.unit_id, kernel.op, callers)
+    elif kernel.unit_id is not None:
+        found = kernel_sources(view, kernel.unit_id, callers)
+    else:
+        found = {}
+    return tuple(found)
 
 
-@lru_cache(maxsize=1)
-def _provenance_lines():
-    try:
-        from irscope.read import provenance
-    except ImportError:
+def _output_codes(view: RunView) -> dict[tuple[int, str], int]:
+    """(graph unit, output code's name) -> its stage id."""
+    return view.derived("timing.output_codes", lambda: {
+        (s.unit_id, s.name): s.id for s in view.stages(kinds=(OUTPUT_CODE,))})
+
+
+def hit_time(run: RunView | Run, hit: Hit) -> tuple[int, int] | None:
+    """The measured time (ns) and launches of what a source line's ``hit`` runs: the kernels
+    launched at its line of an output code, its user kernel's configurations, its XLA fusion
+    or instruction, its Thunder region's kernels; None where the run measured none of it."""
+    view = RunView.of(run)
+    time = read_time(view)
+    if time is None:
         return None
-    return getattr(provenance, "source_lines", None)
+    places = view.derived("timing.places", lambda: _places(view, time))
+    node = hit.node
+    if hit.graph is not None and node.kind == "launch":
+        keys = [("launch", node.stage_id, node.line)]
+    elif node.kind in ("fusion", "op"):
+        keys = [("op", node.unit_id, node.name)]
+    else:
+        keys = [("unit", unit.id) for unit in hit.kernels]
+    found = [places[key] for key in keys if key in places]
+    if not found:
+        return None
+    return sum(ns for ns, _ in found), sum(launches for _, launches in found)
+
+
+def _places(view: RunView, time: RunTime) -> dict[tuple, tuple[int, int]]:
+    """Measured (ns, launches) by where the kernels ran: a graph's output-code line, an XLA
+    unit's fusion or instruction, a kernel unit launched outside any graph."""
+    found: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    codes = _output_codes(view)
+    for kernel in time.kernels:
+        if kernel.kind != "kernel" or not kernel.joined:
+            continue
+        if kernel.graph_id is not None:
+            key = ("launch", codes.get((kernel.graph_id, kernel.output_code)), kernel.line)
+        elif kernel.origin == "xla":
+            key = ("op", kernel.unit_id, kernel.op)
+        else:
+            key = ("unit", kernel.unit_id)
+        found[key][0] += kernel.total_ns
+        found[key][1] += kernel.launches
+    return {key: (ns, launches) for key, (ns, launches) in found.items()}
 
 
 def _join(view: RunView) -> RunTime | None:

@@ -3,8 +3,8 @@
 Built from the run's joined time (``irscope.read.timing``) and the report's own unit records,
 so each kernel row carries the static facts the report shows of its unit (registers, spills,
 occupancy) and the lint findings on it. Figures are microseconds; shares are of the profiled
-GPU kernel time. Per-line times come from the provenance graph (``irscope.read.provenance``)
-where the run's read layer offers it.
+GPU kernel time. Per-line times come from the provenance graph (``irscope.read.provenance``):
+a kernel made from several lines counts for each, innermost frames only.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from irscope.read.view import RunView
 from irscope.reports.records import TimeSection, UnitRecord
 
 TOP = 10  # kernels, lines, nodes and graphs listed
+LINES_TITLE = ("Top source lines by GPU time (a kernel made from several lines counts for "
+               "each, so the rows add up to more than the total)")
 STATIC = (("registers", "registers"), ("spills", "spills"), ("occupancy", "occupancy"),
           ("shared_bytes", "shared_bytes"))
 
@@ -39,7 +41,7 @@ def time_section(run: RunView, units: Iterable[UnitRecord], top: int = TOP
         ranks={str(rank): _us(ns) for rank, ns in sorted(time.ranks.items())}
         if len(time.ranks) > 1 else {},
         steps={str(step): _us(ns) for step, ns in time.steps.items()},
-        devices=time.devices, notes=_notes(run, time))
+        devices=time.devices, notes=_notes(time))
 
 
 def _us(ns: float) -> float:
@@ -94,10 +96,8 @@ def _lines(run: RunView, time: RunTime, top: int) -> tuple[dict[str, Any], ...]:
     several lines counts for each)."""
     totals: dict[str, list] = defaultdict(lambda: [0, 0, set()])
     for kernel in time.kernels:
-        if kernel.kind != "kernel" or not kernel.joined:
-            continue
-        for where in source_lines(run, kernel) or ():
-            held = totals[where]
+        for path, line in source_lines(run, kernel):
+            held = totals[f"{path}:{line}"]
             held[0] += kernel.total_ns
             held[1] += kernel.launches
             held[2].add(kernel.name)
@@ -152,13 +152,8 @@ def _unjoined(time: RunTime) -> tuple[dict[str, Any], ...]:
                  for how, (ns, launches, names) in rows)
 
 
-def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
+def _notes(time: RunTime) -> tuple[str, ...]:
     notes = list(time.problems)
-    if time.kernels and source_lines(run, time.kernels[0]) is None:
-        nodes = any(k.nodes for k in time.kernels)
-        notes.append("times per source line wait for the provenance graph "
-                     "(irscope.read.provenance)" + ("; per FX node they are below"
-                                                    if nodes else ""))
     for window in time.windows:
         if window.get("reason"):
             notes.append(f"nothing timed: {window['reason']}")
@@ -183,10 +178,9 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
     tables = [("Top kernels by GPU time", [t for _, t in columns],
                [[_cell(key, row) for key, _ in columns] for row in section.kernels])]
     if section.lines:
-        tables.append(("Top source lines by GPU time", ["Source", "Total µs", "Share",
-                                                        "Kernels"],
+        tables.append((LINES_TITLE, ["Source", "Total µs", "Share", "Launches"],
                        [[r["source"], _cell("total_us", r), _cell("share", r),
-                         _cell("kernels", r)] for r in section.lines]))
+                         _cell("launches", r)] for r in section.lines]))
     if section.graphs:
         tables.append(("By graph", ["Unit", "Phase", "Launches", "Total µs", "Share"],
                        [[r.get("unit", ""), r.get("phase", ""), _cell("launches", r),
