@@ -52,18 +52,32 @@ def report_of(name: str) -> dict:
 
 @pytest.mark.slow
 def test_every_figure_of_every_report_is_in_the_export(dataset):
-    """Round trip: each unit's figures and the run totals, as `irscope report --json` gives
-    them, equal the export's figures table row for row."""
+    """Round trip: each unit's figures and the run's (its figures and totals), as `irscope
+    report --json` gives them, equal the export's figures table row for row."""
     for name in RUNS:
         report = report_from_json(report_of(name))  # every figure the JSON carries, by name
         expected = {(u.name, figure): float(value) for u in report.units
                     for figure, value in u.figures().items()}
-        expected.update(((RUN_TOTAL, figure), float(value))
-                        for figure, value in report.totals.items())
+        expected.update(((RUN_TOTAL, figure), float(value)) for figure, value in
+                        {**report.headline().values, **report.totals}.items())
         rows = query(dataset, "SELECT f.unit, f.figure, f.value FROM {figures} f JOIN {runs} r "
                               f"USING (run_id) WHERE r.name = '{name}'")
         assert {(unit, figure): value for unit, figure, value in rows} == expected, name
         assert len(rows) == len(expected)
+
+
+def test_the_runs_own_figures_are_exported_as_the_report_gives_them(tmp_path):
+    """The run row of the figures table holds what `irscope report --json` gives the run:
+    its totals and its figures (extern calls, lint counts, forward and backward time, the
+    largest spills...), so a fleet query on any of them finds each night's value."""
+    done = irscope_cli("export", str(SAMPLES / "gpu" / "torch_profile"), "-o",
+                       str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr
+    doc = report_of("torch_profile")
+    rows = dict(query(tmp_path / "out", "SELECT figure, value FROM {figures} WHERE unit = "
+                                        f"'{RUN_TOTAL}'"))
+    assert rows == {k: float(v) for k, v in {**doc["figures"], **doc["totals"]}.items()}
+    assert {"extern_calls", "lint.spills", "backward.gpu_time_us", "spills"} <= set(rows)
 
 
 def test_top_kernels_by_registers_across_runs_match_the_runs_records(dataset):

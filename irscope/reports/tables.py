@@ -195,9 +195,9 @@ def _figures(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]
         for figure, value in unit.figures().items():
             yield {"run_id": rid, "unit_id": ids.get(unit.key), "unit": unit.name,
                    "figure": figure, "value": float(value)}
-    for figure, value in report.totals.items():
+    for figure, value in {**report.headline().values, **report.totals}.items():
         yield {"run_id": rid, "unit_id": None, "unit": RUN_TOTAL, "figure": figure,
-               "value": float(value)}
+               "value": float(value)}  # the run's figures and totals, as its report's JSON
 
 
 def _histograms(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
