@@ -160,3 +160,19 @@ def test_where_file_marks_the_lines_it_counts_with_their_callees():
     assert "185  8 fwd · 18 bwd  (with callees)" in result.stdout
     assert "187  2 fwd · 6 bwd\n" in result.stdout
     assert "count the kernels of the code they call" in result.stderr
+
+
+def test_a_timed_kernels_line_names_its_output_code():
+    """A graph with a forward and a backward output code: each top kernel's `line` comes with
+    the output code it is a line of, where the launch it was timed at stands."""
+    view = sample("torch_profile")
+    doc = json.loads(run_cli("report", GPU_SAMPLES / "torch_profile", "--json").stdout)
+    rows = [k for k in doc["time"]["kernels"] if k.get("line")]
+    assert {k["output_code"] for k in rows} == {"inductor_output_code",
+                                                "inductor_output_code#2"}
+    for kernel in rows:
+        code = view.stage(view.unit(kernel["graph"]), kernel["output_code"])
+        text = view.read_text(code).splitlines()[kernel["line"] - 1]
+        called = kernel["name"] if kernel["origin"] == "triton" else \
+            kernel["op"].removesuffix(".default").rsplit(".", 1)[-1]
+        assert re.search(rf"\b{re.escape(called)}\b", text), (kernel, text)
