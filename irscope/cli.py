@@ -41,6 +41,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                 raise
             continue
         module.add_parser(sub)
+    parser.commands = sub.choices  # an option a command lacks is that command's usage error
     return parser
 
 
@@ -49,7 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     # `irscope inspect ...` imports only the inspect command: start-up is part of its overhead
     chosen = next((a for a in argv if not a.startswith("-")), None)
     parser = build_parser(chosen if chosen in COMMANDS else None)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.commands.get(args.command, parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE

@@ -116,3 +116,15 @@ def test_a_damaged_run_json_is_a_warning_once(run):
     assert done.returncode == 0
     assert done.stderr.count("irscope: warning: ") == 1
     assert f"{run}: run.json: Expecting value" in done.stderr
+
+
+@pytest.mark.parametrize("args", [("report", "latest", "--provenance"),
+                                  ("where", "latest", "x.py:1", "--time")])
+def test_an_option_a_command_lacks_is_named_with_that_commands_usage(tmp_path, args):
+    """`irscope report --provenance`: the error and the usage shown are the report's, not the
+    top level's (`usage: irscope [-h] [--version] COMMAND ...`)."""
+    result = run_main(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    usage, message = result.stderr.strip().splitlines()[0], result.stderr.strip().splitlines()[-1]
+    assert usage.startswith(f"usage: irscope {args[0]} ")
+    assert message == f"irscope {args[0]}: error: unrecognized arguments: {args[-1]}"
