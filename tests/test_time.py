@@ -372,3 +372,18 @@ def test_a_trace_broken_before_its_first_event_is_skipped_not_filed_empty(tmp_pa
     assert result.returncode == 1, result.stdout
     assert "trace.json: skipped" in result.stderr and "Traceback" not in result.stderr
     assert ":0:" not in result.stderr
+
+
+def test_a_time_gate_against_a_base_with_no_measured_time_says_it_compares_nothing(tmp_path):
+    """GPT-2 compiled without a profile as the base, the same model profiled as the pull
+    request: 'time.total increased' can hold nowhere, and the diff says why instead of
+    passing in silence; an absolute condition needs B alone and says nothing."""
+    base, head = GPU_SAMPLES / "gpt2_provenance", GPU_SAMPLES / "torch_profile"
+    result = run_cli("diff", base, head, "-f", "json", "--fail-on",
+                     "time.total increased by 5%")
+    assert result.returncode == 0
+    assert "irscope: warning: --fail-on 'time.total increased by 5%': only B reports a figure " \
+           "named 'time.total' (A has no measured time: irscope inspect --profile)" in \
+           result.stderr.splitlines()
+    absolute = run_cli("diff", base, head, "-f", "json", "--fail-on", "time.total > 1e9")
+    assert absolute.returncode == 0 and "warning" not in absolute.stderr

@@ -213,14 +213,25 @@ def _is_lint_rule(name: str) -> bool:
 
 def unreported(gate: Gate, diff: Diff) -> str | None:
     """A warning when neither side reports the gate's figure though a run can hold it (a
-    CPU-only run has no ``ptx.spills``), None when one does or it is a lint rule's count
-    (0 where nothing was found); a figure no run can hold (a typo) is a usage error, naming
-    the known figures closest to it."""
+    CPU-only run has no ``ptx.spills``), or when a trend or relative condition, which needs
+    both, finds it on one side only (a base run not profiled has no ``time.total``); None
+    when the figure is there to compare or it is a lint rule's count (0 where nothing was
+    found); a figure no run can hold (a typo) is a usage error, naming the known figures
+    closest to it."""
     from irscope.analysis.figure_names import catalogued, closest
 
     name = gate.source_figure
     a, b = diff.a.figures(), diff.b.figures()
-    if name in a or name in b or _is_lint_rule(name):
+    if _is_lint_rule(name):
+        return None
+    if (name in a) != (name in b) and gate.needs_both_sides:
+        lacking = "B" if name in a else "A"
+        why = (f"{lacking} has no measured time: irscope inspect --profile"
+               if name.startswith("gpu_") or name.endswith(".gpu_time_us")
+               else f"{lacking} has none")
+        return (f"--fail-on {gate.text!r}: only {'A' if name in a else 'B'} reports a figure "
+                f"named {gate.figure!r} ({why})")
+    if name in a or name in b:
         return None
     if not catalogued(name):
         near = closest(gate.figure, [*ALIASES, *a, *b])
