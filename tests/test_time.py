@@ -387,3 +387,18 @@ def test_a_time_gate_against_a_base_with_no_measured_time_says_it_compares_nothi
            result.stderr.splitlines()
     absolute = run_cli("diff", base, head, "-f", "json", "--fail-on", "time.total > 1e9")
     assert absolute.returncode == 0 and "warning" not in absolute.stderr
+
+
+def test_a_profile_of_another_program_says_nothing_of_it_joined(tmp_path):
+    """The flax step's trace filed into GPT-2's run: every launch is listed as unjoined, and
+    the report says that none is this run's, which points at a trace of another program."""
+    copy = tmp_path / "gpt2"
+    shutil.copytree(GPU_SAMPLES / "gpt2_provenance", copy)
+    meta = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps({**meta, "read_only": False}))
+    assert run_cli("ingest", PROFILE / "flax_step.trace.json.gz", "-o", copy).returncode == 0
+    notes = json.loads(run_cli("report", copy, "--json").stdout)["time"]["notes"]
+    assert any(note.startswith("none of the 84 launches joined a unit of this run")
+               for note in notes)
+    own = json.loads(run_cli("report", GPU_SAMPLES / "jax_profile", "--json").stdout)
+    assert not any("joined a unit" in note for note in own["time"]["notes"])

@@ -41,7 +41,7 @@ def time_section(run: RunView, units: Iterable[UnitRecord], top: int = TOP
         ranks={str(rank): _us(ns) for rank, ns in sorted(time.ranks.items())}
         if len(time.ranks) > 1 else {},
         steps={str(step): _us(ns) for step, ns in time.steps.items()},
-        devices=time.devices, notes=_notes(time))
+        devices=time.devices, notes=_notes(run, time))
 
 
 def _us(ns: float) -> float:
@@ -153,8 +153,12 @@ def _unjoined(time: RunTime) -> tuple[dict[str, Any], ...]:
                  for how, (ns, launches, names) in rows)
 
 
-def _notes(time: RunTime) -> tuple[str, ...]:
+def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
     notes = list(time.problems)
+    if time.launches and time.unjoined_ns == time.kernel_time_ns and any(
+            u.framework != "profile" for u in run.units()):
+        notes.append(f"none of the {time.launches:,} launches joined a unit of this run: is "
+                     "the trace of another program, or of a compile the run does not hold?")
     for window in time.windows:
         if window.get("reason"):
             notes.append(f"nothing timed: {window['reason']}")
