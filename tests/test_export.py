@@ -206,3 +206,20 @@ def test_provenance_edges_lead_from_source_lines_to_kernels(tmp_path):
         expected = {u.id for hit in source_hits(run.view, path, 66, callers=False)
                     for u in hit.kernels}
     assert {unit_id for (unit_id,) in reached} == expected and expected
+
+
+def test_report_history_says_what_it_found_when_it_shows_nothing(tmp_path):
+    """An export holding no earlier run of the report's name, or earlier runs whose figures
+    are all the same: the report has no history rows, and says which on stderr."""
+    sample = SAMPLES / "gpu" / "triton_profile"
+    assert irscope_cli("export", str(sample), "-o", str(tmp_path / "out")).returncode == 0
+    alone = irscope_cli("report", str(sample), "--history", str(tmp_path / "out"))
+    assert alone.returncode == 0
+    assert f"history: {tmp_path / 'out'} holds no earlier run named 'triton_profile'" in \
+        alone.stderr
+    copy = tmp_path / "again"
+    shutil.copytree(sample, copy)
+    meta = json.loads((copy / "run.json").read_text())
+    (copy / "run.json").write_text(json.dumps({**meta, "started": "2026-12-01T00:00:00"}))
+    same = irscope_cli("report", str(copy), "--history", str(tmp_path / "out"))
+    assert "history: 1 earlier run named 'triton_profile', no figure changed" in same.stderr

@@ -141,6 +141,7 @@ def _report(args: argparse.Namespace) -> int:
         from irscope.reports.history import read_history
 
         history = read_history(args.history, report)
+        note(_history_found(history, args.history, report.run))
     if report.totals.get("hidden_units"):
         note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
     if not report.units:
@@ -169,3 +170,14 @@ def _report(args: argparse.Namespace) -> int:
     if args.output:
         note(f"wrote {fmt} report of {len(report.units)} units to {args.output}")
     return 0
+
+
+def _history_found(history, folder: Path, name: str) -> str:
+    """What --history found, for a report that may show no history rows."""
+    if not history.runs:
+        return (f"irscope: history: {folder} holds no earlier run named {name!r} (irscope "
+                "export adds each run)")
+    changed = len(history.rows())
+    runs = f"{len(history.runs)} earlier run{'s' * (len(history.runs) != 1)} named {name!r}"
+    return f"irscope: history: {runs}, " + (
+        f"{changed} figure{'s' * (changed != 1)} changed" if changed else "no figure changed")

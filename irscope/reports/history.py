@@ -56,8 +56,9 @@ def read_history(folder: Path, report: Report, limit: int = RUNS_SHOWN) -> Histo
         filter=ds.field("run_id").isin(ids) & ds.field("figure").isin(sorted(wanted))
     ).to_pylist()
     values: dict[tuple[str, str], dict[str, float]] = {}
-    for row in rows:
-        values.setdefault((row["unit"], row["figure"]), {})[row["run_id"]] = row["value"]
+    for row in rows:  # a run's row and a unit's follow figures of their own
+        if row["figure"] in (RUN_FIGURES if row["unit"] == RUN_TOTAL else UNIT_FIGURES):
+            values.setdefault((row["unit"], row["figure"]), {})[row["run_id"]] = row["value"]
     current = {(u.name, name): value for u in report.units
                for name, value in u.figures().items() if name in UNIT_FIGURES}
     current.update(((RUN_TOTAL, name), value) for name, value in report.totals.items()
