@@ -125,6 +125,11 @@ def test_an_export_into_a_folder_that_is_not_one_is_refused(tmp_path):
     done = irscope_cli("export", str(SAMPLES / "gpu" / "torch_cuda"), "-o", str(tmp_path))
     assert done.returncode == 1 and "not an irscope export" in done.stderr
     assert "Traceback" not in done.stderr and (tmp_path / "notes.txt").read_text() == "mine"
+    into_file = irscope_cli("export", str(SAMPLES / "gpu" / "triton_profile"), "-o",
+                            str(tmp_path / "notes.txt"))
+    assert (into_file.returncode, into_file.stderr) == (1, f"irscope: error: {tmp_path}/notes.txt: "
+                                                          "a file, not a folder (export writes a "
+                                                          "dataset folder)\n")
 
 
 def test_the_notebook_api_reads_a_run_as_records_and_tables():

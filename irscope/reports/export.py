@@ -54,6 +54,8 @@ def arrow_schema(table: str):
 def prepare(folder: Path) -> None:
     """Make ``folder`` a dataset of this schema, or check that it is one."""
     schema_file = folder / SCHEMA_FILE
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"{folder}: a file, not a folder (export writes a dataset folder)")
     if schema_file.is_file():
         try:
             found = json.loads(schema_file.read_text(encoding="utf-8")).get("schema")
