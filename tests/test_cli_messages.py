@@ -128,3 +128,14 @@ def test_an_option_a_command_lacks_is_named_with_that_commands_usage(tmp_path, a
     usage, message = result.stderr.strip().splitlines()[0], result.stderr.strip().splitlines()[-1]
     assert usage.startswith(f"usage: irscope {args[0]} ")
     assert message == f"irscope {args[0]}: error: unrecognized arguments: {args[-1]}"
+
+
+def test_ls_names_a_graphs_kernel_units_as_what_they_are_not_launches(tmp_path):
+    """torch_profile's [1/0] forward is linked to 51 kernel units (autotuned configurations
+    among them) and launches 88 kernels a call, as the report's Launched column says: ls
+    says 51 kernel units, not 'launches 51'."""
+    from conftest import GPU_SAMPLES
+
+    text = run_main("ls", GPU_SAMPLES / "torch_profile", cwd=tmp_path).stdout
+    graph = text[text.index("[1/0] forward"):].splitlines()[1]
+    assert "51 kernel units" in graph and "launches" not in graph

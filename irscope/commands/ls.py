@@ -150,8 +150,9 @@ def _print_rows(rows: list[dict], words: dict[str, str]) -> None:
         if raw:
             extra.append(f"{raw} raw")
         extra += [f"{n} {kind}" + _guards(kind, row) for kind, n in sorted(row["events"].items())]
-        if row["launches"]:
-            extra.append(f"launches {len(row['launches'])}")
+        if row["launches"]:  # the kernel units linked (each configuration), not launches
+            linked = len(row["launches"])
+            extra.append(f"{linked} kernel unit{'s' * (linked != 1)}")
         if row.get("origin") in words:
             extra.append(words[row["origin"]])
         figures = "  ".join(f"{k}={v}" for k, v in row["figures"].items())
