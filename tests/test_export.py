@@ -228,3 +228,20 @@ def test_report_history_says_what_it_found_when_it_shows_nothing(tmp_path):
     (copy / "run.json").write_text(json.dumps({**meta, "started": "2026-12-01T00:00:00"}))
     same = irscope_cli("report", str(copy), "--history", str(tmp_path / "out"))
     assert "history: 1 earlier run named 'triton_profile', no figure changed" in same.stderr
+
+
+def test_source_lines_are_exported_as_the_report_counts_them(tmp_path):
+    """The provenance edges over-approximate a line's launches (Source Nodes comments list
+    more nodes than a kernel runs; Inductor's stack traces say which): the source_lines table
+    holds each line's launches, kernels, instructions and time as the report counts them."""
+    out = tmp_path / "dataset"
+    done = irscope_cli("export", str(SAMPLES / "gpu" / "torch_profile"), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    doc = report_of("torch_profile")
+    columns = ("path", "line", "forward", "backward", "inference", "other", "kernels",
+               "instructions")
+    rows = query(out, f"SELECT {', '.join(columns)}, gpu_time_us FROM {{source_lines}}")
+    assert sorted(r[:-1] for r in rows) == sorted(tuple(s[c] for c in columns)
+                                                  for s in doc["source_lines"])
+    timed = {f"{r[0]}:{r[1]}": r[-1] for r in rows}
+    assert all(timed[t["source"]] == t["total_us"] for t in doc["time"]["lines"])

@@ -1,5 +1,6 @@
 """A run as flat tables, the rows a columnar export and a notebook read: runs, units, stages,
-kernels, launches, figures, histogram rows, lint findings and rank divergences.
+kernels, launches, kernel times, source lines, provenance edges, figures, histogram rows, lint
+findings and rank divergences.
 
 Every value here is one the report holds (``reports.build``) or the store records: the export
 adds no figure of its own, so a query over the tables answers what ``irscope report`` says.
@@ -60,6 +61,10 @@ COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
                      ("op", "string"), ("rank", "int64"), ("device", "string"),
                      ("launches", "int64"), ("total_ns", "int64"), ("min_ns", "int64"),
                      ("max_ns", "int64")),
+    "source_lines": (("run_id", "string"), ("path", "string"), ("line", "int64"),
+                     ("forward", "int64"), ("backward", "int64"), ("inference", "int64"),
+                     ("other", "int64"), ("kernels", "int64"), ("instructions", "int64"),
+                     ("gpu_time_us", "float64")),
     "provenance": (("run_id", "string"), ("src_kind", "string"), ("src_unit_id", "int64"),
                    ("src_stage_id", "int64"), ("src_name", "string"), ("src_line", "int64"),
                    ("dst_kind", "string"), ("dst_unit_id", "int64"), ("dst_stage_id", "int64"),
@@ -97,7 +102,8 @@ def run_tables(run: RunView, report: Report | None = None
     return {name: rows for name, rows in (
         ("runs", _runs(run, rid)), ("units", _units(run, rid)), ("stages", _stages(run, rid)),
         ("kernels", _kernels(run, rid)), ("launches", _launches(run, rid)),
-        ("kernel_times", _kernel_times(run, rid)), ("provenance", _provenance(run, rid)),
+        ("kernel_times", _kernel_times(run, rid)),
+        ("source_lines", _source_lines(run, report, rid)), ("provenance", _provenance(run, rid)),
         ("figures", _figures(run, report, rid)), ("histograms", _histograms(run, report, rid)),
         ("lint", _lint(run, rid)), ("rank_divergences", _divergences(run, rid)))}
 
@@ -174,6 +180,24 @@ def _kernel_times(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
     columns = [name for name, _ in COLUMNS["kernel_times"] if name != "run_id"]
     for kernel in measured.kernels if measured is not None else ():
         yield {"run_id": rid, **{name: getattr(kernel, name) for name in columns}}
+
+
+def _source_lines(run: RunView, report: Report, rid: str) -> Iterator[dict[str, Any]]:
+    """The report's source lines (what each line does itself: launches by role, kernels,
+    instructions) with their measured time (``inspect --profile``), and the lines only
+    measured time names."""
+    from irscope.read.source_lines import line_times
+
+    times = dict(line_times(run, callers=False))  # a copy: the view keeps the original
+    for row in report.source_lines:
+        ns = times.pop((row.path, row.line), None)
+        yield {"run_id": rid, **row.to_json(), "gpu_time_us": _us(ns)}
+    for (path, line), ns in sorted(times.items()):
+        yield {"run_id": rid, "path": path, "line": line, "gpu_time_us": _us(ns)}
+
+
+def _us(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1000, 3)
 
 
 def _provenance(run: RunView, rid: str) -> Iterator[dict[str, Any]]:
