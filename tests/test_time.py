@@ -402,3 +402,16 @@ def test_a_profile_of_another_program_says_nothing_of_it_joined(tmp_path):
                for note in notes)
     own = json.loads(run_cli("report", GPU_SAMPLES / "jax_profile", "--json").stdout)
     assert not any("joined a unit" in note for note in own["time"]["notes"])
+
+
+def test_a_trace_ingested_into_a_read_only_run_leaves_it_as_it_was(tmp_path):
+    """A committed sample (read-only in its run.json) is refused in one line, before anything
+    of it is written: its run.json, its index and its folder stay byte for byte."""
+    copy = tmp_path / "sample"
+    shutil.copytree(GPU_SAMPLES / "triton_profile", copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    result = run_cli("ingest", "-o", copy, PROFILE / "flax_step.trace.json.gz")
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == f"irscope: error: {copy}: a read-only run (see its run.json); " \
+                            "copy it to add to it\n"
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before

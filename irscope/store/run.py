@@ -45,6 +45,8 @@ from irscope.store.schema import (BLOBS, CACHE_WAIT_MS, COMPRESSED_FROM_SCHEMA, 
                                   WRITE_CACHE_KIB, WRITE_WAIT_S)
 from irscope.store.writer import Writer, histogram_kind
 
+READ_ONLY = "a read-only run (see its run.json); copy it to add to it"
+
 if TYPE_CHECKING:
     from irscope.parsers.base import ParseResult
 
@@ -106,6 +108,8 @@ class Run:
             raise RunError(f"{path}: exists and is not a directory")
         if fresh and path.exists() and set(os.listdir(path)) - RUN_ENTRIES:
             raise RunError(f"{path}: exists and is not an irscope run")
+        if not fresh and _read_meta(path).get("read_only"):  # refused before anything is written
+            raise RunError(f"{path}: {READ_ONLY}")
         (path / BLOBS).mkdir(parents=True, exist_ok=True)
         try:
             # write-ahead logging for every run written (a run made by a killed create below
@@ -348,7 +352,7 @@ class Run:
             raise RunError(f"{self.path}: cannot write to this run (no write access); copy it "
                            f"to add to it")
         if self.read_only:
-            raise RunError(f"{self.path}: a read-only run (see its run.json); copy it to add to it")
+            raise RunError(f"{self.path}: {READ_ONLY}")
         try:
             self.db.execute(f"PRAGMA busy_timeout = {WRITE_WAIT_S * 1000}")
             self.db.execute("BEGIN IMMEDIATE")
