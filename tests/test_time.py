@@ -170,7 +170,27 @@ def test_the_report_says_where_the_time_goes_in_every_format(torch_run):
     assert report_from_json(doc).time.kernels == report.time.kernels
     for fmt in ("md", "html", "table", "csv"):
         text = run_cli("report", torch_run.path, "--format", fmt).stdout
-        assert "time" in text.lower() and "fmha_cutlassB" in text, fmt
+        assert "time" in text.lower() and "fmha_cutlass" in text, fmt
+
+
+def test_kernel_rows_name_the_lines_they_were_made_from_and_are_told_apart(torch_run):
+    """GPT-2's attention backward runs in each of its two layers: one kernel, launched from
+    the same lines at two places of the backward's call(). Each row names those lines (the
+    provenance graph's, the same as the per-line table counts) and, in the table, the place."""
+    doc = json.loads(run_cli("report", torch_run.path, "--json").stdout)
+    rows = [r for r in doc["time"]["kernels"] if r["name"].startswith("fmha_cutlassB")]
+    assert len(rows) == 2 and rows[0]["line"] != rows[1]["line"]
+    assert rows[0]["source_lines"] == rows[1]["source_lines"]
+    assert any(s.endswith("/models/gpt2/modeling_gpt2.py:222")  # attention_interface(...)
+               for s in rows[0]["source_lines"])
+    lines = {r["source"] for r in doc["time"]["lines"]}
+    assert lines & set(rows[0]["source_lines"])
+    for columns in ("80", "200"):
+        table = run_cli("report", torch_run.path, env={"COLUMNS": columns}).stdout
+        shown = [line for line in table.splitlines()
+                 if "fmha_cutlass" in line and "backward" in line]
+        assert len(shown) == 2 and shown[0] != shown[1], columns
+        assert all(str(r["line"]) in "".join(shown) for r in rows), columns
 
 
 def test_gates_on_time(torch_run):

@@ -33,7 +33,8 @@ table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:left;vertical-align:top}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 .name{max-width:22em;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
-.name.short{max-width:14em}
+.name.short{max-width:10em}
+.lines{max-width:13em}
 table.units th{white-space:normal;min-width:3em}
 th{background:#f6f8fa}
 table.sortable th{cursor:pointer;user-select:none}
@@ -278,8 +279,10 @@ def time_section(report: Report) -> str:
                      + "</ul>")
     for title, header, rows in section_tables(report.time):
         first = numeric_from(header)  # the names before the figures: cut, whole when hovered
+        # a kernel's source lines wrap, whole: their end tells apart its launches' places
+        css = ["lines" if title == "Source" else "name short" for title in header[:first]]
         parts.append(f"<h3>{text(title)}</h3>" + _table(header, (
-            "<tr>" + "".join(_td(c, css="name short") if i < first else _td(c, c[:1].isdigit())
+            "<tr>" + "".join(_td(c, css=css[i]) if i < first else _td(c, c[:1].isdigit())
                              for i, c in enumerate(row)) + "</tr>" for row in rows)))
     return "".join(parts)
 

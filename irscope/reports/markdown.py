@@ -17,7 +17,7 @@ from irscope.reports.common import (Rendering, compile_time_table, compile_time_
                                     headline_text, history_rows)
 from irscope.reports.diff import Diff, FigureDelta
 from irscope.reports.records import Report
-from irscope.reports.timing import headline, numeric_from, section_tables
+from irscope.reports.timing import headline, numeric_from, section_tables, source_cell
 from irscope.reports.timing import short_name as kernel_name
 
 
@@ -200,11 +200,13 @@ def top_kernels(report: Report) -> list[str]:
     units = {u.name: u for u in report.units}
     if report.time is not None and report.time.kernels:
         rows = [[middle(kernel_name(row.get("name", "")), SUMMARY_NAME),
-                 middle(row.get("unit") or "", SUMMARY_NAME), f"{row.get('share', 0):.1%}",
+                 middle(row.get("unit") or "", SUMMARY_NAME),
+                 middle(source_cell(row["source_lines"]), SUMMARY_NAME)
+                 if row.get("source_lines") else "", f"{row.get('share', 0):.1%}",
                  number(row.get("total_us")), *_resources(units.get(row.get("unit") or ""))]
                 for row in report.time.kernels[:SUMMARY_KERNELS]]
-        header = ["Kernel", "Unit", "Share", "GPU µs", "Regs", "Spills", "Occupancy"]
-        return ["**Top kernels by GPU time**", "", *table(header, rows, numeric_from=2)]
+        header = ["Kernel", "Unit", "Source", "Share", "GPU µs", "Regs", "Spills", "Occupancy"]
+        return ["**Top kernels by GPU time**", "", *table(header, rows, numeric_from=3)]
     kernels = sorted((u for u in report.units if "registers" in u.headline),
                      key=lambda u: (-u.headline.get("spills", 0), -u.headline["registers"]))
     if not kernels:

@@ -175,14 +175,17 @@ def _time_tables(report: Report, width: int) -> list:
             used += needs[index] + CELL_PADDING
         spare = max(0, width - used)
         table = Table(title=title, title_justify="left")
+        sizes = [min(names[i], NAME_MIN + spare // first) if i < first else needs[i]
+                 for i in range(len(header))]
         for index in kept:
-            if index < first:
-                size = min(names[index], NAME_MIN + spare // first)
-                _fixed(table, header[index], size)
-            else:
-                _fixed(table, header[index], needs[index], "right")
+            _fixed(table, header[index], sizes[index], "left" if index < first else "right")
+        # a kernel's source lines cut where they do not tell its rows apart (the place of
+        # each launch of one kernel from the same lines ends them); the names keep their start
+        apart = {i: short_names([one_line(row[i]) for row in rows], sizes[i])
+                 for i in range(first) if header[i] == "Source"}
         for row in rows:
-            table.add_row(*(_text(row[i], names[i] if i < first else needs[i]) for i in kept))
+            table.add_row(*(Text(apart[i][one_line(row[i])]) if i in apart else
+                            _text(row[i], names[i] if i < first else needs[i]) for i in kept))
         found.append(table)
     return found
 

@@ -9,7 +9,7 @@ a kernel made from several lines counts for each, innermost frames only.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,7 +32,7 @@ def time_section(run: RunView, units: Iterable[UnitRecord], top: int = TOP
     if time is None:
         return None
     records = {u.name: u for u in units}
-    kernels = tuple(_kernel_row(k, time, records) for k in time.top(top))
+    kernels = tuple(_kernel_row(k, time, records, source_lines(run, k)) for k in time.top(top))
     return TimeSection(
         totals={**time.figures(), "traces": time.traces,
                 "trace_kernel_time_us": _us(time.trace_kernel_time_ns)},
@@ -52,8 +52,11 @@ def _share(ns: float, time: RunTime) -> float:
     return round(ns / time.kernel_time_ns, 4) if time.kernel_time_ns else 0.0
 
 
-def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecord]
-                ) -> dict[str, Any]:
+def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecord],
+                sources: tuple[tuple[str, int], ...] = ()) -> dict[str, Any]:
+    """One kernel row: its time, how it was joined, the user lines it was made from
+    (``sources``: what tells apart launches of one kernel at two places, two layers, say)
+    and its unit's static facts."""
     row: dict[str, Any] = {
         "name": kernel.name, "origin": kernel.origin, "unit": kernel.unit,
         "graph": kernel.graph, "phase": kernel.phase, "output_code": kernel.output_code,
@@ -63,7 +66,8 @@ def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecor
         "max_us": _us(kernel.max_ns), "share": _share(kernel.total_ns, time),
         "grid": "x".join(map(str, kernel.grid)) if kernel.grid else None,
         "block": "x".join(map(str, kernel.block)) if kernel.block else None,
-        "how": kernel.how}
+        "how": kernel.how,
+        "source_lines": [f"{path}:{line}" for path, line in sources] or None}
     if kernel.rank is not None:
         row["rank"] = kernel.rank
     if kernel.candidates > 1:
@@ -170,6 +174,7 @@ def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
 
 # -- the section as titled tables of text, which every text format lays out its own way -------
 KERNEL_COLUMNS = (("name", "Kernel"), ("unit", "Unit"), ("phase", "Phase"),
+                  ("source_lines", "Source"),
                   ("share", "Share"), ("total_us", "Total µs"), ("launches", "Launches"),
                   ("mean_us", "Mean µs"), ("registers", "Regs"), ("spills", "Spills"),
                   ("occupancy", "Occupancy"), ("roofline", "Roofline"), ("lint", "Lint"),
@@ -181,7 +186,7 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
     columns = [(key, title) for key, title in KERNEL_COLUMNS
                if any(_cell(key, row) for row in section.kernels)]
     tables = [("Top kernels by GPU time", [t for _, t in columns],
-               [[_cell(key, row) for key, _ in columns] for row in section.kernels])]
+               [[_cell(key, row) for key, _ in columns] for row in _told_apart(section.kernels)])]
     if section.lines:
         tables.append((LINES_TITLE, ["Source", "Total µs", "Share", "Launches"],
                        [[r["source"], _cell("total_us", r), _cell("share", r),
@@ -205,6 +210,24 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
             tables.append((title, ["", "Total µs"], [[k, f"{v:,.1f}"] for k, v in
                                                       values.items()]))
     return tables
+
+
+def _told_apart(kernels: tuple[Mapping[str, Any], ...]) -> list[Mapping[str, Any]]:
+    """The kernel rows, each of one kernel launched from the same lines at several places of
+    its output code (the layers of a model run the same lines) told apart by the place's
+    ``call()`` line, which the row's ``line`` holds."""
+    seen = Counter((row.get("name"), row.get("unit"), row.get("phase"),
+                    tuple(row.get("source_lines") or ())) for row in kernels)
+    rows = []
+    for row in kernels:
+        key = (row.get("name"), row.get("unit"), row.get("phase"),
+               tuple(row.get("source_lines") or ()))
+        if seen[key] > 1 and row.get("line") is not None:
+            place = f"call {row['line']}"
+            row = {**row, "source_lines": [f"{source_cell(row['source_lines'])} · {place}"]
+                   if row.get("source_lines") else [place]}
+        rows.append(row)
+    return rows
 
 
 def headline(section: TimeSection, shown=str) -> str:
@@ -233,6 +256,13 @@ def short_name(name: str) -> str:
     return name
 
 
+def source_cell(sources: list[str]) -> str:
+    """A kernel row's first source line, by its file's name, and how many more it has:
+    ``/site-packages/.../modeling_gpt2.py:222`` and 2 more -> ``modeling_gpt2.py:222 +2``."""
+    first = sources[0].rsplit("/", 1)[-1]
+    return f"{first} +{len(sources) - 1}" if len(sources) > 1 else first
+
+
 def numeric_from(header: list[str]) -> int:
     """The first column of figures in one of ``section_tables``' headers."""
     return next((i for i, title in enumerate(header)
@@ -248,6 +278,8 @@ def _cell(key: str, row: Mapping[str, Any]) -> str:
         fusion = f" · {op}" if row.get("origin") == "xla" and op and \
             op.replace(".", "_") != value else ""
         return short_name(value) + fusion
+    if key == "source_lines" and value:
+        return source_cell(value)
     if value is None:
         return "unknown" if key == "roofline" and row.get("origin") != "unjoined" else ""
     if key in ("share", "occupancy"):
