@@ -206,3 +206,35 @@ def test_the_tui_names_the_kernels_no_graph_launches(trust):
             assert ("launched by", "no graph of the run") in app._card(unit)
 
     asyncio.run(check())
+
+
+@pytest.mark.parametrize("name", SAMPLE_RUNS)
+def test_the_report_leaves_out_the_candidates_the_summary_calls_not_chosen(name):
+    """One set of candidates not chosen for every count of a run: the report's units marked
+    ``candidate`` (left out of the run's figures) are those the kernel breakdown counts."""
+    with Run.open(GPU_SAMPLES / name, read_only=True) as run:
+        report = build_report(run)
+        origins = kernel_origins(run)
+        marked = {u.name for u in report.units if u.candidate}
+        said = {u.name for u in run.units() if origins.get(u.id) == CANDIDATE}
+    assert marked == said
+
+
+def test_a_configuration_the_autotuner_did_not_choose_sets_no_run_figure():
+    """torch_placeholder_profile compiled one backward kernel in three configurations; the
+    autotuner's record chose -81c24c02 and only it launched in the profiled steps. The one
+    that spills (-e38a5219) never ran: the run's spills are those of the kernels that ran."""
+    with Run.open(GPU_SAMPLES / "torch_placeholder_profile", read_only=True) as run:
+        from irscope.read.autotune import autotune_times
+        from irscope.read.timing import read_time
+
+        units = {u.name.rsplit("-", 1)[-1]: u for u in run.units("triton")
+                 if "native_layer_norm_backward_view_12" in u.name}
+        tuned, launched = autotune_times(run), set(read_time(run).units)
+        assert tuned[units["81c24c02"].id].best and units["81c24c02"].id in launched
+        assert units["e38a5219"].id not in launched
+        report = build_report(run)
+    spilling = next(u for u in report.units if u.name.endswith("-e38a5219"))
+    assert spilling.candidate and spilling.headline["spills"] > 0
+    ran = [u for u in report.units if not u.candidate and "spills" in u.headline]
+    assert report.figures()["spills"] == max(u.headline["spills"] for u in ran) == 0

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from irscope.analysis.figures import (RunFigures, UnitFigures, count_events, lost_candidates,
                                       unit_figures, unit_kernels)
 from irscope.analysis.ranks import split_rank
+from irscope.read.autotune import unchosen_candidates
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -27,7 +28,7 @@ def read_run_figures(run: RunView | Run, units: Iterable[Unit] | None = None) ->
     events = count_events(e for e in run.events() if e.unit_id in wanted or e.unit_id is None)
     links = Counter(r.src for r in run.relations("launches"))
     parsed: dict[str, object] = {}
-    lost = run.derived("lost candidates", lambda: autotune_lost(run))
+    lost = unchosen_candidates(run)  # as every count of the run's kernels leaves them out
     launches = run.derived("kernel launches", lambda: kernel_launches(run))
     return RunFigures(tuple(_unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
                                   links.get(u.id, 0), parsed, u.id in lost,
