@@ -174,6 +174,50 @@ def did_not_compile(exc: BaseException) -> bool:
     return isinstance(exc, SyntaxError) and _user_traceback(exc) is None
 
 
+def _compile_error(exc: BaseException, ended: str, ranked: bool) -> dict:
+    """What a rank's status keeps of a script that did not compile: Python's report of the
+    error, which the rank does not print (every rank would print the same; irscope prints
+    it once)."""
+    if not (ranked and ended == COMPILE_ERROR):
+        return {}
+    import traceback
+
+    return {"compile_error": "".join(traceback.format_exception_only(exc))}
+
+
+def _process_ending(exc: BaseException | None) -> dict:
+    """How a launched process ends, from the exception that ended its script (``sys.
+    last_value``, left by the interpreter once it has printed it), if any: its launcher
+    alone knows its exit status otherwise."""
+    if exc is None:
+        return {"ended": "exit"}
+    if isinstance(exc, KeyboardInterrupt):
+        return {"ended": "interrupted", "exit_status": EXIT_INTERRUPTED}
+    ended = COMPILE_ERROR if _main_did_not_compile(exc) else "exception"
+    return {"ended": ended, "exit_status": 1, "error": f"{type(exc).__name__}: {exc}",
+            **_compile_error(exc, ended, True)}
+
+
+def _main_did_not_compile(exc: BaseException) -> bool:
+    """Whether ``exc`` is the interpreter's report that the main script does not compile (a
+    SyntaxError without a frame, in the file ``sys.argv[0]`` names)."""
+    if not isinstance(exc, SyntaxError) or exc.__traceback__ is not None:
+        return False
+    main = sys.argv[0] if sys.argv else ""
+    return bool(main and exc.filename) and os.path.realpath(exc.filename) == \
+        os.path.realpath(main)
+
+
+def _quiet_compile_error(previous):
+    """``sys.excepthook`` for a rank of a launched program: the main script's compile error
+    is kept for irscope to show once (``_process_ending``), the rest printed as before."""
+    def hook(kind, exc, tb):
+        if tb is None and _main_did_not_compile(exc):
+            return
+        previous(kind, exc, tb)
+    return hook
+
+
 def rank_staging(staging: Staging, config: dict) -> Staging:
     """This process's own staging folder: ``rank_<N>/`` in a multi-process run, with
     TORCH_TRACE moved into it when irscope set it (torch reads it when imported)."""
@@ -195,14 +239,17 @@ def install_in_rank() -> None:
     if not path:
         return
     config = json.loads(Path(path).read_text(encoding="utf-8"))
-    staging = rank_staging(Staging(Path(config["staging"])), config)
+    root = Path(config["staging"])
+    staging = rank_staging(Staging(root), config)
     only = tuple(config.get("only", ()))
     cache = config.get("dump_cache")
     collectors = Collectors(staging, only, config.get("xla_dumps", True),
                             Path(cache) if cache else None, config.get("profile"))
-    # The launcher reports how the program ended; each rank records that it got to the end.
-    atexit.register(lambda: (write_status(staging, {"ended": "exit"}, only),
-                             collectors.remove()))
+    if staging.root != root:  # a rank: irscope shows the script's compile error once
+        sys.excepthook = _quiet_compile_error(sys.excepthook)
+    # The launcher reports the program's exit status; each process records how it ended.
+    atexit.register(lambda: (write_status(staging, _process_ending(
+        getattr(sys, "last_value", None)), only), collectors.remove()))
 
 
 def _chain_sitecustomize() -> None:
@@ -224,6 +271,7 @@ def main(argv: list[str]) -> int:
     config = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     target = argv[2:] if argv[1] == "--" else argv[1:]
     staging = rank_staging(Staging(Path(config["staging"])), config)
+    ranked = staging.root != Path(config["staging"])
     only = tuple(config.get("only", ()))
     if config.get("interruptible", True):
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -249,9 +297,10 @@ def main(argv: list[str]) -> int:
                  COMPILE_ERROR if did_not_compile(exc) else "exception")
         write_status(staging, {"exit_status": code, "ended": ended,
                                "error": None if interrupted else f"{type(exc).__name__}: {exc}",
-                               **timed}, only)
-        tb = _user_traceback(exc)
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+                               **_compile_error(exc, ended, ranked), **timed}, only)
+        if not (ranked and ended == COMPILE_ERROR):  # a rank's is shown once, by irscope
+            tb = _user_traceback(exc)
+            sys.excepthook(type(exc), exc.with_traceback(tb), tb)
         return code
     write_status(staging, {"exit_status": 0, "ended": "exit", **timed}, only)
     return 0

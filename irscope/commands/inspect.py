@@ -101,17 +101,31 @@ def _target(args) -> list[str]:
     return target
 
 
-def _refuse_syntax_error(script: Path, output: str) -> None:
-    """Before ``--replace`` empties the run at ``output``: a script this Python cannot
-    compile (read and compiled, never run) gets Python's own report, and the run is kept."""
+def _script_to_compile_first(target: list[str], launcher: bool, python: str) -> Path | None:
+    """The script to compile before the program starts, where this interpreter is the one
+    that will run it (its grammar is then this one's): a script given to irscope, or the one
+    a launcher command runs with this interpreter; None where that is not known."""
+    if launcher:
+        from irscope.filing.launch import script_run_by_this_python
+
+        return script_run_by_this_python(target)
+    if python != sys.executable or target[0] == "-m" or not Path(target[0]).is_file():
+        return None
+    return Path(target[0])
+
+
+def _refuse_syntax_error(script: Path, kept: str | None) -> None:
+    """Before any process starts: a script this Python cannot compile (read and compiled,
+    never run) gets Python's own report, once, and no run is made (the run at ``kept``,
+    which ``--replace`` would have emptied, stays as it was)."""
     import traceback
 
     try:
         compile(script.read_bytes(), os.path.abspath(script), "exec", dont_inherit=True)
     except SyntaxError as exc:
         sys.stderr.write("".join(traceback.format_exception_only(exc)))
-        raise InputError(f"{script}: did not compile (the error is above); {output} was kept "
-                         "as it was") from None
+        raise InputError(f"{script}: did not compile (the error is above); " + (
+            f"{kept} was kept as it was" if kept else "no run was made")) from None
     except (OSError, ValueError):  # unreadable or NUL bytes: the child reports it
         return
 
@@ -131,9 +145,11 @@ def run(args) -> int:
     name = args.name or (target[1] if target[0] == "-m" else _script_name(target))
     python = args.python or sys.executable
     profile = _profile_window(args)
-    if args.replace and args.output and python == sys.executable and target[0] != "-m" \
-            and not launcher and Path(target[0]).is_file():
-        _refuse_syntax_error(Path(target[0]), args.output)
+    replacing = args.output if args.replace and args.output else None
+    if replacing or launcher or args.nproc > 1:  # a rank's error would be one of many
+        script = _script_to_compile_first(target, launcher, python)
+        if script is not None:
+            _refuse_syntax_error(script, replacing)
     session = Session(args.output, name, only, {
         "kind": "inspect", "target": target, "interpreter": python},
         replace=bool(args.replace and args.output), provenance=args.provenance)
@@ -162,11 +178,13 @@ def run(args) -> int:
         raise
     if launcher or args.nproc > 1:
         status = launch.merged_status(session.staging, status)
+        for report in status.get("compile_errors", ()):  # the ranks kept theirs: once here
+            sys.stderr.write(report)
     if status.get("ended") == COMPILE_ERROR:  # no line of the script ran: no run to file
         session.discard()
-        script = target[1] if target[0] == "-m" else target[0]
+        script = target[1] if target[0] == "-m" else _script_arg(target)
         error(f"{script}: did not compile (the error is above); no run was made")
-        return int(status["exit_status"])
+        return int(status["exit_status"]) or 1
     try:
         with progress("filing the run", delay=LATE_BAR_S) as bar:
             session.finish(status, keep_staging=args.keep_staging, progress=bar,
@@ -227,10 +245,14 @@ def _file_passes(run, dump: Path) -> None:
         shutil.rmtree(dump.parent, ignore_errors=True)
 
 
+def _script_arg(target: list[str]) -> str:
+    """The script as the command names it, also when a launcher command runs it."""
+    return next((arg for arg in target if arg.endswith(".py")), target[0])
+
+
 def _script_name(target: list[str]) -> str:
     """The run's default name: the script's, also when a launcher command runs it."""
-    scripts = [arg for arg in target if arg.endswith(".py")]
-    return Path(scripts[0] if scripts else target[0]).stem
+    return Path(_script_arg(target)).stem
 
 
 def _run_child(children: list[tuple[list[str], dict[str, str]]], staging, while_running) -> dict:

@@ -128,6 +128,7 @@ class Session:
             "finished": environment.now(),
             "notes": notes,
             **({"ranks": [rank for rank, _ in ranks]} if ranks else {}),
+            **({"failed_ranks": status["failed_ranks"]} if status.get("failed_ranks") else {}),
         })
         if complete and not keep_staging:
             import shutil

@@ -42,6 +42,7 @@ class RunSummary:
     partial: bool = False
     ended: str | None = None
     error: str | None = None
+    failed_ranks: tuple[int, ...] = ()  # a multi-process run: its failed ranks, first first
     units: Mapping[str, int] = field(default_factory=dict)  # per framework
     hidden_units: Mapping[str, int] = field(default_factory=dict)  # JAX's eager ops
     graphs: int = 0
@@ -77,6 +78,7 @@ class RunSummary:
                     kernels_launched_per_call=[dataclasses.asdict(k)
                                                for k in self.kernels_launched_per_call],
                     kernel_origins=[o.to_json() for o in self.kernel_origins],
+                    failed_ranks=list(self.failed_ranks),
                     frameworks_imported=list(self.frameworks_imported),
                     frameworks_missing=list(self.frameworks_missing), notes=list(self.notes),
                     top_kernels=[list(k) for k in self.top_kernels],
@@ -106,6 +108,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
     return RunSummary(
         run=str(run.path), name=run.name, exit_status=meta.get("exit_status"),
         partial=bool(meta.get("partial")), ended=meta.get("ended"), error=meta.get("error"),
+        failed_ranks=tuple(r for r in meta.get("failed_ranks", ()) if isinstance(r, int)),
         units=dict(frameworks), hidden_units=dict(Counter(u.framework for u in hidden)),
         graphs=len(figures.graphs), kernels_generated=generated,
         kernels_filed=defined.filed if defined.generated else None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Group
 from rich.text import Text
 
+from irscope.analysis.ranks import rank_list
 from irscope.console import rich_console
 from irscope.escaping import html_text, one_line
 from irscope.read.summary import RunSummary
@@ -99,12 +100,17 @@ def _generated_detail(data: RunSummary) -> str:
 
 
 def _ending(data: RunSummary) -> str:
+    """How the script ended; in a multi-process run, the rank that failed first (its error
+    names it) and the ranks that failed after it."""
     status, ended = data.exit_status, data.ended or "exit"
+    first, *later = data.failed_ranks or (None,)
     if ended == "exception" and data.error:
-        return f"{data.error} (exit status {status})"
-    if ended == "exit":
-        return f"exit status {status}"
-    return f"{ended} (exit status {status})"
+        said = f"{data.error} (exit status {status})"
+    elif ended == "exit":
+        said = f"exit status {status}" if first is None else f"rank {first}: exit status {status}"
+    else:
+        said = f"{ended} (exit status {status})"
+    return said + (f"; {rank_list(tuple(later))} failed after it" if later else "")
 
 
 def renderable(data: RunSummary) -> Group:
