@@ -17,8 +17,8 @@ from irscope.parsers import registry
 from irscope.reports.common import Rendering
 from irscope.reports import csv_report, markdown, table
 from irscope.reports.build import build_report
-from irscope.reports.records import (CODE_KINDS, report_from_json,
-                                     report_to_json)
+from irscope.read.stage_counts import CODE_KINDS
+from irscope.reports.records import report_from_json, report_to_json
 from irscope.store import Run
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "irscope" / "reports"

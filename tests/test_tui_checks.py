@@ -178,6 +178,7 @@ async def test_a_run_past_one_page_is_browsable_before_the_rest_is_read(copies_r
             stages = run.counts()[1]
             late = run.unit("add_kernel_0003").id
         assert app.loaded is False and not app._badges_requested
+        await until(pilot, lambda: app.counted is not None)  # counted before the rest is read
         assert f"12 units · {stages} stages" in app.sub_title
         assert tree.rows[late].stages == () and tree.rows[late].pending > 0
         navigator.filter.value = "sass"

@@ -8,6 +8,7 @@ from typing import Any
 from textual.message import Message
 
 from irscope.parsers.base import ParseResult
+from irscope.read.stage_counts import StageCount
 from irscope.store import Event, Relation, Stage
 from irscope.browse.tree import Badges, FrameworkGroup
 
@@ -115,6 +116,13 @@ class Problem(Message):
 
     text: str
     severity: str = "error"
+
+
+@dataclass
+class StagesCounted(Message):
+    """The units the navigator shows and their stages, counted for the header."""
+
+    counted: StageCount
 
 
 @dataclass

@@ -106,22 +106,19 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
 
 
 def run(args) -> int:
-    from irscope.store import Run, locate_run
-    from irscope.store.units import shown_units
-
     from irscope.read.kernel_origins import origin_counts
+    from irscope.read.stage_counts import shown_stage_count
+    from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
         units = run_.units()
         rows = listing(run_, args.show_all, args.rank, units)
-        hidden = 0 if args.show_all else sum(  # listed with --all: the same filter, rank
-            args.rank is None or u.rank == args.rank
-            for u in shown_units(units, False)[1])
         listed = {row["id"] for row in rows}
         origins = origin_counts(run_, [u for u in units if u.id in listed])
-    if args.json:
-        print_json(rows)
-        return 0
+        if args.json:
+            print_json(rows)
+            return 0
+        counted = shown_stage_count(run_, args.show_all, args.rank)
     groups: dict[str | None, list[dict]] = defaultdict(list)
     for row in rows:
         groups[row["group"]].append(row)
@@ -136,8 +133,10 @@ def run(args) -> int:
     for counts in origins:  # what a framework's kernels are, where more than graphs' kernels
         if counts.text():
             note(f"{counts.framework}: {counts.units} kernels ({counts.text()})")
-    if hidden:
-        note(f"({hidden} eager ops hidden; `irscope ls {args.run} --all` lists them)")
+    out(f"{counted.units_text()}, {counted.stages_text()}")  # as the report and the TUI say
+    if counted.hidden_units:  # listed with --all: the same filter, rank
+        note(f"({counted.hidden_units} eager ops hidden; `irscope ls {args.run} --all` lists "
+             "them)")
     return 0
 
 

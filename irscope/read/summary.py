@@ -13,6 +13,7 @@ from irscope.parsers.base import sorted_histogram
 from irscope.read.figures import read_run_figures
 from irscope.read.kernel_origins import (CANDIDATE, KernelOrigins, generated_kernels,
                                          kernel_origins, origin_counts)
+from irscope.read.stage_counts import StageCount, shown_stage_count
 from irscope.read.timing import read_time
 from irscope.read.view import RunView
 from irscope.store import Run, Stage
@@ -65,6 +66,7 @@ class RunSummary:
     gpu_time_us: float | None = None  # measured (inspect --profile), in the window
     gpu_time_unjoined_us: float | None = None
     top_kernels: tuple[tuple[str, float], ...] = ()  # (name, share of the time), most first
+    stage_count: StageCount | None = None  # the units shown and their stages (read.stage_counts)
 
     @property
     def open_command(self) -> str:
@@ -82,6 +84,7 @@ class RunSummary:
                     frameworks_imported=list(self.frameworks_imported),
                     frameworks_missing=list(self.frameworks_missing), notes=list(self.notes),
                     top_kernels=[list(k) for k in self.top_kernels],
+                    stage_count=self.stage_count.to_json() if self.stage_count else None,
                     open_command=self.open_command)
         return data
 
@@ -120,7 +123,7 @@ def read_summary(run: RunView | Run) -> RunSummary:
         top_ptx_opcodes=_top(ptx), top_sass_opcodes=_top(sass),
         frameworks_imported=tuple(meta.get("frameworks", ())),
         frameworks_missing=tuple(meta.get("missing_frameworks", ())),
-        notes=tuple(meta.get("notes", ())),
+        notes=tuple(meta.get("notes", ())), stage_count=shown_stage_count(run),
         **({} if time is None else dict(
             gpu_time_us=round(time.kernel_time_ns / 1000, 3),
             gpu_time_unjoined_us=round(time.unjoined_ns / 1000, 3),

@@ -129,6 +129,10 @@ class RunView:
         them."""
         return self.derived(f"stage_counts:{kind}", lambda: self.run.stage_counts(kind))
 
+    def stage_kind_counts(self) -> dict[int, dict[str, int]]:
+        """Unit id -> kind -> its stages of that kind, counted without reading them."""
+        return self.derived("stage_kind_counts", self.run.stage_kind_counts)
+
     def stages_of_units(self, unit_ids: Iterable[int], kinds: Iterable[str]) -> list[Stage]:
         """The stages of ``kinds`` of a few units, in the store's order: read apart from the
         run's (a navigator's first page before the other 12,000 units)."""

@@ -19,10 +19,10 @@ from irscope.read.ranks import rank_totals
 from irscope.store.units import shown_units
 from irscope.read.view import RunView
 from irscope.reports.passes import with_passes
-from irscope.reports.records import (CODE_KINDS, Report, SourceLineRecord, StageRecord,
-                                     UnitRecord, plain_meta,
-                                     stage_record, stage_selected, unit_headline,
-                                     unit_problems, unit_selected)
+from irscope.read.stage_counts import count_stages, is_reported, stage_selected
+from irscope.reports.records import (Report, SourceLineRecord, StageRecord, UnitRecord,
+                                     plain_meta, stage_record, unit_headline, unit_problems,
+                                     unit_selected)
 from irscope.read.provenance_keys import unit_keys
 from irscope.read.source_lines import run_line_rows, unknown_note
 from irscope.read.timing import read_time
@@ -47,8 +47,10 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     lines, note = source_line_records(run)
     keys = {u.key for u in units}
     listed = [u for u in run.units() if (u.framework, u.name) in keys]
+    hidden = shown_units(run.units(), show_all)[1]
     return replace(report, time=time_section(run, units), source_lines=lines,
                    kernels=origin_counts(run, listed),
+                   stage_count=count_stages(run, listed, len(hidden), report.stages),
                    source_lines_note=note,
                    problems=unit_problems(problems, units) if unit_pattern else problems,
                    compile_time=tuple(row for row in compile_time_records(run)
@@ -115,8 +117,7 @@ def _records(run: RunView, wanted: tuple[str, ...] | None, unit_pattern: str | N
              show_all: bool, candidates: bool) -> tuple[tuple[UnitRecord, ...], dict[str, float]]:
     """The unit records and run totals of a report; each distinct stage (kind, name and
     content) made into a record once, however many units hold it."""
-    kinds = [k for k in registry.kinds() if (registry.get(k).module or k in CODE_KINDS)
-             and stage_selected(k, wanted)]
+    kinds = [k for k in registry.kinds() if is_reported(k) and stage_selected(k, wanted)]
     by_unit: dict[int, list[Stage]] = {}
     for stage in run.stages(kinds=kinds):
         by_unit.setdefault(stage.unit_id, []).append(stage)

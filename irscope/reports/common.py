@@ -201,6 +201,12 @@ def stage_summary(stage: StageRecord) -> str:
 
 
 def summary_line(report: Report) -> str:
+    """``seed: 11 units, 70 stages (55 reported; 15 metadata)``: the chosen units and their
+    stages as every front end counts them (a report read back from an older document: the
+    stages it records)."""
+    count = report.stage_count
+    if count is not None:
+        return f"{report.run}: {count.units_text()}, {count.stages_text()}"
     stages = sum(len(u.stages) for u in report.units)
     return (f"{report.run}: {len(report.units)} unit{'s' * (len(report.units) != 1)}, "
             f"{stages} stage{'s' * (stages != 1)}")

@@ -15,15 +15,13 @@ from irscope.parsers import registry
 from irscope.parsers.base import ParseResult
 from irscope.read.kernel_origins import KernelOrigins
 from irscope.read.problems import Problem
+from irscope.read.stage_counts import StageCount, stage_selected
 
 SCHEMA = "irscope.report/1"
 
 # Headline figures lifted from the most-lowered stage that reports them to the unit level.
 HEADLINE_KEYS = ("kernels_generated", "kernels_launched", "extern_calls", "fusions",
                  "layout_conversions", "registers", "spills", "shared_bytes", "occupancy")
-# Stages without a parser that still hold the compiled code: reported (size, digest) so a
-# diff can tell that they changed. Logs, metadata and raw records are left out.
-CODE_KINDS = frozenset({"cpp_kernel", "cubin", "guards", "python_source"})
 
 
 @dataclass(frozen=True)
@@ -203,6 +201,8 @@ class Report:
     source_lines_note: str = ""  # why the source lines' kernel counts are unknown, if they are
     # each kernel framework's units by origin (launched by graphs, candidates, no graph)
     kernels: tuple[KernelOrigins, ...] = ()
+    # the chosen units' stages: how many, how many reported (irscope.read.stage_counts)
+    stage_count: StageCount | None = None
 
     def figures(self) -> dict[str, float]:
         """Run-level figures: every figure of the units that run combined
@@ -240,13 +240,6 @@ def stage_figures_once() -> Callable[[StageRecord, str], Mapping[str, float]]:
         return made[key]
 
     return stage_figures
-
-
-def stage_selected(kind: str, wanted: Iterable[str] | None) -> bool:
-    """True when ``kind`` is asked for: exact kind, or a family prefix (``hlo``, ``inductor``)."""
-    if not wanted:
-        return True
-    return any(kind == w or kind.startswith(w + "_") for w in wanted)
 
 
 def unit_selected(name: str, pattern: str | None) -> bool:
@@ -359,6 +352,7 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "run": {"name": report.run, "path": report.path, "meta": dict(report.meta)},
         "stages": list(report.stages) if report.stages else None,
         "totals": dict(report.totals),
+        **({"stage_count": report.stage_count.to_json()} if report.stage_count else {}),
         "figures": dict(headline.values),
         "figure_units": dict(headline.set_by),
     }
@@ -425,7 +419,8 @@ def report_from_json(doc: Mapping[str, Any], source: str = "report") -> Report:
                                      if isinstance(row, Mapping)),
                   source_lines_note=_text_or_none(doc.get("source_lines_note")) or "",
                   kernels=tuple(k for k in map(KernelOrigins.from_json, doc.get("kernels") or ())
-                                if k is not None))
+                                if k is not None),
+                  stage_count=StageCount.from_json(doc.get("stage_count")))
 
 
 def _time_from_json(doc: Any) -> TimeSection | None:

@@ -45,6 +45,8 @@ def lines(data: RunSummary) -> list[Text]:
         if hidden.get(framework):
             line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")
         out.append(line)
+    if data.units and data.stage_count is not None:  # as the report, `ls` and the TUI say
+        out.append(Text(f"  {data.stage_count.stages_text()}"))
     problems = [(data.graph_breaks, "graph break"), (data.recompiles, "recompilation"),
                 (data.compile_failures, "failed compile")]
     if any(n for n, _ in problems):

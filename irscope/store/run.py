@@ -434,6 +434,16 @@ class Run:
                 self.db.execute(f"SELECT unit_id, count(*) FROM stages{where} GROUP BY unit_id",
                                 (kind,) if kind is not None else ())}
 
+    def stage_kind_counts(self) -> dict[int, dict[str, int]]:
+        """Unit id -> kind -> how many stages of that kind it holds, counted without reading
+        them."""
+        counts: dict[int, dict[str, int]] = {}
+        for unit_id, kind, count in self.db.execute(
+                "SELECT unit_id, kind, count(*) FROM stages GROUP BY unit_id, kind"):
+            counts.setdefault(integer_value(unit_id, 0), {})[text_value(kind)] = \
+                integer_value(count, 0)
+        return counts
+
     def stage_kinds(self) -> list[str]:
         """The stage kinds the run holds."""
         return sorted(text_value(kind) for (kind,) in
