@@ -107,6 +107,23 @@ def test_a_launcher_rank_that_fails_is_the_runs_outcome(tmp_path):
             "exception", "rank 1: ValueError: rank 1 gives up", True)
 
 
+def test_a_process_of_a_rank_that_ends_well_keeps_the_ranks_failure(tmp_path):
+    """A launched rank's own processes (Inductor's compile workers) have its rank and write
+    its status as they exit: one that ends well after the rank raised leaves the failure."""
+    from irscope.collectors.bootstrap import record_ending
+    from irscope.collectors.staging import Staging
+
+    rank = Staging(tmp_path / "rank_1").create()
+    record_ending(rank, ValueError("rank 1 gives up"))
+    record_ending(rank, None)  # the worker, after
+    said = json.loads(rank.status.read_text())
+    assert (said["ended"], said["error"], said["exit_status"]) == (
+        "exception", "ValueError: rank 1 gives up", 1)
+    fresh = Staging(tmp_path / "rank_0").create()
+    record_ending(fresh, None)
+    assert json.loads(fresh.status.read_text())["ended"] == "exit"
+
+
 @pytest.mark.slow
 def test_a_crash_on_one_rank_keeps_what_every_rank_compiled(tmp_path):
     """Rank 1 raises after its compile; rank 0 then fails in a barrier the other will never

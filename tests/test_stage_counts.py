@@ -40,7 +40,8 @@ def _by_hand(run: Run) -> tuple[int, Counter]:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_every_front_end_counts_the_same_stages(name, tmp_path):
+def test_every_front_end_counts_the_same_stages(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the table's title on one line
     run_path = copy_sample(name, tmp_path / name)
     units, stages = EXPECTED[name]
     line = f"{units}, {stages}"

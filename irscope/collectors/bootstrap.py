@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 from irscope.collectors import imports
-from irscope.collectors.staging import (COMPILE_ERROR, FRAMEWORKS, SCRIPT_SETTINGS, Staging,
-                                        close_records, rank_from_env, xla_dump_flags)
+from irscope.collectors.staging import (COMPILE_ERROR, FAILED_ENDINGS, FRAMEWORKS,
+                                        SCRIPT_SETTINGS, Staging, close_records,
+                                        rank_from_env, xla_dump_flags)
 
 EXIT_INTERRUPTED = 130
 # What SCRIPT_SETTINGS held when the script started: a script that points TORCH_TRACE or a
@@ -248,8 +249,23 @@ def install_in_rank() -> None:
     if staging.root != root:  # a rank: irscope shows the script's compile error once
         sys.excepthook = _quiet_compile_error(sys.excepthook)
     # The launcher reports the program's exit status; each process records how it ended.
-    atexit.register(lambda: (write_status(staging, _process_ending(
-        getattr(sys, "last_value", None)), only), collectors.remove()))
+    atexit.register(lambda: (record_ending(staging, getattr(sys, "last_value", None), only),
+                             collectors.remove()))
+
+
+def record_ending(staging: Staging, exc: BaseException | None, only=()) -> None:
+    """Write how this process of a launched program ended (``_process_ending``), unless it
+    ended well and another process of its rank (a compile worker it started, which has
+    its rank too) recorded a failure first: the rank failed."""
+    ending = _process_ending(exc)
+    if ending["ended"] == "exit":
+        try:
+            recorded = json.loads(staging.status.read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # nothing recorded yet
+            recorded = {}
+        if isinstance(recorded, dict) and recorded.get("ended") in FAILED_ENDINGS:
+            return
+    write_status(staging, ending, only)
 
 
 def _chain_sitecustomize() -> None:

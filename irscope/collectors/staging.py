@@ -29,6 +29,7 @@ FRAMEWORKS = ("torch", "triton", "jax")
 STAGING = "staging"
 CONFIG = "config.json"
 COMPILE_ERROR = "compile error"  # status.json "ended": the script's source did not compile
+FAILED_ENDINGS = ("exception", "interrupted", COMPILE_ERROR)  # status.json "ended" of a failure
 _appending: dict[Path, Any] = {}  # files append_record keeps open, flushed per line
 _appending_lock = threading.Lock()
 

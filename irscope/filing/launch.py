@@ -11,7 +11,7 @@ import socket
 import sys
 from pathlib import Path
 
-from irscope.collectors.staging import COMPILE_ERROR, OURS_PATHS, Staging
+from irscope.collectors.staging import COMPILE_ERROR, FAILED_ENDINGS, OURS_PATHS, Staging
 
 SHIM = "launch"  # staging folder holding the sitecustomize a launcher's processes import
 SITECUSTOMIZE = '''"""irscope: collect in every ranked Python process of the launched program."""
@@ -144,7 +144,7 @@ def merged_status(staging: Staging, status: dict) -> dict:
 def _failed(status: dict) -> bool:
     """Whether a rank's status says it failed: an exception, Ctrl-C, a script that did not
     compile, or a non-zero exit status."""
-    return status.get("ended") in ("exception", "interrupted", COMPILE_ERROR) or bool(
+    return status.get("ended") in FAILED_ENDINGS or bool(
         isinstance(status.get("exit_status"), int) and status["exit_status"])
 
 
