@@ -207,6 +207,33 @@ def test_badges_prefer_the_lowest_stage_and_take_spills_from_ptxas():
     assert badges({}).text() == ""
 
 
+def test_a_graph_s_badge_names_its_kernels_not_its_launches_as_instructions():
+    """GPT-2's forward graph (an H100 capture): its output code's "instructions" are its
+    25 launches and its FX graph's its 143 nodes; the badge says 26 kernels and no
+    instruction count, while a kernel unit's badge counts its SASS instructions."""
+    from irscope.parsers import registry
+    from irscope.read.figures import unit_figures_of
+    from irscope.store import Run
+
+    with Run.open(SAMPLES / "gpu" / "gpt2_provenance", read_only=True) as run:
+        def parsed(unit):
+            found = {}
+            for stage in run.stages(unit.id):
+                if stage.kind in ("sass", "ptx", "inductor_output_code", "fx_graph"):
+                    found.setdefault(stage.kind, registry.parse(stage.kind,
+                                                                run.read_text(stage)))
+            return found
+
+        graph = next(u for u in run.units("torch") if u.name == "[1/0] forward")
+        kernel = next(u for u in run.units("triton") if u.name == "triton_poi_fused_add_arange_0")
+        graph_parsed, kernel_parsed = parsed(graph), parsed(kernel)
+        graph_badge = badges(graph_parsed, unit_figures_of(run, graph))
+        kernel_badge = badges(kernel_parsed, unit_figures_of(run, kernel))
+    assert graph_parsed["inductor_output_code"].totals["instructions"] == 25
+    assert graph_badge.instructions is None and graph_badge.text() == "26 krn"
+    assert kernel_badge.instructions == kernel_parsed["sass"].totals["instructions"] > 0
+
+
 def test_neighbour_stage_skips_binaries():
     stages = [Stage(i, 1, kind, kind, pos, "b", 1) for i, (kind, pos) in
               enumerate([("ptx", 110), ("cubin", 120), ("sass", 130)])]

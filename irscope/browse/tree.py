@@ -335,9 +335,9 @@ def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,
     """Badges of a unit: its share of the measured GPU time, its roll-up figures
     (irscope.analysis.figures.UnitFigures) where it has them (kernels over every output
     code, registers and ptxas's spills), else what the lowest-level parsed stage knows."""
-    def pick(key: str) -> int | None:
-        for kind in ("sass", "ptx", "llir", "ttgir", "ttir", "inductor_output_code",
-                     "hlo_after_opt", "stablehlo", "jaxpr", "fx_graph"):
+    def pick(key: str, kinds=("sass", "ptx", "llir", "ttgir", "ttir", "inductor_output_code",
+                              "hlo_after_opt", "stablehlo", "jaxpr", "fx_graph")) -> int | None:
+        for kind in kinds:
             parsed = parsed_by_kind.get(kind)
             value = parsed.totals.get(key) if parsed is not None else None
             if isinstance(value, (int, float)) and value:
@@ -347,5 +347,9 @@ def badges(parsed_by_kind: Mapping[str, ParseResult], figures=None,
     kernels = figures.kernels_generated if figures is not None else None
     registers = figures.registers if figures is not None else None
     spills = figures.spill_bytes if figures is not None else None
-    return Badges(kernels or pick("kernels") or pick("kernels_launched"), pick("instructions"),
+    # instructions of code: an output code's "instructions" are its launches, an FX graph's
+    # its nodes, which a graph's badge would misname
+    instructions = pick("instructions", ("sass", "ptx", "llir", "ttgir", "ttir",
+                                         "hlo_after_opt", "stablehlo", "jaxpr"))
+    return Badges(kernels or pick("kernels") or pick("kernels_launched"), instructions,
                   registers or pick("registers"), spills or None, time_share)
