@@ -94,13 +94,20 @@ def graph_codes(run: Run) -> dict[int, list[str]]:
     return {unit: codes for unit, codes in found.items() if codes}
 
 
+# ".reqntid 128, 1, 1" / ".maxntid 256": the threads per block a kernel requires
+THREADS = re.compile(r"\.(?:reqntid|maxntid)\s+(\d+(?:\s*,\s*\d+)*)")
+
+
 def kernel_units(run: Run) -> list:
     return [u for u in run.units() if any(s.kind == "cubin" for s in run.stages(u.id))]
 
 
 def running(run: Run, kernels) -> dict[int, bool]:
     """Kernel unit -> whether it runs: of the compiles of one kernel (name, module, rank),
-    the one a .best_config beside its module names, all when none does."""
+    the one a .best_config beside its module names; else, in a profiled run, the one the
+    autotuner's record chose or the one whose resources a launch recorded; all when none of
+    them singles one out."""
+    launched, chosen = launched_resources(run), autotuner_choices(run)
     groups: dict[tuple, list] = {}
     for unit in kernels:
         key = (unit.attrs.get("kernel") or unit.name.split(" (rank")[0].split("-")[0],
@@ -115,10 +122,77 @@ def running(run: Run, kernels) -> dict[int, bool]:
                         unit.source_file is None or Path(stage.origin).parent.name
                         == Path(unit.source_file).parent.name):
                     named.add(json.loads(run.read_blob(stage.blob))["triton_cache_hash"])
+        ran = set()
+        if len(units) > 1 and not named and (launched or chosen):
+            resources = {unit.id: launch_resources(run, unit) for unit in units}
+            # the autotuner's own choice (registers, threads); else the profiled launches:
+            # all of the launch's resources, else its threads and dynamic shared memory
+            # with registers no fewer than the code's (the profiler reports what the driver
+            # allocated: 16 for a kernel whose code uses 6); what singles out one compile
+            ran = (_single(units, resources, lambda r: (r[0], r[1], r[2]) in chosen)
+                   or _single(units, resources, lambda r: r in launched)
+                   or _single(units, resources, lambda r: any(
+                       t[0] == r[0] and t[2:] == r[2:] and t[1] >= r[1] for t in launched)))
         for unit in units:
             folder = _cache_folder(str(unit.attrs.get("hash", "")))
-            runs[unit.id] = len(units) < 2 or not named or folder in named
+            runs[unit.id] = (len(units) < 2 or unit.id in ran if ran else
+                             len(units) < 2 or not named or folder in named)
     return runs
+
+
+def _single(units, resources, fits) -> set[int]:
+    """The one compile of ``units`` whose resources (by unit id) fit, else none."""
+    found = {u.id for u in units if resources.get(u.id) is not None and fits(resources[u.id])}
+    return found if len(found) == 1 else set()
+
+
+def autotuner_choices(run: Run) -> set[tuple[str, int, int]]:
+    """(kernel name, registers, threads per block) of each configuration an autotuner's own
+    record (inspect --profile's autotune events, plain JSON) marks chosen."""
+    found = set()
+    for (data,) in sql(run, "SELECT data FROM events WHERE kind='autotune'"):
+        doc = json.loads(data)
+        for config in doc.get("configs") or ():
+            if config.get("best") and config.get("n_regs") is not None and \
+                    config.get("num_warps"):
+                found.add((doc.get("kernel"), config["n_regs"], config["num_warps"] * 32))
+    return found
+
+
+def launched_resources(run: Run) -> set[tuple]:
+    """(kernel name, registers per thread, threads per block, dynamic shared bytes, rank) of
+    each launch the profiler recorded, read as plain JSON from the run's launch table (none without one)."""
+    found = set()
+    for stage in run.stages(kinds=("launches",)):
+        rank = run.unit_by_id(stage.unit_id).attrs.get("rank") if stage.unit_id else None
+        table = json.loads(run.read_blob(stage.blob))
+        columns, dims = table["columns"], table["dims"]
+        for name, registers, block, shared in zip(columns["name"], columns["registers"],
+                                                  columns["block"], columns["shared"]):
+            if registers is not None and block is not None:
+                x, y, z = dims[block]
+                found.add((table["names"][name], registers, x * y * z, shared or 0, rank))
+    return found
+
+
+def launch_resources(run: Run, unit) -> tuple | None:
+    """What a launch of ``unit``'s kernel records of it: its name, registers (cuobjdump), the
+    threads per block its PTX requires (`.reqntid`/`.maxntid`) and the dynamic shared memory
+    it is launched with (the compiler's metadata), and its rank."""
+    stages = {s.kind: s for s in run.stages(unit.id)}
+    if "cubin" not in stages or "ptx" not in stages:
+        return None
+    name = unit.attrs.get("kernel") or unit.name.split(" (rank")[0].split("-")[0]
+    usage = {m[0]: m for m in RES_USAGE.findall(run_tool(
+        "cuobjdump", ["-res-usage"], run.read_blob(stages["cubin"].blob), ".cubin"))}
+    threads = THREADS.search(run.read_text(stages["ptx"]))
+    if name not in usage or threads is None:
+        return None
+    count = 1
+    for dim in threads.group(1).split(","):
+        count *= int(dim)
+    return (name, int(usage[name][1]), count, int(unit.attrs.get("shared") or 0),
+            unit.attrs.get("rank"))
 
 
 def _cache_folder(compile_hash: str) -> str:
@@ -267,7 +341,7 @@ def check_kernels(run: Run, report, table: Table, limit: int) -> dict[int, dict]
     table.add("launched kernels", sum(1 for u in report.units if u.framework != "torch"
                                       and not u.candidate and any(
                                           s.kind == "cubin" for s in u.stages)),
-              sum(runs.values()), ".best_config beside each kernel's module")
+              sum(runs.values()), ".best_config, else resources of profiled launches")
     items = []
     for unit in launched:
         stages = {s.kind: s for s in run.stages(unit.id)}

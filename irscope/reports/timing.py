@@ -169,7 +169,7 @@ def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
         elif window.get("steps_profiled") is not None:
             skipped = f", after {window['skip']} skipped" if window.get("skip") else ""
             notes.append(f"{window['steps_profiled']} step(s) profiled{skipped}")
-    return tuple(notes)
+    return tuple(dict.fromkeys(notes))  # each rank's window says the same once
 
 
 # -- the section as titled tables of text, which every text format lays out its own way -------
