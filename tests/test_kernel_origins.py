@@ -238,3 +238,17 @@ def test_a_configuration_the_autotuner_did_not_choose_sets_no_run_figure():
     assert spilling.candidate and spilling.headline["spills"] > 0
     ran = [u for u in report.units if not u.candidate and "spills" in u.headline]
     assert report.figures()["spills"] == max(u.headline["spills"] for u in ran) == 0
+
+
+def test_the_compiles_of_one_kernel_are_grouped_per_rank():
+    """In a multi-process run each rank autotunes its own kernels, and a rank's units carry
+    its suffix after the compile's hash: "k-8b2673e7 (rank 1)" is a compile of rank 1's "k",
+    not a kernel of its own (rank 1's configurations were never told apart)."""
+    from irscope.read.autotune import compiles_key
+    from irscope.store import Unit
+
+    module = "/cache/ab/cabcdef.py"
+    names = ["k", "k-8b2673e7", "k (rank 1)", "k-8b2673e7 (rank 1)", "k-a27e66f4 (rank 1)"]
+    keys = [compiles_key(Unit(i, name, "triton", module)) for i, name in enumerate(names)]
+    assert keys[0] == keys[1] == ("k", module, None)
+    assert keys[2] == keys[3] == keys[4] == ("k", module, 1)

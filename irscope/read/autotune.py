@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from irscope.analysis.figures import unit_figures
+from irscope.analysis.ranks import split_rank
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -98,6 +99,13 @@ def _same_config(unit: Unit, config: Mapping[str, Any]) -> bool:
 COMPILE_SUFFIX = re.compile(r"-[0-9a-f]{6,}$")
 
 
+def compiles_key(unit: Unit) -> tuple[str, str | None, int | None]:
+    """What the compiles of one kernel share: its name without the compile's hash, its
+    module and its rank ("k-8b2673e7 (rank 1)" is a compile of rank 1's "k")."""
+    name, rank = split_rank(unit.name)
+    return COMPILE_SUFFIX.sub("", name), unit.source_file, rank
+
+
 def chosen_configuration(run: RunView | Run, units: Sequence[Unit]) -> Unit:
     """The compile that stands for one kernel compiled in several configurations
     (``units``): the one its autotuner chose (Inductor's record, the autotuner's own under
@@ -106,7 +114,7 @@ def chosen_configuration(run: RunView | Run, units: Sequence[Unit]) -> Unit:
     unchosen = unchosen_candidates(run) if len(units) > 1 else frozenset()
     kept = [u for u in units if u.id not in unchosen] or list(units)
     return next((u for u in kept if u.attrs.get("autotune_best")), None) or min(
-        kept, key=lambda u: (COMPILE_SUFFIX.search(u.name) is not None, u.name))
+        kept, key=lambda u: (COMPILE_SUFFIX.search(split_rank(u.name)[0]) is not None, u.name))
 
 
 def unchosen_candidates(run: RunView | Run) -> frozenset[int]:
@@ -123,9 +131,9 @@ def _unchosen(view: RunView) -> frozenset[int]:
     from irscope.read.figures import autotune_lost
     from irscope.read.timing import read_time
 
-    groups: dict[tuple[str, str | None], list[Unit]] = {}
+    groups: dict[tuple, list[Unit]] = {}
     for unit in view.units("triton"):
-        groups.setdefault((COMPILE_SUFFIX.sub("", unit.name), unit.source_file), []).append(unit)
+        groups.setdefault(compiles_key(unit), []).append(unit)
     tuned, time = autotune_times(view), read_time(view)
     launched = set(time.units) if time is not None else set()
     out: set[int] = set(autotune_lost(view))

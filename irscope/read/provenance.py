@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import NamedTuple
 
-from irscope.read.autotune import COMPILE_SUFFIX
+from irscope.read.autotune import compiles_key
 from irscope.read.view import RunView
 from irscope.store import Unit
 
@@ -321,8 +321,7 @@ def _hits(view: RunView, graph: ProvenanceGraph, reached: dict[Node, tuple[str, 
                                              for e in graph.upstream(node)):
             unit = graph.units.get(node.unit_id)  # a user kernel: no graph launches it
             if unit is not None:  # its configurations (an autotuner's compiles): one kernel
-                user_kernels.setdefault((COMPILE_SUFFIX.sub("", unit.name), unit.source_file),
-                                        []).append((unit, records))
+                user_kernels.setdefault(compiles_key(unit), []).append((unit, records))
     for compiles in user_kernels.values():
         compiles.sort(key=lambda found: found[0].id)
         first, records = compiles[0]
