@@ -129,7 +129,8 @@ def running(run: Run, kernels) -> dict[int, bool]:
             # all of the launch's resources, else its threads and dynamic shared memory
             # with registers no fewer than the code's (the profiler reports what the driver
             # allocated: 16 for a kernel whose code uses 6); what singles out one compile
-            ran = (_single(units, resources, lambda r: (r[0], r[1], r[2]) in chosen)
+            module = Path(units[0].source_file or "").name or None
+            ran = (_single(units, resources, lambda r: (r[0], module, r[1], r[2]) in chosen)
                    or _single(units, resources, lambda r: r in launched)
                    or _single(units, resources, lambda r: any(
                        t[0] == r[0] and t[2:] == r[2:] and t[1] >= r[1] for t in launched)))
@@ -146,8 +147,8 @@ def _single(units, resources, fits) -> set[int]:
     return found if len(found) == 1 else set()
 
 
-def autotuner_choices(run: Run) -> set[tuple[str, int, int]]:
-    """(kernel name, registers, threads per block) of each configuration an autotuner's own
+def autotuner_choices(run: Run) -> set[tuple[str, str | None, int, int]]:
+    """(kernel name, module, registers, threads per block) of each configuration an autotuner's own
     record (inspect --profile's autotune events, plain JSON) marks chosen."""
     found = set()
     for (data,) in sql(run, "SELECT data FROM events WHERE kind='autotune'"):
@@ -155,7 +156,8 @@ def autotuner_choices(run: Run) -> set[tuple[str, int, int]]:
         for config in doc.get("configs") or ():
             if config.get("best") and config.get("n_regs") is not None and \
                     config.get("num_warps"):
-                found.add((doc.get("kernel"), config["n_regs"], config["num_warps"] * 32))
+                found.add((doc.get("kernel"), doc.get("module"), config["n_regs"],
+                           config["num_warps"] * 32))
     return found
 
 

@@ -252,3 +252,23 @@ def test_the_compiles_of_one_kernel_are_grouped_per_rank():
     keys = [compiles_key(Unit(i, name, "triton", module)) for i, name in enumerate(names)]
     assert keys[0] == keys[1] == ("k", module, None)
     assert keys[2] == keys[3] == keys[4] == ("k", module, 1)
+
+
+def test_each_rank_s_autotuner_choice_is_its_own():
+    """ddp_profile (two H100s): each rank autotuned its six kernels, recorded with its own
+    module. Every configuration is matched to its rank's compile, rank 1's named
+    "k (rank 1)" and "k-<hash> (rank 1)" too, and each rank's kernels are told apart: the
+    kernels that run are the 14 the two ranks' graphs launch, one configuration each."""
+    from irscope.read.autotune import autotune_times
+
+    with Run.open(GPU_SAMPLES / "ddp_profile", read_only=True) as run:
+        events = run.events("autotune")
+        tuned = autotune_times(run)
+        configs = sum(len(e.data["configs"]) for e in events)
+        chosen = {u.name for u in run.units("triton") if u.id in tuned and tuned[u.id].best}
+        data = read_summary(run)
+        report = build_report(run)
+    assert len(events) == 12 and len(tuned) == configs == 24
+    assert len(chosen) == 12 and sum(name.endswith("(rank 1)") for name in chosen) == 6
+    launched = [u for u in report.units if u.framework == "triton" and not u.candidate]
+    assert len(launched) == data.kernels_generated == 14

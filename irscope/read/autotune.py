@@ -47,7 +47,7 @@ def _times(view: RunView) -> dict[int, Tuned]:
     by_kernel: dict[str, list[Unit]] = {}
     by_module: dict[str, list[Unit]] = {}
     for unit in view.units("triton"):
-        by_kernel.setdefault(unit.name.split("-")[0], []).append(unit)
+        by_kernel.setdefault(compiles_key(unit)[0], []).append(unit)
         if unit.source_file:
             by_module.setdefault(Path(unit.source_file).name, []).append(unit)
     found: dict[int, Tuned] = {}
