@@ -193,6 +193,35 @@ def test_kernel_rows_name_the_lines_they_were_made_from_and_are_told_apart(torch
         assert all(str(r["line"]) in "".join(shown) for r in rows), columns
 
 
+def test_the_time_tables_fit_the_terminal_and_tell_their_rows_apart(tmp_path):
+    """At 80 and 120 columns each kernel row of a real profile reads differently from every
+    row that differs in the JSON (cutlassB from cutlassF, a GEMM's nn from its tn), names the
+    graph that launched it (not its own unit again), and the other tables name files and
+    launchers without what their titles already say."""
+    run = tmp_path / "run"
+    shutil.copytree(GPU_SAMPLES / "torch_placeholder_profile", run)
+    doc = json.loads(run_cli("report", run, "--json").stdout)["time"]
+    rows = doc["kernels"]
+    differing = len({(r["name"], r.get("graph"), r.get("phase"), tuple(r.get("source_lines")
+                                                                      or ())) for r in rows})
+    for columns in ("80", "120"):
+        text = run_cli("report", run, env={"COLUMNS": columns}).stdout
+        table = text.split("Top kernels by GPU time")[1].split("Top source lines")[0]
+        shown = [line for line in table.splitlines() if line.startswith("│")]
+        assert len(shown) == len(rows) and len(set(shown)) == differing, columns
+        assert all(len(line) <= int(columns) for line in text.splitlines()), columns
+        assert "fmha_cutlassB" in table and "fmha_cutlassF" in table, columns
+        assert "_nn_" in table and "_tn_" in table, columns  # the two cuBLAS GEMMs
+        assert "[0/0] forward" in table and "triton_" not in table, columns
+        lines = text.split("Top source lines")[1].split("By graph")[0]
+        assert "│ small_transformer.py:37 " in lines and "/" not in lines, columns
+        launchers = text.split("Launched outside any unit of the run")[1]
+        assert "Optimizer.step#SGD.step" in launchers, columns
+        assert "outside any compiled graph" not in launchers, columns
+    assert any(r["launched_by"].startswith("outside any compiled graph: ")
+               for r in doc["unjoined"])  # the JSON keeps what it says whole
+
+
 def test_gates_on_time(torch_run):
     before = build_report(torch_run)
     units = tuple(u.__class__(**{**vars(u), "headline": {

@@ -264,18 +264,22 @@ def short_name(name: str, width: int, head: int | None = None) -> str:
             name = name.replace(prefix, "", 1)
     if len(name) <= width or width < 4:
         return name[:max(width, 0)]
-    head = max(1, (width - 1) // 3) if head is None else min(max(head, 1), width - 2)
+    head = max(1, (width - 1) // 3) if head is None else min(max(head, 1), width - 1)
     return name[:head] + "…" + name[len(name) - (width - 1 - head):]
 
 
-def short_names(names: list[str], width: int) -> dict[str, str]:
-    """Each of ``names`` shortened to ``width`` (``short_name``), names that would read alike
-    given more of their start until they differ; those that still read alike keep, around
-    the places where they differ, a few characters each (where ``width`` allows)."""
-    found = {name: short_name(name, width) for name in names}
+def short_names(names: list[str], width: int, head: int | None = None) -> dict[str, str]:
+    """Each of ``names`` shortened to ``width`` (``short_name``, keeping ``head`` characters
+    of the start), names that would read alike given more of their start until they differ;
+    those that still read alike keep, around the places where they differ, a few characters
+    each (where ``width`` allows)."""
+    found = {name: short_name(name, width, head) for name in names}
     for group in _alike(found):
-        for head in range(max(1, (width - 1) // 3) + 1, width - 1):
-            tried = {name: short_name(name, width, head) for name in group}
+        third = max(1, (width - 1) // 3)
+        # more of the start, else (a name told by its start) as much of the start as differs
+        heads = range(third + 1, width - 1) if head is None else range(width - 1, third, -1)
+        for more in heads:
+            tried = {name: short_name(name, width, more) for name in group}
             if len(set(tried.values())) == len(group):
                 found.update(tried)
                 break
@@ -290,7 +294,8 @@ def short_names(names: list[str], width: int) -> dict[str, str]:
                 kept[a].add(first)
                 kept[b].add(first)
             for name in group:
-                found[name] = _keeping(name, kept[name], width) or found[name]
+                found[name] = _keeping(name, kept[name], width,
+                                       max(3, (head or 0) // 2)) or found[name]
     return found
 
 
@@ -305,14 +310,14 @@ def _alike(found: Mapping[str, str]) -> list[list[str]]:
     return [group for group in alike.values() if len(group) > 1]
 
 
-def _keeping(name: str, places: set[int], width: int) -> str | None:
-    """``name`` in ``width`` characters keeping its first three, a few around each of
+def _keeping(name: str, places: set[int], width: int, start: int = 3) -> str | None:
+    """``name`` in ``width`` characters keeping its ``start`` first, a few around each of
     ``places`` and as much of its end as fits, "…" where it is cut; None when they do not
     fit: ``LLVM IR (ir-no-opt · multiply_add_fusion.1)`` keeping 12 and 30 at 24 is
     ``LLV…-no-…_add_fusion.1)``."""
     if len(name) <= width:
         return name
-    spans = sorted([(0, 3), *((max(0, p - 1), min(len(name), p + 3)) for p in places)])
+    spans = sorted([(0, start), *((max(0, p - 1), min(len(name), p + 3)) for p in places)])
     merged: list[list[int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1] + 1:

@@ -539,6 +539,10 @@ def _fits(unit: Unit, sig: Signature) -> bool:
     return sig.shared is None or sig.shared in (record.shared_dynamic_bytes, record.shared_bytes)
 
 
+# What an unjoined launch's "launched by" starts with when the profiler saw its CPU side
+OUTSIDE_GRAPHS = "outside any compiled graph: "
+
+
 def _launched_by(context: CpuContext | None) -> str:
     """Why a launch is unjoined: what launched it, outside any compiled graph."""
     if context is None:
@@ -547,4 +551,4 @@ def _launched_by(context: CpuContext | None) -> str:
     where = context.annotation if context.annotation and not context.annotation.startswith(
         STEP_RANGE) else (ranges[-1] if ranges else context.launcher)
     phase = f"{context.phase} " if context.phase else ""
-    return f"outside any compiled graph: {phase}{where}"
+    return f"{OUTSIDE_GRAPHS}{phase}{where}"

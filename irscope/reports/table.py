@@ -17,7 +17,7 @@ from irscope.reports.common import (SOURCE_LINE_HEADER, Rendering, history_rows,
 from irscope.reports.common import compile_time_table, compile_time_title, headline_text
 from irscope.reports.diff import Diff
 from irscope.reports.records import Report
-from irscope.reports.timing import headline, numeric_from, section_tables
+from irscope.reports.timing import LINES_TITLE, headline, numeric_from, section_tables
 
 # Past this many unit × stage rows the terminal shows the unit table only (Rich would take
 # seconds, and nobody scrolls 5,000 rows): the other formats hold the full detail.
@@ -25,6 +25,7 @@ MAX_STAGE_ROWS = 400
 CELL_PADDING = 3  # a Rich cell's padding plus its border
 NAME_MIN, NAME_MAX = 12, 40  # a unit name's column: never narrower, and no wider than needed
 NAME_RESERVED = 24  # figure columns give way to a unit name up to this width
+ESSENTIAL_FIGURES = 2  # a time table's share and total, shown before its names widen
 STAGE_MAX, TOP_OPS_MIN, TOP_OPS_WIDE = 24, 12, 40
 FIRST_COLUMNS = frozenset({"gpu_time_us"})  # kept whatever the width, where the run has it
 # The width of a table written to a pipe or a file with COLUMNS unset: every column, each as
@@ -162,32 +163,55 @@ def _time_tables(report: Report, width: int) -> list:
     found: list = [Text(one_line("Where the time goes: " + headline(report.time)), style="bold")]
     found += [Text(one_line(f"  {note}"), style="italic") for note in report.time.notes]
     for title, header, rows in section_tables(report.time):
+        if title == LINES_TITLE:  # each line by its file's name, as the kernels' rows name it
+            rows = [[row[0].rsplit("/", 1)[-1], *row[1:]] for row in rows]
         first = numeric_from(header)
         needs = [max([len(name), *(len(row[i]) for row in rows)])
                  for i, name in enumerate(header)]
         names = [min(need, name_limit(width)) for need in needs[:first]]
-        kept, used = list(range(first)), sum(min(n, NAME_MIN) for n in names) + 1 + \
-            CELL_PADDING * first
+        # the first figures (share, time) beside names NAME_MIN wide; the other figures while
+        # the names keep up to NAME_RESERVED each; what is left widens the names
+        kept, fixed = list(range(first)), 1 + CELL_PADDING * first
         for index in range(first, len(header)):
-            if used + needs[index] + CELL_PADDING > width:
+            least = NAME_MIN if index - first < ESSENTIAL_FIGURES else NAME_RESERVED
+            if fixed + needs[index] + CELL_PADDING + sum(min(n, least) for n in names) > width:
                 break
             kept.append(index)
-            used += needs[index] + CELL_PADDING
-        spare = max(0, width - used)
+            fixed += needs[index] + CELL_PADDING
+        sizes = _shared_out(names, width - fixed) + needs[first:]
         table = Table(title=title, title_justify="left")
-        sizes = [min(names[i], NAME_MIN + spare // first) if i < first else needs[i]
-                 for i in range(len(header))]
         for index in kept:
             _fixed(table, header[index], sizes[index], "left" if index < first else "right")
-        # a kernel's source lines cut where they do not tell its rows apart (the place of
-        # each launch of one kernel from the same lines ends them); the names keep their start
-        apart = {i: short_names([one_line(row[i]) for row in rows], sizes[i])
-                 for i in range(first) if header[i] == "Source"}
+        # kernels and source lines cut where they do not tell their rows apart (fmha_cutlassB
+        # from fmha_cutlassF; the place of each launch of one kernel from the same lines)
+        # (a kernel keeps most of its start: fmha_cutlassB…, sm80_xmma_gemm…)
+        apart = {i: short_names([one_line(row[i]) for row in rows], sizes[i],
+                                sizes[i] * 2 // 3 if header[i] == "Kernel" else None)
+                 for i in range(first) if header[i] in ("Kernel", "Source")}
         for row in rows:
             table.add_row(*(Text(apart[i][one_line(row[i])]) if i in apart else
-                            _text(row[i], names[i] if i < first else needs[i]) for i in kept))
+                            _text(row[i], sizes[i]) for i in kept))
         found.append(table)
     return found
+
+
+def _shared_out(names: list[int], room: int) -> list[int]:
+    """The widths of name columns that need ``names`` characters in ``room`` in all: each
+    NAME_MIN (or less when it needs less), then an equal part of what is left, a column that
+    needs less than its part giving the rest to the others (a long kernel name beside a
+    short phase)."""
+    sizes = [min(need, NAME_MIN) for need in names]
+    spare = room - sum(sizes)
+    while spare > 0:
+        wanting = [i for i, need in enumerate(names) if sizes[i] < need]
+        if not wanting:
+            break
+        part = max(1, spare // len(wanting))
+        for i in wanting:
+            grown = min(names[i], sizes[i] + part, sizes[i] + spare)
+            spare -= grown - sizes[i]
+            sizes[i] = grown
+    return sizes
 
 
 def _source_lines_table(report: Report, width: int) -> list[Table]:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from irscope.analysis.timing import KernelTime, RunTime
-from irscope.read.timing import read_time, source_lines
+from irscope.read.timing import OUTSIDE_GRAPHS, read_time, source_lines
 from irscope.read.view import RunView
 from irscope.reports.records import TimeSection, UnitRecord
 
@@ -173,7 +173,7 @@ def _notes(run: RunView, time: RunTime) -> tuple[str, ...]:
 
 
 # -- the section as titled tables of text, which every text format lays out its own way -------
-KERNEL_COLUMNS = (("name", "Kernel"), ("unit", "Unit"), ("phase", "Phase"),
+KERNEL_COLUMNS = (("name", "Kernel"), ("graph", "Graph"), ("phase", "Phase"),
                   ("source_lines", "Source"),
                   ("share", "Share"), ("total_us", "Total µs"), ("launches", "Launches"),
                   ("mean_us", "Mean µs"), ("registers", "Regs"), ("spills", "Spills"),
@@ -203,7 +203,8 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
     if section.unjoined:
         tables.append(("Launched outside any unit of the run", ["Launched by", "Launches",
                                                                 "Total µs", "Share"],
-                       [[r["launched_by"], _cell("launches", r), _cell("total_us", r),
+                       [[r["launched_by"].removeprefix(OUTSIDE_GRAPHS), _cell("launches", r),
+                         _cell("total_us", r),
                          _cell("share", r)] for r in section.unjoined]))
     for title, values in (("By rank", section.ranks), ("By step", section.steps)):
         if values:
@@ -271,8 +272,10 @@ def numeric_from(header: list[str]) -> int:
 
 def _cell(key: str, row: Mapping[str, Any]) -> str:
     value = row.get(key)
-    if key == "unit" and row.get("origin") == "unjoined":
+    if key in ("unit", "graph") and row.get("origin") == "unjoined":
         return "(unjoined)"
+    if key == "graph":  # what launched it: a graph, else its own unit (a kernel of the user's)
+        value = value or row.get("unit")
     if key == "name" and isinstance(value, str):
         op = row.get("op")  # an XLA kernel another fusion reuses: which fusion it ran for
         fusion = f" · {op}" if row.get("origin") == "xla" and op and \
