@@ -1,6 +1,7 @@
 """One count of a run's units and stages in every front end: the TUI's header, `irscope ls`,
 the inspect summary and the report (text, Markdown, HTML, JSON) say how many stages the units
-shown hold, how many of them the report records, and what the others are."""
+shown hold, how many of them the report records, and what the others are; the list of runs
+counts the same units."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from conftest import run_main
 from tui_helpers import copy_sample, synchronous, until
 
-from irscope.read.stage_counts import shown_stage_count
+from irscope.read.stage_counts import hidden_text, shown_stage_count
 from irscope.read.summary import read_summary
 from irscope.reports.build import build_report
 from irscope.reports.summary import to_text
@@ -61,6 +62,17 @@ def test_every_front_end_counts_the_same_stages(name, tmp_path, monkeypatch):
     assert (doc["stage_count"]["stages"], doc["stage_count"]["reported"]) == (
         count.stages, count.reported)
     assert run_main("ls", run_path, cwd=tmp_path).stdout.splitlines()[-1] == line
+    # the list of runs counts the units the others show (it counted jax_profile's 35 eager
+    # ops among 37 units), and names the hidden ones as ls does
+    listed = run_main("runs", "--root", tmp_path, cwd=tmp_path)
+    assert listed.stdout.splitlines()[1].split()[2] == str(count.units)
+    hidden = json.loads(run_main("runs", "--root", tmp_path, "--json", cwd=tmp_path).stdout)
+    assert [(r["units"], r["hidden_units"]) for r in hidden] == [(count.units,
+                                                                  count.hidden_units)]
+    if count.hidden_units:
+        shown = run_main("ls", run_path, cwd=tmp_path).stderr
+        assert hidden_text(count.hidden_units) in shown and \
+            f"{name} {hidden_text(count.hidden_units)}" in listed.stderr
 
 
 @synchronous

@@ -107,7 +107,7 @@ def listing(run_: Run, show_all: bool = True, rank: int | None = None,
 
 def run(args) -> int:
     from irscope.read.kernel_origins import origin_counts
-    from irscope.read.stage_counts import shown_stage_count
+    from irscope.read.stage_counts import hidden_text, shown_stage_count
     from irscope.store import Run, locate_run
 
     with Run.open(locate_run(args.run)) as run_:
@@ -135,8 +135,7 @@ def run(args) -> int:
             note(f"{counts.framework}: {counts.units} kernels ({counts.text()})")
     out(f"{counted.units_text()}, {counted.stages_text()}")  # as the report and the TUI say
     if counted.hidden_units:  # listed with --all: the same filter, rank
-        note(f"({counted.hidden_units} eager ops hidden; `irscope ls {args.run} --all` lists "
-             "them)")
+        note(f"({hidden_text(counted.hidden_units)}; `irscope ls {args.run} --all` lists them)")
     return 0
 
 

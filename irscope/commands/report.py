@@ -120,6 +120,7 @@ def collector_paused(command):
 
 
 def _report(args: argparse.Namespace) -> int:
+    from irscope.read.stage_counts import hidden_text
     from irscope.read.view import RunView
     from irscope.reports import renderer
     from irscope.reports.build import build_report
@@ -143,7 +144,7 @@ def _report(args: argparse.Namespace) -> int:
         history = read_history(args.history, report)
         note(_history_found(history, args.history, report.run))
     if report.totals.get("hidden_units"):
-        note(f"irscope: {report.totals['hidden_units']} eager ops hidden (--all reports them)")
+        note(f"irscope: {hidden_text(report.totals['hidden_units'])} (--all reports them)")
     if not report.units:
         note(f"irscope: {report.run}: no units" + (f" match {args.unit!r}" if args.unit else ""))
     changes = None

@@ -17,12 +17,15 @@ def add_parser(subparsers) -> None:
 
 def describe(path: Path) -> dict:
     """One row of the listing; a damaged, unreadable or newer run is listed with its problem.
+    ``units``: the units the other front ends show (JAX's eager ops are ``hidden_units``);
     ``partial``: the run's program failed, or an ingest into it never finished (killed)."""
     from irscope.store import Run  # not on --help's path
+    from irscope.store.units import shown_units
 
     try:
         with Run.open(path) as run_:
-            units = run_.counts()[0]
+            run_.counts()  # a damaged index: a RunError saying so
+            shown, hidden = shown_units(run_.units())  # as ls, the report and the TUI count
             meta = run_.meta
     except RunError as exc:
         return {"name": path.name, "path": str(path), "problem": str(exc)}
@@ -33,13 +36,15 @@ def describe(path: Path) -> dict:
     unfinished = any(isinstance(e, dict) and "ended" not in e for e in ingests)
     exit_status = meta.get("exit_status")
     return {"name": str(meta.get("name") or path.name), "path": str(path),
-            "date": meta.get("started") or meta.get("created"), "units": units,
+            "date": meta.get("started") or meta.get("created"), "units": len(shown),
+            "hidden_units": len(hidden),
             "command": " ".join(map(str, command)) if isinstance(command, list) else command,
             "exit_status": exit_status if isinstance(exit_status, int) else None,
             "partial": bool(meta.get("partial")) or unfinished}
 
 
 def run(args) -> int:
+    from irscope.read.stage_counts import hidden_text
     from irscope.store import DEFAULT_ROOT, find_runs
 
     root = args.root or DEFAULT_ROOT
@@ -51,6 +56,7 @@ def run(args) -> int:
         note(f"no runs under {root}")
         return 0
     out(f"{'RUN':<40} {'DATE':<25} {'UNITS':>5} {'EXIT':>4}  COMMAND")
+    hidden = []
     for row in rows:
         if "problem" in row:
             out(f"{Path(row['path']).name:<40} {row['problem']}")
@@ -60,4 +66,8 @@ def run(args) -> int:
             exit_status = "partial"  # killed while filing: what it holds is not all
         out(f"{Path(row['path']).name:<40} {str(row['date'] or ''):<25} {row['units']:>5} "
             f"{exit_status:>4}  {str(row['command'] or '')[:80]}")
+        if row["hidden_units"]:
+            hidden.append(f"{Path(row['path']).name} {hidden_text(row['hidden_units'])}")
+    if hidden:  # as `irscope ls` says it
+        note(f"({'; '.join(hidden)}; `irscope ls RUN --all` lists them)")
     return 0

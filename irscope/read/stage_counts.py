@@ -26,6 +26,11 @@ COUNT_NOUNS = {"cost_analysis": ("cost analysis", "cost analyses"),
                "torch_log": ("TORCH_LOGS file", "TORCH_LOGS files")}
 
 
+def hidden_text(count: int) -> str:
+    """``35 eager ops hidden``: the units a count leaves out, as every front end names them."""
+    return f"{count:,} eager op{'s' * (count != 1)} hidden"
+
+
 def is_reported(kind: str) -> bool:
     """Whether a report records stages of ``kind``: parsed IR, or compiled code kept whole."""
     return bool(registry.get(kind).module) or kind in CODE_KINDS

@@ -9,6 +9,7 @@ from rich.text import Text
 from irscope.analysis.ranks import rank_list
 from irscope.console import rich_console
 from irscope.escaping import html_text, one_line
+from irscope.read.stage_counts import hidden_text
 from irscope.read.summary import RunSummary
 from irscope.reports.common import middle
 from irscope.reports.timing import short_name
@@ -43,7 +44,7 @@ def lines(data: RunSummary) -> list[Text]:
         line = Text.assemble(f"  {framework:<{max(width, 7)}}", (str(count), "bold"),
                              f" {noun}{'s' if count != 1 else ''}{detail}")
         if hidden.get(framework):
-            line.append(f" (+{hidden[framework]} eager ops, hidden)", "dim")
+            line.append(f" (+{hidden_text(hidden[framework])})", "dim")
         out.append(line)
     if data.units and data.stage_count is not None:  # as the report, `ls` and the TUI say
         out.append(Text(f"  {data.stage_count.stages_text()}"))
