@@ -180,7 +180,7 @@ def test_a_run_without_records_links_by_comments_and_says_so(gpu_run):
     hits = source_hits(view, path, 14)  # return torch.relu(x @ w1) @ w2
     assert all(h.role == "inference" for h in hits)
     assert sorted((h.node.name, bool(h.kernels)) for h in hits) == [
-        ("mm", False), ("mm", False), ("triton_poi_fused_relu_0", True)]
+        ("aten.mm", False), ("aten.mm", False), ("triton_poi_fused_relu_0", True)]
     unit = view.unit("triton_poi_fused_relu_0")
     ptx = next(s for s in view.stages(unit.id) if s.kind == "ptx")
     found = follower(view).follow(ptx, 30, 1)

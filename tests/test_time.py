@@ -7,12 +7,13 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import shutil
 import tarfile
 from collections import Counter
 
 import pytest
-from conftest import GPU_SAMPLES, SAMPLES, run_cli
+from conftest import GPU_SAMPLES, SAMPLES, run_cli, run_main
 from report_helpers import schema_errors
 
 from irscope.analysis.launches import decode_table, encode_trace
@@ -58,7 +59,7 @@ def test_every_launch_of_the_gpt2_steps_is_joined_or_listed(torch_run):
     assert {k.how for k in kernels if not k.joined} == {
         "outside any compiled graph: Optimizer.step#AdamW.step",
         "outside any compiled graph: backward autograd::engine::evaluate_function: "
-        "CompiledFunctionBackward", "outside any compiled graph: aten::ones_like"}
+        "CompiledFunctionBackward", "outside any compiled graph: aten.ones_like"}
     assert sum(time.steps.values()) == time.kernel_time_ns and set(time.steps) == {1, 2, 3}
 
 
@@ -102,16 +103,73 @@ def test_gemms_and_attention_are_externs_under_the_graph_and_line_that_call_them
     for kernel in externs:
         code = torch_run.parsed(torch_run.stage(units[kernel.graph_id], kernel.output_code))
         line = next(l for l in code.launch_sequence if l.line == kernel.line)
-        assert line.kind in ("extern", "fallback") and line.name == kernel.op
+        assert line.kind in ("extern", "fallback") and kernel.recorded_op in (
+            f"extern_kernels.{line.name}", line.name)
         ops[kernel.op] += kernel.launches
     attention = "aten._scaled_dot_product_efficient_attention"
     # cuBLAS runs some products as a GEMM and its split-K reduction: two launches of one call
-    assert ops == {"mm": 111, "addmm": 18, f"{attention}_backward.default": 24,
-                   f"{attention}.default": 6, "aten.randint.low_out": 3}
-    gemms = [k for k in externs if k.op in ("mm", "addmm")]
+    assert ops == {"aten.mm": 111, "aten.addmm": 18, f"{attention}_backward": 24,
+                   attention: 6, "aten.randint": 3}
+    gemms = [k for k in externs if k.op in ("aten.mm", "aten.addmm")]
     assert all(k.work is not None and k.work.flops for k in gemms)
     roofs = [k.roofline() for k in gemms]
     assert all(r is not None and r.gpu == "H100 SXM" and 0 < r.flops_per_s for r in roofs)
+
+
+def test_an_op_is_named_alike_in_the_time_report_where_the_tui_and_the_export(torch_run,
+                                                                              tmp_path):
+    """The profiler names an op `aten::mm`, the FX graphs `torch.ops.aten.mm.default`,
+    Inductor's call() `extern_kernels.mm`: the time rows, the report (JSON keeps the record's
+    spelling too; every format's launchers), `where`, the TUI's picker of a line's launches
+    and the export all say `aten.mm`, a string found as it is in the run's own FX graphs or
+    call() line."""
+    from irscope.analysis.op_names import profiler_op
+    from irscope.browse.follow import hit_label
+    from irscope.read.provenance import source_hits
+    from irscope.read.timing import source_lines
+    from irscope.read.view import RunView
+
+    view = RunView(torch_run)
+    time = read_time(view)
+    externs = [k for k in time.kernels if k.origin == "extern"]
+    fx = "".join(view.read_text(s) for s in view.stages(kinds=("fx_graph", "aot_graph")))
+    for kernel in externs:  # found in the records as it is (not `mm`, not `aten.mm.default`)
+        code = view.read_text(view.stage(view.unit(kernel.graph), kernel.output_code))
+        called = code.splitlines()[kernel.line - 1]
+        assert re.fullmatch(r"aten\.\w+", kernel.op) and (
+            f"torch.ops.{kernel.op}." in fx or f"{kernel.op}." in called), kernel
+    unjoined = {k.op: k.recorded_op for k in time.kernels if k.origin == "unjoined" and k.op}
+    assert unjoined["aten.fill_"] == "aten::fill_" and all(
+        op == profiler_op(raw) and "::" not in op for op, raw in unjoined.items())
+
+    mm = next(k for k in externs if k.op == "aten.mm" and source_lines(view, k))
+    path, line = source_lines(view, mm)[0]
+    found = json.loads(run_main("where", torch_run.path, f"{path}:{line}", "--json",
+                                cwd=tmp_path).stdout)
+    assert {r["name"] for r in found["rows"] if (r["stage"], r["line"]) == (
+        mm.output_code, mm.line)} == {"aten.mm"}
+    labels = [hit_label(h) for h in source_hits(view, path, line) if h.node.line == mm.line]
+    assert labels and all(" aten.mm (line" in label for label in labels)
+
+    doc = json.loads(run_main("report", torch_run.path, "--json", cwd=tmp_path).stdout)
+    rows = [r for r in doc["time"]["kernels"] if r["origin"] in ("extern", "unjoined")]
+    assert {(r["op"], r.get("recorded_op")) for r in rows} >= {
+        ("aten._scaled_dot_product_efficient_attention_backward",
+         "aten._scaled_dot_product_efficient_attention_backward.default"),
+        ("aten._foreach_mul_", "aten::_foreach_mul_")}
+    assert "outside any compiled graph: aten.ones_like" in {
+        r["launched_by"] for r in doc["time"]["unjoined"]}
+    for form in ("html", "md", "table"):
+        shown = run_main("report", torch_run.path, "--format", form, cwd=tmp_path).stdout
+        assert "aten.ones_like" in shown and "aten::" not in shown, form
+
+    pytest.importorskip("pyarrow")
+    duckdb = pytest.importorskip("duckdb")
+    assert run_main("export", torch_run.path, "-o", tmp_path / "out", cwd=tmp_path).returncode \
+        == 0
+    exported = duckdb.sql(f"SELECT DISTINCT op FROM read_parquet('{tmp_path}/out/kernel_times/"
+                          "*/*.parquet') WHERE origin = 'extern'").fetchall()
+    assert {op for (op,) in exported} == {k.op for k in externs}
 
 
 def test_the_xla_fusions_of_the_flax_step(tmp_path):

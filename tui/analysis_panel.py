@@ -19,6 +19,7 @@ from irscope.parsers.base import ParseResult
 from irscope.tui import messages as msg
 from irscope.tui.checks import LINT_STYLES
 from irscope.analysis.histograms import HISTOGRAM_MODES, histogram
+from irscope.analysis.op_names import launch_name
 from irscope.browse.tree import compact, short_name
 
 if TYPE_CHECKING:
@@ -229,8 +230,8 @@ class AnalysisPanel(VerticalScroll):
                                      style="bold")]
         totals_part.update(Group(*parts))
         launches.clear_options()
-        launches.add_options([Option(Text(f"{k.name}  {k.kind}", no_wrap=True,
-                                          overflow="ellipsis"), id=f"{i}:{k.line}:{k.name}")
+        launches.add_options([Option(Text(f"{launch_name(k)}  {k.kind}", no_wrap=True,
+                                          overflow="ellipsis"), id=f"{i}:{k.line}:{launch_name(k)}")
                               for i, k in enumerate(items)])
         launches.display = bool(items)
         rest: list[Any] = listing("fusions", getattr(parsed, "fusions", ()),

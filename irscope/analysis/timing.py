@@ -72,7 +72,8 @@ class KernelTime:
     it is joined to (for an extern, its graph); ``graph_id`` the graph that launched it.
     ``candidates``: how many compiled configurations the launch could be (more than one when
     its resources do not tell them apart: it is then joined to the autotuner's pick, or the
-    first). ``work`` is per launch.
+    first). ``work`` is per launch. ``op``: an extern's or unjoined launch's op as every front
+    end names it (``aten.mm``, irscope.analysis.op_names); an XLA kernel's fusion.
     """
 
     name: str
@@ -101,6 +102,7 @@ class KernelTime:
     work: Work | None = None
     candidates: int = 1
     nodes: tuple[str, ...] = ()  # the FX nodes its call() line was generated from
+    recorded_op: str | None = None  # ``op`` as its record spells it (``aten::mm``)
 
     @property
     def mean_ns(self) -> float:

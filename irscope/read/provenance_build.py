@@ -10,6 +10,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from irscope.analysis.op_names import launch_name
 from irscope.errors import IrscopeError
 from irscope.read.provenance import (ATEN_MAPPING, CALLER_FRAME, DEFINED, DUMPED, FILE_COMMENT,
                                      FUSED, FUSION, FUSION_IR, FX, KERNEL, KERNEL_DEF,
@@ -168,7 +169,7 @@ class _Build:
                 graph.add(node, Node(KERNEL, kernel_id), LAUNCHES)
         launches: dict[str, Node] = {}
         for launch in parsed.launch_sequence:
-            node = Node(LAUNCH, unit.id, code.id, launch.name, launch.line)
+            node = Node(LAUNCH, unit.id, code.id, launch_name(launch), launch.line)
             graph.span(node, _comment_start(lines, launch.line, launch=True), launch.line)
             for name in launch.nodes:
                 if (source := resolve(name)) is not None:

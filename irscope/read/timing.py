@@ -31,6 +31,7 @@ from functools import cached_property
 
 from irscope.analysis.figures import unit_figures
 from irscope.analysis.launches import Signature, decode_table, held_by, signatures
+from irscope.analysis.op_names import launch_name, profiler_op, recorded_launch
 from irscope.parsers._profile import CpuContext
 from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
@@ -94,6 +95,7 @@ class _Target:
     work: Work | None = None
     candidates: int = 1
     nodes: tuple[str, ...] = ()
+    recorded_op: str | None = None
 
 
 def source_lines(run: RunView | Run, kernel: KernelTime, callers: bool = False
@@ -250,7 +252,7 @@ def _row(target: _Target, sig: Signature, rank, device, launches: int, total: in
         target.graph.id if target.graph else None, target.graph.name if target.graph else None,
         target.phase, target.output_code, target.line, target.op, rank, device, common.grid,
         common.block, common.registers, common.shared, target.work, target.candidates,
-        target.nodes)
+        target.nodes, target.recorded_op)
 
 
 class _Joiner:
@@ -284,7 +286,7 @@ class _Joiner:
             if found is not None:
                 return found
         return _Target(UNJOINED, _launched_by(context), phase=context and context.phase,
-                       op=context and context.op)
+                       **_profiled_op(context and context.op))
 
     # -- Inductor ----------------------------------------------------------------------------
     @cached_property
@@ -324,12 +326,13 @@ class _Joiner:
                            nodes=line_nodes.get(line, ()), **base)
         if launch is None:
             return _Target("extern", "graph call (its place in call() not known)", graph.unit,
-                           op=held_by(context), **base)
+                           **_profiled_op(held_by(context)), **base)
         work = graph.extern_work(self.view).get(launch.line) if launch.kind == "extern" else None
+        op = _profiled_op(held_by(context)) if launch.kind == "kernel" else dict(
+            op=launch_name(launch), recorded_op=recorded_launch(launch))
         return _Target("extern", "graph call -> call() line", graph.unit, line=launch.line,
-                       op=launch.name if launch.kind != "kernel" else held_by(context),
                        work=work if sig.kind == "kernel" else None,
-                       nodes=line_nodes.get(launch.line, ()), **base)
+                       nodes=line_nodes.get(launch.line, ()), **op, **base)
 
     # -- outside any graph ---------------------------------------------------------------
     @cached_property
@@ -551,4 +554,10 @@ def _launched_by(context: CpuContext | None) -> str:
     where = context.annotation if context.annotation and not context.annotation.startswith(
         STEP_RANGE) else (ranges[-1] if ranges else context.launcher)
     phase = f"{context.phase} " if context.phase else ""
-    return f"{OUTSIDE_GRAPHS}{phase}{where}"
+    return f"{OUTSIDE_GRAPHS}{phase}{profiler_op(where)}"
+
+
+def _profiled_op(name: str | None) -> dict[str, str]:
+    """The op a profiler range names (``aten::mm``), as irscope spells it (``aten.mm``), and as
+    the range does."""
+    return dict(op=profiler_op(name), recorded_op=name) if name else {}

@@ -61,6 +61,7 @@ def _kernel_row(kernel: KernelTime, time: RunTime, units: Mapping[str, UnitRecor
         "name": kernel.name, "origin": kernel.origin, "unit": kernel.unit,
         "graph": kernel.graph, "phase": kernel.phase, "output_code": kernel.output_code,
         "line": kernel.line, "op": kernel.op,
+        "recorded_op": kernel.recorded_op if kernel.recorded_op != kernel.op else None,
         "launches": kernel.launches, "total_us": _us(kernel.total_ns),
         "mean_us": _us(kernel.mean_ns), "min_us": _us(kernel.min_ns),
         "max_us": _us(kernel.max_ns), "share": _share(kernel.total_ns, time),
