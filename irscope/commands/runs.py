@@ -23,7 +23,7 @@ def describe(path: Path) -> dict:
     from irscope.store.units import shown_units
 
     try:
-        with Run.open(path) as run_:
+        with Run.open(path, read_only=True) as run_:  # listing writes nothing
             run_.counts()  # a damaged index: a RunError saying so
             shown, hidden = shown_units(run_.units())  # as ls, the report and the TUI count
             meta = run_.meta
