@@ -90,3 +90,28 @@ async def test_files_key_lists_the_files_the_records_name(gpt2):
         assert any(f.endswith("transformers/models/gpt2/modeling_gpt2.py") for f in files)
         await pilot.press("escape")
         await until(pilot, lambda: not isinstance(app.screen, PickerScreen))
+
+
+@synchronous
+async def test_the_source_view_marks_the_lines_where_lists(gpt2, tmp_path):
+    """The source view of GPT-2's model file marks the lines `where FILE --json` lists, from
+    the same query, and says "with callees" of the lines `where` says it of (those that
+    count the kernels of the code they call, by the kernels' stack traces)."""
+    import json
+
+    from conftest import run_main
+
+    found = json.loads(run_main("where", gpt2, "modeling_gpt2.py", "--json",
+                                cwd=tmp_path).stdout)
+    app = IrscopeApp(gpt2)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None)
+        await pilot.press("S")
+        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        app.screen.dismiss(app.screen.labels.index(found["path"]))
+        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        viewer = app.screen.query_one("#source-view")
+        marked = {n + 1 for n in viewer.marks}
+        callees = {n for n in marked if viewer.lines[n - 1].endswith("(with callees)")}
+    assert marked == {row["line"] for row in found["lines"]} and len(marked) == 31
+    assert callees == set(found["with_callers"]) and len(callees) == 12

@@ -488,8 +488,9 @@ class PickerScreen(ModalScreen[int | None]):
 
 class SourceViewScreen(Screen[None]):
     """A user's file, each line that feeds kernels ending in what it feeds (forward and
-    backward launches, kernels, instructions) and marked (n/N step through them); enter on
-    one asks the app for its kernels (a picker, then the kernel opens)."""
+    backward launches, kernels, instructions; "with callees" where that counts the kernels of
+    the code it calls, as `irscope where FILE` says) and marked (n/N step through them); enter
+    on one asks the app for its kernels (a picker, then the kernel opens)."""
 
     BINDINGS = CLOSE + [Binding("enter", "choose", "Kernels of this line", id="source-choose"),
                         Binding("right_square_bracket", "choose", "Kernels of this line",
@@ -504,13 +505,14 @@ class SourceViewScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         rows = self.view.rows
-        yield Label(f"{self.view.title}  ·  {len(rows)} lines feed kernels",
-                    classes="compare-title")
+        callees = sum(row.with_callees for row in rows.values())
+        yield Label(f"{self.view.title}  ·  {len(rows)} lines feed kernels"
+                    + (f" ({callees} with callees)" if callees else ""), classes="compare-title")
         yield IrViewer(id="source-view")
         yield Footer()
 
     def on_mount(self) -> None:
-        lines = [text.rstrip() + (f"  # ◂ {self.view.rows[n].summary()}"
+        lines = [text.rstrip() + (f"  # ◂ {self.view.rows[n].label()}"
                                   if n in self.view.rows else "")
                  for n, text in enumerate(self.view.lines, 1)]
         viewer = self.query_one(IrViewer)

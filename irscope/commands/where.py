@@ -63,8 +63,7 @@ def run(args) -> int:
             path = resolve_file(view, args.location)
             rows = line_rows(view, path)
             unknown = unknown_note(view, rows.values())
-            own = line_rows(view, path, callers=False)
-            callers = [n for n, row in rows.items() if _counts(row) != _counts(own.get(n))]
+            callers = [n for n, row in rows.items() if row.with_callees]
             if args.json:
                 print_json({"path": path, "with_callers": callers, "lines": [
                     {"line": r.line, "forward": r.forward, "backward": r.backward,
@@ -75,8 +74,7 @@ def run(args) -> int:
             else:
                 out(printable(path))
                 for row in rows.values():
-                    out(f"  {row.line:>6}  {row.summary()}" + ("  (with callees)"
-                                                               if row.line in callers else ""))
+                    out(f"  {row.line:>6}  {row.label()}")
                 if callers:
                     note(f"{len(callers)} line{'s' * (len(callers) != 1)} (with callees) count "
                          "the kernels of the code they call too, by the kernels' stack traces; "
@@ -91,12 +89,6 @@ def run(args) -> int:
         return 0
     _print(found)
     return 0
-
-
-def _counts(row) -> tuple | None:
-    """What a source line's row counts: launches by role, kernels, instructions."""
-    return None if row is None else (row.forward, row.backward, row.inference, row.other,
-                                     row.kernels, row.instructions)
 
 
 def _line_number(location: str, text: str) -> int:

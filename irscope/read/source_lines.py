@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from irscope.read.autotune import chosen_configuration
-from irscope.read.provenance import (DEFINED, KERNEL, Hit, hits_by_line, provenance_graph,
-                                     sources_of)
+from irscope.read.provenance import (CALLER_FRAME, DEFINED, KERNEL, Hit, hits_by_line,
+                                     provenance_graph, sources_of)
 from irscope.read.view import RunView
 from irscope.store import Stage, Unit
 
@@ -44,6 +44,17 @@ class LineRow:
         if self.gpu_time_ns:
             parts.append(f"{self.gpu_time_ns / 1000:,.1f} µs")
         return " · ".join(parts)
+
+    @property
+    def with_callees(self) -> bool:
+        """Whether the line counts the kernels of the code it calls too: some of its hits it
+        reaches only as a caller frame of their stack traces (``callers`` False drops them)."""
+        return any(hit.records == (CALLER_FRAME,) for hit in self.hits)
+
+    def label(self) -> str:
+        """What `where FILE` and the source view say of the line: its summary, and ``(with
+        callees)`` where it counts the kernels of the code it calls."""
+        return self.summary() + ("  (with callees)" if self.with_callees else "")
 
 
 def line_rows(view: RunView, path: str, callers: bool = True) -> dict[int, LineRow]:
