@@ -59,7 +59,7 @@ def trust_run(tmp_path_factory):
 def any_run(request, trust_run):
     """The filed dumps, then each committed GPU sample run."""
     if request.param in SAMPLE_RUNS:
-        return Run.open(GPU_SAMPLES / request.param)
+        return Run.open(GPU_SAMPLES / request.param, read_only=True)
     return trust_run[0]
 
 
