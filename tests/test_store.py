@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 import os
 import signal
 import sqlite3
@@ -12,9 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import GPU_SAMPLES
 
 from irscope.errors import RunError, RunWarning
 from irscope.ingest import ingest
+from irscope.ingest.profile import AUTOTUNE_FILE, AUTOTUNE_MARK
 from irscope.store import INDEX, INLINE_MAX, BlobRef, Run, locate_run
 
 PTX = """//
@@ -336,3 +340,38 @@ def test_a_stage_read_from_its_row_is_the_stage_written():
         assert dataclasses.astuple(read) == tuple(row)
     with pytest.raises(dataclasses.FrozenInstanceError):
         read.kind = "llir"
+
+
+def test_an_autotuner_time_of_inf_is_filed_as_json_sqlite_reads(tmp_path):
+    """Triton's autotuner times a configuration it cannot run as inf (torch_placeholder_profile,
+    an H100 capture: XBLOCK=32 spills); Python writes it `Infinity`, on which SQLite's JSON
+    functions fail ("malformed JSON"). Filed again, every row is standard JSON, inf as null."""
+    with Run.open(GPU_SAMPLES / "torch_placeholder_profile", read_only=True) as sample:
+        record = next(e.data for e in sample.events("autotune")
+                      if any(c["ms"] == math.inf for c in e.data["configs"]))
+    folder = tmp_path / "profile"
+    folder.mkdir()
+    (folder / AUTOTUNE_FILE).write_text(json.dumps({AUTOTUNE_MARK: record}) + "\n")
+    run = Run.create(tmp_path / "run")
+    ingest(run, [folder])
+    with run.transaction() as writer:
+        writer.add_unit("k (rank 1)", "triton", attrs={"rank": 1, "compile_seconds": math.inf})
+    db = sqlite3.connect(run.path / INDEX)
+    assert db.execute("SELECT count(*) FROM units WHERE NOT json_valid(attrs)").fetchone() == (0,)
+    assert db.execute("SELECT count(*) FROM events WHERE NOT json_valid(data)").fetchone() == (0,)
+    times = [c["ms"] for c in run.events("autotune")[0].data["configs"]]
+    assert times == [c["ms"] if c["ms"] != math.inf else None for c in record["configs"]]
+    assert [u.name for u in run.units_of_ranks("triton", [1])] == ["k (rank 1)"]
+    assert run.units_of_ranks("triton", [0]) == []
+
+
+def test_units_filed_with_infinity_are_still_found_by_attribute():
+    """torch_profile was filed when irscope wrote inf as `Infinity` (three kernels'
+    autotune_ms): SQLite cannot read those rows, and the store finds them all the same."""
+    with Run.open(GPU_SAMPLES / "torch_profile", read_only=True) as run:
+        filed = [u for u in run.units("triton") if u.attrs.get("autotune_ms") == math.inf]
+        assert len(filed) == 3
+        for unit in filed:
+            assert run.units_where("triton", "hash", unit.attrs["hash"]) == [unit]
+            assert unit.id in run.units_with_key("triton", "resources",
+                                                 next(iter(unit.attrs["resources"])))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,6 +145,26 @@ def json_object(text: Any) -> dict[str, Any]:
     """A stored JSON object, or {} when the index holds something else (damage, a crafted row)."""
     value = json_value(text)
     return value if isinstance(value, dict) else {}
+
+
+def json_text(value: Any, sort_keys: bool = False) -> str:
+    """``value`` as standard JSON (RFC 8259), which SQLite's JSON functions read: a float that
+    is not finite (an autotuner times a configuration it cannot run as inf) is written as
+    null, where Python's own ``Infinity`` and ``NaN`` make them fail on the whole row."""
+    try:
+        return json.dumps(value, default=str, sort_keys=sort_keys, allow_nan=False)
+    except ValueError:
+        return json.dumps(_finite(value), default=str, sort_keys=sort_keys, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def json_value(text: Any) -> Any:

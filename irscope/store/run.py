@@ -482,12 +482,8 @@ class Run:
 
     def units_where(self, framework: str, attr: str, value: Any) -> list[Unit]:
         """The units of ``framework`` whose attribute ``attr`` equals ``value``."""
-        rows = self.db.execute(
-            "SELECT id, name, framework, source_file, source_line, attrs FROM units "
-            "WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "  # NaN is no SQL JSON
-            "json_extract(attrs, '$.' || ?) = ? END ORDER BY id",
-            (framework, attr, value))
-        return [unit_from_row(r) for r in rows]
+        return self._units_matching(framework, "json_extract(attrs, '$.' || ?) = ?",
+                                    (attr, value), lambda unit: unit.attrs.get(attr) == value)
 
     def units_of_ranks(self, framework: str, ranks: Iterable[int] | None) -> list[Unit]:
         """The units of ``framework`` that ``ranks`` compiled, with those of no rank (a
@@ -496,21 +492,32 @@ class Run:
         if ranks is None:
             return self.units(framework)
         ranks = sorted(set(ranks))
-        rows = self.db.execute(
-            "SELECT id, name, framework, source_file, source_line, attrs FROM units "
-            "WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "  # NaN is no SQL JSON
-            "json_type(attrs, '$.rank') IS NOT 'integer' OR "
-            f"json_extract(attrs, '$.rank') IN ({', '.join('?' * len(ranks))}) ELSE 1 END "
-            "ORDER BY id",
-            (framework, *ranks))
-        return [unit_from_row(r) for r in rows]
+        return self._units_matching(
+            framework, "json_type(attrs, '$.rank') IS NOT 'integer' OR json_extract(attrs, "
+            f"'$.rank') IN ({', '.join('?' * len(ranks))})", ranks,
+            lambda unit: unit.rank in (None, *ranks))
 
     def units_with_key(self, framework: str, attr: str, key: str) -> list[int]:
         """Ids of the units of ``framework`` whose mapping attribute ``attr`` has ``key``."""
+        return [unit.id for unit in self._units_matching(
+            framework, "json_type(attrs, ?) IS NOT NULL", (f'$.{attr}."{key}"',),
+            lambda unit: isinstance(unit.attrs.get(attr), dict) and key in unit.attrs[attr])]
+
+    def _units_matching(self, framework: str, condition: str, args: Iterable[Any],
+                        holds) -> list[Unit]:
+        """The units of ``framework`` whose attributes meet the SQL ``condition``; where
+        SQLite cannot read them, ``holds(unit)`` decides: runs filed before irscope wrote
+        standard JSON may hold `Infinity` or `NaN`, on which SQLite's JSON functions fail."""
         rows = self.db.execute(
-            "SELECT id FROM units WHERE framework=? AND CASE WHEN json_valid(attrs) THEN "
-            "json_type(attrs, ?) IS NOT NULL END ORDER BY id", (framework, f'$.{attr}."{key}"'))
-        return [row[0] for row in rows]
+            "SELECT id, name, framework, source_file, source_line, attrs, json_valid(attrs) "
+            f"FROM units WHERE framework=? AND CASE WHEN json_valid(attrs) THEN {condition} "
+            "ELSE 1 END ORDER BY id", (framework, *args))
+        units = []
+        for row in rows:
+            unit = unit_from_row(row)
+            if row[6] or holds(unit):
+                units.append(unit)
+        return units
 
     def units_from_file(self, framework: str, source_file: str) -> list[Unit]:
         """The units of ``framework`` compiled from ``source_file`` (e.g. an Inductor kernel path)."""

@@ -6,7 +6,7 @@ import json
 import os
 from typing import TYPE_CHECKING, Any, Iterable
 from irscope.store.blobs import BlobRef, unlink_quietly
-from irscope.store.records import json_object
+from irscope.store.records import json_object, json_text
 from irscope.store.schema import BLOBS, BLOB_NAME
 
 if TYPE_CHECKING:
@@ -69,14 +69,14 @@ class Writer:
         if row:
             merged = {**json.loads(row[1]), **(attrs or {})}
             self.db.execute("UPDATE units SET attrs=?, source_file=?, source_line=? WHERE id=?",
-                            (json.dumps(merged, default=str), source_file or row[2],
+                            (json_text(merged), source_file or row[2],
                              source_line or row[3], row[0]))
             self.touched.add(row[0])
             return row[0]
         cur = self.db.execute(
             "INSERT INTO units (name, framework, source_file, source_line, attrs) "
             "VALUES (?, ?, ?, ?, ?)",
-            (name, framework, source_file, source_line, json.dumps(attrs or {}, default=str)))
+            (name, framework, source_file, source_line, json_text(attrs or {})))
         self.touched.add(cur.lastrowid)
         return cur.lastrowid
 
@@ -224,7 +224,7 @@ class Writer:
     def add_relation(self, src: int, kind: str, dst: int, attrs: dict[str, Any] | None = None):
         """Link two units (kept once per source, kind and destination)."""
         self.db.execute("INSERT OR IGNORE INTO relations VALUES (?, ?, ?, ?)",
-                        (src, kind, dst, json.dumps(attrs or {}, default=str)))
+                        (src, kind, dst, json_text(attrs or {})))
 
     def add_event(self, kind: str, data: dict[str, Any], unit_id: int | None = None) -> None:
         """Record an event once per unit. Events with a reason are the same event when their
@@ -235,11 +235,11 @@ class Writer:
                     "SELECT id, data FROM events WHERE unit_id IS ? AND kind=?", (unit_id, kind)):
                 old = json_object(old_text)
                 if " ".join(str(old.get("reason", "")).split()) == data["reason"]:
-                    merged = json.dumps({**data, **old, "reason": data["reason"]}, default=str,
-                                        sort_keys=True)
+                    merged = json_text({**data, **old, "reason": data["reason"]},
+                                       sort_keys=True)
                     self.db.execute("UPDATE events SET data=? WHERE id=?", (merged, event_id))
                     return
-        text = json.dumps(data, default=str, sort_keys=True)
+        text = json_text(data, sort_keys=True)
         self.db.execute("INSERT INTO events (unit_id, kind, data) SELECT ?, ?, ? WHERE NOT EXISTS "
                         "(SELECT 1 FROM events WHERE unit_id IS ? AND kind=? AND data=?)",
                         (unit_id, kind, text, unit_id, kind, text))
