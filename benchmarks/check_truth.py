@@ -6,20 +6,26 @@ Run: python benchmarks/check_truth.py RUN [--kernels N]
 The run's own files are read with plain SQL (units, events) and this file's regexes (output
 code, TTGIR, PTX), the kernels with NVIDIA's tools (`cuobjdump -res-usage`, `ptxas -v`,
 `nvdisasm -c`), and occupancy with the CUDA driver's occupancy calculator when a GPU is
-there (cuda-python or CuPy; else the row says so). Which kernels run is read from Inductor's
-`.best_config` files the run holds. Lint, pass and rank-divergence counts have no source
-outside irscope: they are checked against the command that lists them (`irscope lint`,
-`passes`, `ranks`). Per-graph and per-kernel rows are printed only where they differ. Exits 1
-on any mismatch.
+there (cuda-python or CuPy; else the row says so).
+
+Which compile of an autotuned kernel ran (truth_running.py) is read from Inductor's
+`.best_config`, else, in a profiled run, from the autotuner's record and what each launch
+recorded: registers, threads and dynamic shared memory, and the grid. Configurations alike in
+registers and warps (XBLOCK 256 or 128) are told by the grid: the output code's
+`<kernel>.run(...)` passes the element counts (`xnumel`...), each compile's TTIR names its
+block (`%xindex = tt.make_range {end = 256 ...}`), Inductor launches ceil(xnumel / XBLOCK)
+programs, and the one compile whose grid a launch of that kernel on that rank recorded ran.
+Lint, pass and rank-divergence counts have no source outside irscope: they are checked
+against the command that lists them (`irscope lint`, `passes`, `ranks`). Per-graph and
+per-kernel rows (a kernel launched or not among them) are printed only where they differ.
+Exits 1 on any mismatch.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import re
-import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -33,6 +39,8 @@ from truth_helpers import (AOT_ID, DEFINITION, KERNEL_PATH, PTXAS_FRAME, RES_USA
                            SASS_INSTRUCTION, TARGET, call_launches, distinct_output_codes,
                            run_tool)
 
+from truth_running import kernel_units, running, sql  # noqa: E402
+
 from irscope.read.summary import read_summary  # noqa: E402
 from irscope.reports.build import build_report  # noqa: E402
 from irscope.store import Run, locate_run  # noqa: E402
@@ -42,7 +50,6 @@ LAUNCH = re.compile(r"^\s+(\w+)\.run\(", re.M)
 # %3 = ttg.convert_layout %2 : ...
 CONVERT = re.compile(r"\bttg\.convert_layout\b")
 MAX_SHARED_PER_BLOCK = {90: 232448, 100: 232448, 80: 166912, 86: 101376, 89: 101376}
-SQL_RANK = "json_extract(attrs, '$.rank')"
 
 
 class Table:
@@ -83,125 +90,10 @@ def _text(value) -> str:
 
 
 # -- what the run's files say -------------------------------------------------------------
-def sql(run: Run, query: str, *args):
-    with sqlite3.connect(f"file:{run.path / 'index.sqlite'}?mode=ro", uri=True) as db:
-        return db.execute(query, args).fetchall()
-
-
 def graph_codes(run: Run) -> dict[int, list[str]]:
     """Graph unit id -> its distinct output codes."""
     found = {u.id: distinct_output_codes(run, u) for u in run.units("torch")}
     return {unit: codes for unit, codes in found.items() if codes}
-
-
-# ".reqntid 128, 1, 1" / ".maxntid 256": the threads per block a kernel requires
-THREADS = re.compile(r"\.(?:reqntid|maxntid)\s+(\d+(?:\s*,\s*\d+)*)")
-
-
-def kernel_units(run: Run) -> list:
-    return [u for u in run.units() if any(s.kind == "cubin" for s in run.stages(u.id))]
-
-
-def running(run: Run, kernels) -> dict[int, bool]:
-    """Kernel unit -> whether it runs: of the compiles of one kernel (name, module, rank),
-    the one a .best_config beside its module names; else, in a profiled run, the one the
-    autotuner's record chose or the one whose resources a launch recorded; all when none of
-    them singles one out."""
-    launched, chosen = launched_resources(run), autotuner_choices(run)
-    groups: dict[tuple, list] = {}
-    for unit in kernels:
-        key = (unit.attrs.get("kernel") or unit.name.split(" (rank")[0].split("-")[0],
-               unit.source_file, unit.attrs.get("rank"))
-        groups.setdefault(key, []).append(unit)
-    runs = {}
-    for units in groups.values():
-        named = set()
-        for unit in units:
-            for stage in run.stages(unit.id):
-                if stage.name.startswith("best_config") and stage.origin and (
-                        unit.source_file is None or Path(stage.origin).parent.name
-                        == Path(unit.source_file).parent.name):
-                    named.add(json.loads(run.read_blob(stage.blob))["triton_cache_hash"])
-        ran = set()
-        if len(units) > 1 and not named and (launched or chosen):
-            resources = {unit.id: launch_resources(run, unit) for unit in units}
-            # the autotuner's own choice (registers, threads); else the profiled launches:
-            # all of the launch's resources, else its threads and dynamic shared memory
-            # with registers no fewer than the code's (the profiler reports what the driver
-            # allocated: 16 for a kernel whose code uses 6); what singles out one compile
-            module = Path(units[0].source_file or "").name or None
-            ran = (_single(units, resources, lambda r: (r[0], module, r[1], r[2]) in chosen)
-                   or _single(units, resources, lambda r: r in launched)
-                   or _single(units, resources, lambda r: any(
-                       t[0] == r[0] and t[2:] == r[2:] and t[1] >= r[1] for t in launched)))
-        for unit in units:
-            folder = _cache_folder(str(unit.attrs.get("hash", "")))
-            runs[unit.id] = (len(units) < 2 or unit.id in ran if ran else
-                             len(units) < 2 or not named or folder in named)
-    return runs
-
-
-def _single(units, resources, fits) -> set[int]:
-    """The one compile of ``units`` whose resources (by unit id) fit, else none."""
-    found = {u.id for u in units if resources.get(u.id) is not None and fits(resources[u.id])}
-    return found if len(found) == 1 else set()
-
-
-def autotuner_choices(run: Run) -> set[tuple[str, str | None, int, int]]:
-    """(kernel name, module, registers, threads per block) of each configuration an autotuner's own
-    record (inspect --profile's autotune events, plain JSON) marks chosen."""
-    found = set()
-    for (data,) in sql(run, "SELECT data FROM events WHERE kind='autotune'"):
-        doc = json.loads(data)
-        for config in doc.get("configs") or ():
-            if config.get("best") and config.get("n_regs") is not None and \
-                    config.get("num_warps"):
-                found.add((doc.get("kernel"), doc.get("module"), config["n_regs"],
-                           config["num_warps"] * 32))
-    return found
-
-
-def launched_resources(run: Run) -> set[tuple]:
-    """(kernel name, registers per thread, threads per block, dynamic shared bytes, rank) of
-    each launch the profiler recorded, read as plain JSON from the run's launch table (none without one)."""
-    found = set()
-    for stage in run.stages(kinds=("launches",)):
-        rank = run.unit_by_id(stage.unit_id).attrs.get("rank") if stage.unit_id else None
-        table = json.loads(run.read_blob(stage.blob))
-        columns, dims = table["columns"], table["dims"]
-        for name, registers, block, shared in zip(columns["name"], columns["registers"],
-                                                  columns["block"], columns["shared"]):
-            if registers is not None and block is not None:
-                x, y, z = dims[block]
-                found.add((table["names"][name], registers, x * y * z, shared or 0, rank))
-    return found
-
-
-def launch_resources(run: Run, unit) -> tuple | None:
-    """What a launch of ``unit``'s kernel records of it: its name, registers (cuobjdump), the
-    threads per block its PTX requires (`.reqntid`/`.maxntid`) and the dynamic shared memory
-    it is launched with (the compiler's metadata), and its rank."""
-    stages = {s.kind: s for s in run.stages(unit.id)}
-    if "cubin" not in stages or "ptx" not in stages:
-        return None
-    name = unit.attrs.get("kernel") or unit.name.split(" (rank")[0].split("-")[0]
-    usage = {m[0]: m for m in RES_USAGE.findall(run_tool(
-        "cuobjdump", ["-res-usage"], run.read_blob(stages["cubin"].blob), ".cubin"))}
-    threads = THREADS.search(run.read_text(stages["ptx"]))
-    if name not in usage or threads is None:
-        return None
-    count = 1
-    for dim in threads.group(1).split(","):
-        count *= int(dim)
-    return (name, int(usage[name][1]), count, int(unit.attrs.get("shared") or 0),
-            unit.attrs.get("rank"))
-
-
-def _cache_folder(compile_hash: str) -> str:
-    try:
-        return base64.b32encode(bytes.fromhex(compile_hash)).decode().rstrip("=")
-    except ValueError:
-        return compile_hash
 
 
 def kernel_truth(item) -> dict:
@@ -312,6 +204,12 @@ def check_graphs(run: Run, report, table: Table) -> None:
         table.add(figure, report.totals.get(figure), totals[figure], "output code per rank")
 
 
+def unit_attrs(run: Run) -> dict[int, dict]:
+    """Unit id -> its attributes, read by Python's json: runs filed before irscope wrote
+    standard JSON hold `Infinity`, on which SQLite's JSON functions fail."""
+    return {unit: json.loads(attrs) for unit, attrs in sql(run, "SELECT id, attrs FROM units")}
+
+
 def check_events(run: Run, report, table: Table) -> None:
     breaks = sql(run, "SELECT count(*) FROM events WHERE kind='graph_break'")[0][0]
     table.add("graph_breaks", report.totals.get("graph_breaks"), breaks, "events table")
@@ -320,19 +218,17 @@ def check_events(run: Run, report, table: Table) -> None:
     loose = sql(run, "SELECT count(*) FROM events WHERE kind='recompile' AND unit_id IS NULL")
     table.add("recompiles", report.totals.get("recompiles"), placed + loose[0][0],
               "events table: compiles with a failed guard")
-    per_rank = sql(run, f"SELECT {SQL_RANK}, count(DISTINCT units.id) FROM events JOIN units ON "
-                   f"units.id = events.unit_id WHERE kind='recompile' GROUP BY {SQL_RANK}")
-    ranks = {r for r, in sql(run, f"SELECT DISTINCT {SQL_RANK} FROM units")
-             if isinstance(r, int)}
+    attrs = unit_attrs(run)
+    counted = Counter(attrs[unit].get("rank") for unit, in sql(
+        run, "SELECT DISTINCT unit_id FROM events WHERE kind='recompile' AND unit_id IS NOT NULL"))
+    ranks = {a["rank"] for a in attrs.values() if type(a.get("rank")) is int}
     if len(ranks) > 1:
-        counted = dict(per_rank)
         for rank in sorted(ranks):
             table.add(f"rank{rank}.recompiles", report.totals.get(f"rank{rank}.recompiles"),
                       counted.get(rank, 0), "events table per rank")
     failures = sql(run, "SELECT count(*) FROM events WHERE kind='compile_failure'")[0][0]
     table.add("compile_failures", read_summary(run).compile_failures, failures, "events table")
-    units = sql(run, "SELECT count(*) FROM units WHERE json_extract(attrs, '$.eager_op') "
-                "IS NOT 1")[0][0]
+    units = sum(1 for a in attrs.values() if a.get("eager_op") != 1)
     table.add("units", report.totals.get("units"), units, "units table, eager ops left out")
 
 
@@ -340,10 +236,15 @@ def check_kernels(run: Run, report, table: Table, limit: int) -> dict[int, dict]
     kernels = kernel_units(run)
     runs = running(run, kernels)
     launched = [u for u in kernels if runs[u.id]][:limit or None]
+    source = ".best_config, else autotuner record, launches' resources and grids"
+    records = {u.name: u for u in report.units}
     table.add("launched kernels", sum(1 for u in report.units if u.framework != "torch"
                                       and not u.candidate and any(
                                           s.kind == "cubin" for s in u.stages)),
-              sum(runs.values()), ".best_config, else resources of profiled launches")
+              sum(runs.values()), source)
+    for unit in kernels:
+        table.add(f"{unit.name} launched", not records[unit.name].candidate, runs[unit.id],
+                  source, quiet=True)
     items = []
     for unit in launched:
         stages = {s.kind: s for s in run.stages(unit.id)}
@@ -353,7 +254,6 @@ def check_kernels(run: Run, report, table: Table, limit: int) -> dict[int, dict]
                       int(unit.attrs.get("shared") or 0)))
     with ThreadPoolExecutor() as pool:
         truths = dict(zip((u.id for u in launched), pool.map(kernel_truth, items)))
-    records = {u.name: u for u in report.units}
     for unit in launched:
         for figure, value in truths[unit.id].items():
             got = records[unit.name].headline.get(figure) if figure != "sass.instructions" \
