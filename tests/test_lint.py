@@ -71,7 +71,7 @@ jax.jit(elementwise)(jnp.ones((256, 512))).block_until_ready()
 
 
 def sample(name: str) -> Run:
-    return Run.open(GPU_SAMPLES / name)
+    return Run.open(GPU_SAMPLES / name, read_only=True)
 
 
 def compile_run(out: Path, target: str, *args: str) -> Run:

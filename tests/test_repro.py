@@ -37,7 +37,7 @@ def figures(output: str) -> dict[str, str]:
 
 
 def sample_resources(run_name: str, unit: str) -> dict:
-    run = Run.open(GPU_SAMPLES / run_name)
+    run = Run.open(GPU_SAMPLES / run_name, read_only=True)
     return next(iter(run.unit(unit).attrs["resources"].values()))
 
 
