@@ -109,7 +109,10 @@ async def test_the_source_view_marks_the_lines_where_lists(gpt2, tmp_path):
         await pilot.press("S")
         await until(pilot, lambda: isinstance(app.screen, PickerScreen))
         app.screen.dismiss(app.screen.labels.index(found["path"]))
-        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        # the view is mounted (and its lines marked) after the screen is pushed
+        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen)
+                    and app.screen.query("#source-view")
+                    and app.screen.query_one("#source-view").marks)
         viewer = app.screen.query_one("#source-view")
         marked = {n + 1 for n in viewer.marks}
         callees = {n for n in marked if viewer.lines[n - 1].endswith("(with callees)")}
