@@ -193,7 +193,7 @@ def section_tables(section: TimeSection) -> list[tuple[str, list[str], list[list
                        [[r["source"], _cell("total_us", r), _cell("share", r),
                          _cell("launches", r)] for r in section.lines]))
     if section.graphs:
-        tables.append(("By graph", ["Unit", "Phase", "Launches", "Total µs", "Share"],
+        tables.append(("By graph", ["Graph", "Phase", "Launches", "Total µs", "Share"],
                        [[r.get("unit", ""), r.get("phase", ""), _cell("launches", r),
                          _cell("total_us", r), _cell("share", r)] for r in section.graphs]))
     if section.nodes:
