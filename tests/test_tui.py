@@ -66,6 +66,24 @@ async def test_opens_on_first_stage_and_navigates_in_pipeline_order(run_path):
 
 
 @synchronous
+async def test_a_stage_chosen_while_the_tree_changes_is_opened(run_path):
+    """Nodes added above a stage after the tree was drawn, before its cursor moves there (the
+    badges' kernels land so on a loaded machine): the cursor lands on that stage, not on the
+    line it had when drawn, and the stage opens."""
+    app = IrscopeApp(run_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: app.shown is not None)
+        tree = app.navigator.stage_tree
+        with Run.open(run_path) as run:
+            above, stage = run.stage(run.unit("add_kernel"), "ttir"), run.stage(
+                run.unit("matmul_kernel"), "ptx")
+        tree.call_after_refresh(lambda: tree.node_for_stage(above))
+        app.navigator.select_stage(stage)
+        await until(pilot, lambda: app.shown.id == stage.id)
+        assert tree.cursor_node.data == stage
+
+
+@synchronous
 async def test_filter_keeps_matching_units_and_typing_triggers_no_binding(run_path):
     app = IrscopeApp(run_path)
     async with app.run_test(size=SIZE) as pilot:

@@ -274,6 +274,16 @@ class StageTree(Tree):
         if self.cursor_node is not None:
             self.scroll_to_node(self.cursor_node, animate=False)
 
+    def put_cursor_on(self, node) -> bool:
+        """Move the cursor to ``node`` at the line it has now; False when it is there already
+        (then no NodeHighlighted comes). ``move_cursor`` alone takes the line the node had
+        when the tree was last built: nodes added or expanded above it since (the badges'
+        kernels, a unit opened) make that line another node's."""
+        _ = self.last_line  # reading the lines builds them again if nodes changed
+        moved = self.cursor_line != node.line
+        self.move_cursor(node, animate=False)
+        return moved
+
     def expand_unit(self, node) -> None:
         """A unit's stages: those its compile shares first, then a node per role (forward,
         backward, a DDP bucket) with that output code's stages and kernels, then its
@@ -470,11 +480,10 @@ class Navigator(Vertical):
     def _move_to(self, node) -> None:
         """Put the cursor on ``node``, the target of ``select_stage``; on it already, no
         highlight will come: the target is reached now."""
-        tree = self.stage_tree
-        if tree.cursor_node is node:
+        if self._target is None or self._target[0] != node.data.id:
+            return  # a later choice, or a refill that dropped the node, replaced it
+        if not self.stage_tree.put_cursor_on(node):
             self._reached(node.data)
-        else:
-            tree.move_cursor(node, animate=False)
 
     def _reached(self, stage: Stage) -> None:
         target, self._target = self._target, None
