@@ -67,7 +67,7 @@ def test_the_panel_draws_a_compiles_timeline(tmp_path):
     import asyncio
 
     from screen_text import screen_text
-    from tui_helpers import copy_sample, until
+    from tui_helpers import copy_sample, shown, until
 
     from irscope.tui.app import IrscopeApp
 
@@ -107,7 +107,7 @@ def test_the_compile_index_opens_a_compile(tmp_path):
     pytest.importorskip("textual")
     import asyncio
 
-    from tui_helpers import copy_sample, until
+    from tui_helpers import copy_sample, shown, until
 
     from irscope.tui.app import IrscopeApp
     from irscope.tui.screens import CompileIndexScreen
@@ -117,7 +117,7 @@ def test_the_compile_index_opens_a_compile(tmp_path):
         async with app.run_test(size=(120, 40)) as pilot:
             await until(pilot, lambda: app.shown is not None)
             await pilot.press("x")
-            await until(pilot, lambda: isinstance(app.screen, CompileIndexScreen))
+            await until(pilot, lambda: shown(app, CompileIndexScreen))
             tree = app.screen.query_one("#compile-index")
             await pilot.pause()
             target = next(n for n in tree._tree_nodes.values()

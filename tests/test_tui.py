@@ -12,7 +12,7 @@ pytest.importorskip("textual")
 
 from kernels import SCRIPTS  # noqa: E402
 from rich.console import Console  # noqa: E402
-from tui_helpers import build_run, remove_blob, synchronous, until  # noqa: E402
+from tui_helpers import build_run, remove_blob, shown, synchronous, until  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -157,7 +157,7 @@ async def test_python_source_opens_at_the_kernel_line(run_path):
                                  if "tt.load" in line)
         app.viewer.focus()
         await pilot.press("p")  # the source view: the kernel's lines, each with its kernel
-        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        await until(pilot, lambda: shown(app, SourceViewScreen))
         source_viewer = app.screen.query_one("#source-view")
         assert "tl.load(in_ptr" in source_viewer.current_line
         assert "1 kernel" in source_viewer.current_line
@@ -173,7 +173,7 @@ async def test_compare_two_kernels_shows_histogram_difference(run_path):
         await pilot.press("m")
         right = await open_stage(app, pilot, "add_kernel", "ptx")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await until(pilot, lambda: shown(app, CompareScreen))
         screen = app.screen
         assert [s[0].id for s in screen.sides] == [left.id, right.id]
         viewers = [screen.query_one(f"#compare-{i}") for i in (0, 1)]

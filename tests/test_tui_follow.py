@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tui_helpers import (build_run, copy_sample, synchronous, until,  # noqa: E402
+from tui_helpers import (build_run, copy_sample, shown, synchronous, until,  # noqa: E402
                          writable_sample)
 
 from irscope.store import Run  # noqa: E402
@@ -155,7 +155,7 @@ async def test_python_source_key_reads_the_run_not_the_disk(torch_run):
         await open_stage(app, pilot, "triton_poi_fused_gelu_0", "ttir")
         app.viewer.cursor = line_of(app, "tt.load")
         await pilot.press("p")
-        await until(pilot, lambda: isinstance(app.screen, SourceScreen))
+        await until(pilot, lambda: shown(app, SourceScreen))
         viewer = app.screen.query_one("#source-viewer")
         assert "tl.load(in_out_ptr0" in viewer.current_line
         assert app.screen.path.endswith("(from the run)")
@@ -205,7 +205,7 @@ async def test_compare_is_a_line_aligned_diff_with_linked_cursors(triton_run):
         await pilot.press("m")
         await open_stage(app, pilot, "add_kernel", "ttgir")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await until(pilot, lambda: shown(app, CompareScreen))
         screen = app.screen
         left, right = screen.viewer(0), screen.viewer(1)
         assert len(left.lines) == len(right.lines) == len(screen.rows)
@@ -251,7 +251,7 @@ async def test_compare_with_another_run_diffs_the_same_stage(triton_run, tmp_pat
     async with app.run_test(size=SIZE) as pilot:
         stage = await open_stage(app, pilot, "add_kernel", "ptx")
         await pilot.press("c")
-        await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+        await until(pilot, lambda: shown(app, CompareScreen))
         sides = app.screen.sides
         assert sides[0][0].id == stage.id and sides[1][0].kind == "ptx"
         assert sides[1][1].startswith("other: add_kernel")
@@ -279,7 +279,7 @@ async def test_compare_ignores_where_each_run_compiled_unless_exact(tmp_path):
             for kind in ("ttir", "ptx"):
                 await open_stage(app, pilot, "softmax_kernel", kind)
                 await pilot.press("c")
-                await until(pilot, lambda: isinstance(app.screen, CompareScreen))
+                await until(pilot, lambda: shown(app, CompareScreen))
                 changed = [r for r in app.screen.rows if r.tag != "same"]
                 assert bool(changed) == exact, (kind, exact)
                 if not exact:
@@ -360,7 +360,7 @@ async def test_side_by_side_links_the_cursor_by_source(triton_run):
         await open_stage(app, pilot, "softmax_kernel", "ttir")
         app.viewer.cursor = line_of(app, "tt.load")
         await pilot.press("v")
-        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        await until(pilot, lambda: shown(app, SideBySideScreen))
         screen = app.screen
         assert [p.title for p in screen.panes] == ["TTIR", "TTGIR", "LLVM IR"]
         assert "tt.load" in screen.viewer(0).current_line

@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("textual")
 
-from tui_helpers import copy_sample, synchronous, until  # noqa: E402
+from tui_helpers import copy_sample, shown, synchronous, until  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
 from irscope.tui.app import IrscopeApp  # noqa: E402
@@ -43,7 +43,7 @@ async def test_one_node_in_forward_and_backward_opens_a_picker(gpt2):
         joint = await open_at(app, pilot, "aot_joint_graph", "mul_8: ")
         line = app.viewer.cursor
         await pilot.press("right_square_bracket")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await until(pilot, lambda: shown(app, PickerScreen))
         assert [label.split(" · ")[-1] for label in app.screen.labels] == [
             "AOT forward", "AOT backward"]
         await pilot.press("down", "enter")  # the backward
@@ -63,13 +63,13 @@ async def test_source_view_lists_a_lines_kernels_and_opens_one(gpt2):
     async with app.run_test(size=SIZE) as pilot:
         await open_at(app, pilot, "dynamo_output_graph", "mul: ")
         await pilot.press("left_square_bracket")
-        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        await until(pilot, lambda: shown(app, SourceViewScreen))
         screen = app.screen
         viewer = screen.query_one("#source-view")
         assert viewer.cursor == 65 and 65 in viewer.marks
         assert "2 fwd · 6 bwd" in viewer.current_line
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await until(pilot, lambda: shown(app, PickerScreen))
         labels = app.screen.labels
         assert len(labels) == 8 and labels[0].startswith("forward") and GELU in labels[0]
         assert sum(label.startswith("backward") for label in labels) == 6
@@ -85,7 +85,7 @@ async def test_files_key_lists_the_files_the_records_name(gpt2):
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.shown is not None)
         await pilot.press("S")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await until(pilot, lambda: shown(app, PickerScreen))
         files = app.screen.labels
         assert any(f.endswith("transformers/models/gpt2/modeling_gpt2.py") for f in files)
         await pilot.press("escape")
@@ -107,12 +107,9 @@ async def test_the_source_view_marks_the_lines_where_lists(gpt2, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: app.shown is not None)
         await pilot.press("S")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen))
+        await until(pilot, lambda: shown(app, PickerScreen))
         app.screen.dismiss(app.screen.labels.index(found["path"]))
-        # the view is mounted (and its lines marked) after the screen is pushed
-        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen)
-                    and app.screen.query("#source-view")
-                    and app.screen.query_one("#source-view").marks)
+        await until(pilot, lambda: shown(app, SourceViewScreen))
         viewer = app.screen.query_one("#source-view")
         marked = {n + 1 for n in viewer.marks}
         callees = {n for n in marked if viewer.lines[n - 1].endswith("(with callees)")}

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("textual")
 
 from screen_text import screen_text  # noqa: E402
-from tui_helpers import copy_sample, synchronous, until  # noqa: E402
+from tui_helpers import copy_sample, shown, synchronous, until  # noqa: E402
 
 from irscope.browse.locations import SASS_INSTRUCTION_RE  # noqa: E402
 from irscope.store import Run  # noqa: E402
@@ -37,7 +37,7 @@ async def open_stage(app, pilot, unit: str, kind: str):
 
 async def search(app, pilot, text: str) -> None:
     await pilot.press("slash")
-    await until(pilot, lambda: isinstance(app.screen, PromptScreen))
+    await until(pilot, lambda: shown(app, PromptScreen))
     prompt = app.screen.query_one("#prompt-input")
     prompt.value = text
     await pilot.press("enter")
@@ -114,7 +114,7 @@ async def test_p_opens_the_users_line_in_view_and_enter_or_bracket_lists_its_ker
         number = int(app.viewer.lines[line].split("modeling_gpt2.py:")[1].split()[0])
         app.viewer.cursor = line
         await pilot.press("p")
-        await until(pilot, lambda: isinstance(app.screen, SourceViewScreen))
+        await until(pilot, lambda: shown(app, SourceViewScreen))
         await pilot.pause()
         viewer = app.screen.query_one("#source-view")
         assert viewer.cursor == number - 1
@@ -123,7 +123,7 @@ async def test_p_opens_the_users_line_in_view_and_enter_or_bracket_lists_its_ker
         while viewer.cursor + 1 not in app.screen.view.rows:
             viewer.cursor += 1
         await pilot.press("right_square_bracket")
-        await until(pilot, lambda: isinstance(app.screen, PickerScreen)
+        await until(pilot, lambda: shown(app, PickerScreen)
                     or not isinstance(app.screen, SourceViewScreen))
 
 
@@ -139,7 +139,7 @@ async def test_side_by_side_fits_the_width_and_links_ptx_and_sass(gpt2):
         app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
                                  if "ld.global" in line)
         await pilot.press("v")
-        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen))
+        await until(pilot, lambda: shown(app, SideBySideScreen))
         screen = app.screen
         assert [p.title for p in screen.panes] == ["PTX", "SASS"]
         assert "ld.global" in screen.viewer(0).current_line
@@ -147,14 +147,14 @@ async def test_side_by_side_fits_the_width_and_links_ptx_and_sass(gpt2):
         assert sass.marks and sass.cursor == min(sass.marks)
         assert any("LDG" in sass.lines[n] for n in sass.marks), "the load's own instruction"
         await pilot.press("s")
-        await until(pilot, lambda: isinstance(app.screen, StagesPicker))
+        await until(pilot, lambda: shown(app, StagesPicker))
         picker = app.screen.query_one("#pick")
         picker.deselect_all()
         for index, title in enumerate(app.screen.titles):
             if title in ("TTGIR", "PTX", "SASS"):
                 picker.select(index)
         await pilot.press("enter")
-        await until(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+        await until(pilot, lambda: shown(app, SideBySideScreen)
                     and len(app.screen.panes) == 3)
         assert [p.title for p in app.screen.panes] == ["TTGIR", "PTX", "SASS"]
         assert "ld.global" in app.screen.viewer(1).current_line  # the cursor kept

@@ -97,6 +97,12 @@ async def until(pilot, condition, timeout: float = 60.0) -> None:
     raise AssertionError("condition never held")
 
 
+def shown(app, screen_type) -> bool:
+    """Whether a ``screen_type`` screen is on top with its widgets mounted: a pushed screen is
+    on top before it has composed them and run its on_mount, which a loaded machine shows."""
+    return isinstance(app.screen, screen_type) and app.screen.is_mounted
+
+
 def synchronous(test):
     """Run an async pilot test with asyncio.run (no asyncio plugin is needed)."""
     @functools.wraps(test)
