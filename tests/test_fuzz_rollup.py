@@ -103,6 +103,14 @@ def test_second_report_reads_the_kept_records(tmp_path, base):
     found = [] if _kept(run) == 1 else [f"{_kept(run)} roll-ups kept after a report, not 1"]
     if _report(run) != first:
         found.append("the second report differs from the first")
+    db = sqlite3.connect(f"file:{run / 'index.sqlite'}?mode=ro", uri=True)
+    try:
+        kept = {key.split(":")[0] for (key,) in db.execute("SELECT key FROM rollups")}
+    finally:
+        db.close()
+    derived = {"kernel origins", "unchosen", "stage kind counts"}  # irscope.read.kept
+    if not derived <= kept:
+        found.append(f"derived figures not kept: {sorted(derived - kept)}")
     check("rollup/kept", found)
 
 

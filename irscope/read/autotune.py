@@ -19,6 +19,7 @@ from typing import Any
 
 from irscope.analysis.figures import unit_figures
 from irscope.analysis.ranks import split_rank
+from irscope.read.kept import kept_json
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
@@ -124,7 +125,9 @@ def unchosen_candidates(run: RunView | Run) -> frozenset[int]:
     but the one the autotuner's own record or the measured launches show it chose. Kernels
     whose choice the run does not record keep every compile."""
     view = RunView.of(run)
-    return view.derived("unchosen", lambda: _unchosen(view))
+    return view.derived("unchosen", lambda: frozenset(kept_json(
+        view, "unchosen", lambda: sorted(_unchosen(view)),
+        lambda ids: isinstance(ids, list) and all(type(i) is int for i in ids))))
 
 
 def _unchosen(view: RunView) -> frozenset[int]:

@@ -20,11 +20,13 @@ from typing import Any
 from irscope.analysis.figures import RunFigures
 from irscope.read.autotune import unchosen_candidates
 from irscope.read.figures import kernel_name, read_run_figures
+from irscope.read.kept import int_keyed, kept_json
 from irscope.read.view import RunView
 from irscope.store import Run, Unit
 
 KERNEL_FRAMEWORKS = ("triton", "cpp", "nvfuser")  # the frameworks whose units are kernels
 LAUNCHED, CANDIDATE, NO_GRAPH = "graph", "candidate", "no graph"
+ORIGINS = frozenset({LAUNCHED, CANDIDATE, NO_GRAPH})
 NAMED = 3  # kernels named in the "linked to no graph" part; the others counted
 COUNTS = ("launched", "launched_kernels", "undecided", "candidates")  # KernelOrigins' counts
 
@@ -95,7 +97,9 @@ class GeneratedKernels:
 def kernel_origins(run: RunView | Run) -> dict[int, str]:
     """Kernel unit id -> LAUNCHED, CANDIDATE or NO_GRAPH (see the module docstring)."""
     view = RunView.of(run)
-    return view.derived("kernel origins", lambda: _origins(view))
+    return view.derived("kernel origins", lambda: {int(unit): origin for unit, origin in kept_json(
+        view, "kernel origins", lambda: {str(unit): o for unit, o in _origins(view).items()},
+        lambda kept: int_keyed(kept, ORIGINS.__contains__)).items()})
 
 
 def _origins(view: RunView) -> dict[int, str]:

@@ -130,8 +130,19 @@ class RunView:
         return self.derived(f"stage_counts:{kind}", lambda: self.run.stage_counts(kind))
 
     def stage_kind_counts(self) -> dict[int, dict[str, int]]:
-        """Unit id -> kind -> its stages of that kind, counted without reading them."""
-        return self.derived("stage_kind_counts", self.run.stage_kind_counts)
+        """Unit id -> kind -> its stages of that kind, counted without reading them (kept in
+        the run: a count over 12,000 units' stages takes longer than reading it back)."""
+        from irscope.read.kept import int_keyed, kept_json
+
+        def counted() -> dict[str, dict[str, int]]:
+            return {str(unit): kinds for unit, kinds in self.run.stage_kind_counts().items()}
+
+        def valid(kinds: Any) -> bool:
+            return isinstance(kinds, dict) and all(type(n) is int for n in kinds.values())
+
+        return self.derived("stage_kind_counts", lambda: {
+            int(unit): kinds for unit, kinds in kept_json(
+                self, "stage kind counts", counted, lambda kept: int_keyed(kept, valid)).items()})
 
     def stages_of_units(self, unit_ids: Iterable[int], kinds: Iterable[str]) -> list[Stage]:
         """The stages of ``kinds`` of a few units, in the store's order: read apart from the

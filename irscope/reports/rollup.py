@@ -13,23 +13,19 @@ fail are computed again.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from collections.abc import Callable, Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from irscope.analysis.passes import PassRow
 from irscope.reports.records import StageRecord, UnitRecord
+from irscope.read.kept import code_digest, kept_json
 from irscope.read.view import RunView
 
 KIND = "report"
 _NUMBER = (int, float)
 _NUMBERS, _TEXT = frozenset(_NUMBER), frozenset({str})
-# The modules whose code decides what a report's records hold, by package folder.
-_FIGURE_CODE = ("analysis", "parsers", "read", "reports")
-_FIGURE_MODULES = ("store.py",)
 # Fields holding records of another class, by name: kept as rows of that class's fields.
 _ROWS = {"passes": PassRow}
 
@@ -56,42 +52,13 @@ def kept_or_built(run: RunView, filters: tuple, build: Callable[[], Records]) ->
 def kept_rows(run: RunView, name: str, build: Callable[[], list[dict]]) -> list[dict]:
     """Rows of plain JSON objects (numbers and strings) kept in the run under ``name`` like
     the records: read back when nothing changed, else ``build()``'s, then kept."""
-    key = f"{name}:{_code_digest()}"
-    generation = run.generation()
-    data = run.rollup(key, generation)
-    if data is not None:
-        try:
-            rows = json.loads(data)
-        except (ValueError, RecursionError):  # damaged or crafted: built again
-            rows = None
-        if isinstance(rows, list) and all(isinstance(r, dict) and all(
-                isinstance(v, (str, *_NUMBER)) for v in r.values()) for r in rows):
-            return rows
-    rows = build()
-    run.keep_rollup(key, generation, json.dumps(rows, separators=(",", ":")).encode())
-    return rows
+    return kept_json(run, name, build, lambda rows: isinstance(rows, list) and all(
+        isinstance(r, dict) and all(isinstance(v, (str, *_NUMBER)) for v in r.values())
+        for r in rows))
 
 
 def _key(filters: tuple) -> str:
-    return f"{KIND}:{_code_digest()}:{json.dumps(filters, default=str)}"
-
-
-@lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """A digest of the code that computes report figures and of the record classes' fields."""
-    root = Path(__file__).resolve().parents[1]
-    files = sorted(p for folder in _FIGURE_CODE for p in (root / folder).glob("*.py"))
-    files += [root / name for name in _FIGURE_MODULES]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0")
-        try:
-            digest.update(path.read_bytes())
-        except OSError:
-            digest.update(b"unreadable")
-    for cls in (UnitRecord, StageRecord):
-        digest.update(repr([(f.name, f.type) for f in dataclasses.fields(cls)]).encode())
-    return digest.hexdigest()[:16]
+    return f"{KIND}:{code_digest(UnitRecord, StageRecord)}:{json.dumps(filters, default=str)}"
 
 
 # -- records as JSON, checked both ways against the record classes' annotations -------------

@@ -19,7 +19,8 @@ RUN_JSON, INDEX, BLOBS = "run.json", "index.sqlite", "blobs"
 DEFAULT_ROOT = Path(".irscope") / "runs"
 WRITE_WAIT_S = 900  # how long a writer waits for another process's ingest to finish
 READ_WAIT_MS = 60_000  # statements outside a transaction wait this long for a lock
-ROLLUPS_KEPT = 4  # roll-ups kept per run (reports of other filters, of another irscope)
+ROLLUPS_KEPT = 16  # roll-ups kept per run: a report's records and what readers derive beside
+# them (kept.py), for a few filters or irscope versions
 CACHE_WAIT_MS = 200  # caching parsed figures is optional: never stall a reader for it
 # Stages larger than this are parsed again rather than cached: their cached result reads back
 # no faster than the text parses (a 38 MB, 100,000-kernel PTX: 6.7 s either way) and writing
