@@ -21,7 +21,8 @@ TOTALS = ("instructions", "kernels", "functions", "shared_bytes", "local_bytes",
           "virtual_registers", "blocks", "loops", *ESTIMATE_KEYS)
 __all__ = ["PtxModule", "PtxKernel", "PtxParam", "PtxDecl", "PtxBlock", "PtxLoop",
            "CollapsedLine", "LineCursor", "ModuleReader", "parse", "sniff", "summarize_ptx",
-           "collapse", "expand", "cfg", "split_opcode", "kernel_text", "locations", "PtxLexer"]
+           "collapse", "expand", "cfg", "split_opcode", "kernel_text", "locations",
+           "program_strides", "PtxLexer"]
 
 # ".version 8.4" / ".target sm_90a, debug" / ".address_size 64"
 HEADER_RE = re.compile(r"^[ \t]*\.(version|target|address_size)[ \t]+([^\n/]*)", re.M)
@@ -40,6 +41,12 @@ DIRECTIVE_FUNC_RE = re.compile(r"(?<![\w.])\.(?:entry|func)\s")
 # The call stack Triton 3.6 writes after a `.loc` only as a comment, innermost frame first:
 # "// standard.py:170:27 @[ standard.py:191:40 @[ triton_kernels.py:24:19 ] ]"
 LOC_STACK_RE = re.compile(r"//\s*[^\s@]+:\d+(?::\d+)?\s+@\[")
+# "mov.u32 \t%r3, %ctaid.x;": the program's index on a grid axis
+PROGRAM_ID_RE = re.compile(r"^\s*mov\.u32\s+(%\w+),\s*%ctaid\.([xyz]);")
+# "cvt.u64.u32 \t%rd1, %r3;": a register widened
+WIDEN_RE = re.compile(r"^\s*cvt\.[su]64\.[su]32\s+(%\w+),\s*(%\w+);")
+# "shl.b32 \t%r4, %r3, 8;" / "mul.lo.s32 \t%r4, %r3, 96;": a register scaled by a constant
+SCALED_RE = re.compile(r"^\s*(shl\.b|mul\.(?:lo|wide)\.[su])(?:32|64)\s+%\w+,\s*(%\w+),\s*(\d+);")
 # A control character no text file holds (tab, line feed, form feed, CR are text)
 BINARY_RE = re.compile(r"[\x00-\x08\x0b\x0e-\x1f]")
 # One frame of such a comment: "standard.py:170:27" -> ("standard.py", "170")
@@ -280,6 +287,37 @@ def locations(text: str) -> dict[int, str]:
                 (".", "//", "$")):
             found[number] = current
     return found
+
+
+def program_strides(text: str) -> dict[str, int]:
+    """Grid axis -> how many elements each program on it moves on, where the PTX says so:
+    the constant the program's index (``%ctaid.x``) is multiplied by on the source line that
+    reads it (Inductor's ``xoffset = tl.program_id(0) * XBLOCK`` is ``mov.u32 %r3,
+    %ctaid.x`` then ``shl.b32 %r4, %r3, 8`` under that line's ``.loc``: XBLOCK 256); an index
+    that line does not multiply moves on 1 (the product folded away). An axis read without
+    line info, or scaled by two constants there, is missing."""
+    where: tuple[str, str] | None = None  # the .loc in effect: (file, line)
+    reads: dict[str, tuple[str, tuple[str, str] | None]] = {}  # register -> (axis, its line)
+    scales: dict[tuple[str, tuple[str, str] | None], set[int]] = {}
+    for line in text.splitlines():
+        if (m := LOC_RE.match(line)) is not None:
+            where = (m.group(1), m.group(2))
+        elif (m := PROGRAM_ID_RE.match(line)) is not None:
+            reads[m.group(1)] = (m.group(2), where)
+            scales.setdefault((m.group(2), where), set())
+        elif (m := WIDEN_RE.match(line)) is not None and m.group(2) in reads:
+            reads[m.group(1)] = reads[m.group(2)]
+        elif (m := SCALED_RE.match(line)) is not None and m.group(2) in reads and \
+                reads[m.group(2)][1] == where:
+            factor = int(m.group(3))
+            if m.group(1) == "shl.b":
+                factor = 1 << factor if factor < 64 else 0  # 0: no block
+            scales[reads[m.group(2)]].add(factor)
+    found: dict[str, set[int]] = {}
+    for (axis, read_at), factors in scales.items():
+        # without line info, the block's product cannot be told from any other
+        found.setdefault(axis, set()).update((factors or {1}) if read_at else {0, 1})
+    return {axis: factors.pop() for axis, factors in found.items() if len(factors) == 1}
 
 
 def _comment_callers(comment: str, by_base: dict[str, str]) -> tuple[str, ...]:

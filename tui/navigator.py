@@ -127,11 +127,8 @@ class StageTree(Tree):
         if self._hidden.get(group.framework):
             label.append(f"  +{self._hidden[group.framework]} hidden", style="dim")
         counts = self.kernel_counts.get(group.framework)
-        if counts is not None and counts.launched and (counts.candidates or counts.no_graph):
-            parts = [f"{counts.launched} by graphs"]
-            parts += [f"{counts.candidates} not chosen"] if counts.candidates else []
-            parts += [f"{len(counts.no_graph)} no graph"] if counts.no_graph else []
-            label.append("  " + " · ".join(parts), style="dim")
+        if counts is not None and counts.brief():
+            label.append("  " + counts.brief(), style="dim")
         return label
 
     def origin_tag(self, unit_id: int) -> str:

@@ -71,9 +71,10 @@ class KernelTime:
     module unit), nvfuser, or unjoined (``how`` says what launched it). ``unit_id`` is the unit
     it is joined to (for an extern, its graph); ``graph_id`` the graph that launched it.
     ``candidates``: how many compiled configurations the launch could be (more than one when
-    its resources do not tell them apart: it is then joined to the autotuner's pick, or the
-    first). ``work`` is per launch. ``op``: an extern's or unjoined launch's op as every front
-    end names it (``aten.mm``, irscope.analysis.op_names); an XLA kernel's fusion.
+    neither its resources, the autotuner's pick nor its grid tell them apart: it is then
+    joined to the first, which says nothing of autotuning's choice). ``work`` is per launch.
+    ``op``: an extern's or unjoined launch's op as every front end names it (``aten.mm``,
+    irscope.analysis.op_names); an XLA kernel's fusion.
     """
 
     name: str

@@ -11,12 +11,12 @@ worked out from the launch's element counts and the configuration's block sizes.
 from __future__ import annotations
 
 import ast
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from irscope.analysis.grids import block_grid, block_sizes, element_counts, launch_grid, run_args
 from irscope.browse.launches import output_code_kernels
 from irscope.read.view import RunView
 from irscope.store import Unit
@@ -30,12 +30,9 @@ CHECKED_RE = re.compile(r"assert_size_stride\((\w+), \(([^)]*)\), \(([^)]*)\)")
 VIEW_RE = re.compile(r"^\s*(\w+) = reinterpret_tensor\((\w+), \(([^)]*)\), \(([^)]*)\)")
 # "triton_meta={'signature': {'in_ptr0': '*fp32', 'xnumel': 'i32', 'XBLOCK': 'constexpr'}, "
 SIGNATURE_RE = re.compile(r"'signature': (\{[^{}]*\})")
-# "    inductor_meta={'grid_type': 'Grid1D', ..."
-GRID_TYPE_RE = re.compile(r"'grid_type': '(\w+)'")
 DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64",
           "int64": "i64", "int32": "i32", "int8": "i8", "uint8": "u8", "bool": "b8",
           "float8_e4m3fn": "f8e4m3", "float8_e5m2": "f8e5m2"}
-NUMELS = (("xnumel", "XBLOCK"), ("ynumel", "YBLOCK"), ("znumel", "ZBLOCK"))
 
 
 @dataclass(frozen=True)
@@ -63,18 +60,6 @@ def buffers(lines: list[str]) -> dict[str, Buffer]:
             base = found.get(m[2])
             found[m[1]] = Buffer(m[3], m[4], base.dtype if base else None)
     return found
-
-
-def launch_args(line: str, name: str) -> list[str]:
-    """The positional arguments of ``name.run(...)`` on ``line``."""
-    start = line.find(f"{name}.run(")
-    if start < 0:
-        return []
-    try:
-        call = ast.parse(line[start:].strip()).body[0].value
-    except (SyntaxError, IndexError, AttributeError):
-        return []
-    return [ast.unparse(arg) for arg in getattr(call, "args", ())]
 
 
 def kernel_signature(lines: list[str], first: int, end: int) -> dict[str, str]:
@@ -121,7 +106,7 @@ def launch_facts(view: RunView, unit: Unit, relations, units: Mapping[int, Unit]
         signature = {k: v for k, v in kernel_signature(lines, kernel.first, kernel.end).items()
                      if v != "constexpr"}
         known = buffers(lines)
-        args = launch_args(lines[kernel.runs[0]], kernel.name)
+        args = run_args(lines[kernel.runs[0]], kernel.name)
         for param, arg in zip(signature or [f"arg{i}" for i in range(len(args))], args):
             buffer = known.get(arg)
             rows.append((f"  {param}", f"{arg} {buffer.text()}" if buffer else arg))
@@ -134,20 +119,10 @@ def launch_facts(view: RunView, unit: Unit, relations, units: Mapping[int, Unit]
 def worked_out_grid(args: Mapping[str, str], unit: Unit, definition: str) -> str | None:
     """The grid from the launch's element counts over the configuration's block sizes
     (Inductor's Grid1D/2D/3D kernels), where both are known."""
-    grid_type = GRID_TYPE_RE.search(definition)
+    counts = element_counts(args) if block_grid(definition) else None
     constexprs = unit.attrs.get("constexprs") if isinstance(unit.attrs, Mapping) else None
-    if not grid_type or not grid_type[1].startswith("Grid") or not isinstance(constexprs,
-                                                                            Mapping):
-        return None
-    dims = []
-    for numel, block in NUMELS:
-        if numel in args and args[numel].isdigit():
-            size = constexprs.get(block)
-            if not isinstance(size, int) or size <= 0:
-                return None
-            dims.append(math.ceil(int(args[numel]) / size))
-    return f"({', '.join(map(str, dims + [1] * (3 - len(dims))))}) from the element counts" \
-        if dims else None
+    grid = launch_grid(counts, block_sizes(constexprs)) if counts else None
+    return f"{grid} from the element counts" if grid else None
 
 
 def measured_rows(time: Any, unit: Unit, grid: str | None) -> list[tuple[str, str]]:

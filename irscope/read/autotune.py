@@ -122,8 +122,9 @@ def unchosen_candidates(run: RunView | Run) -> frozenset[int]:
     """The Triton units that are configurations autotuning compiled and did not choose: the
     run's figures leave out (read.figures.autotune_lost: Inductor's best config, those that
     cannot launch) and, of a kernel compiled several times from one module, every compile
-    but the one the autotuner's own record or the measured launches show it chose. Kernels
-    whose choice the run does not record keep every compile."""
+    but the one the autotuner's own record or the measured launches show it chose (their
+    resources, else their grid: ``irscope.read.timing``; a launch that several alike compiles
+    fit shows nothing). Kernels whose choice the run does not record keep every compile."""
     view = RunView.of(run)
     return view.derived("unchosen", lambda: frozenset(kept_json(
         view, "unchosen", lambda: sorted(_unchosen(view)),
@@ -138,7 +139,9 @@ def _unchosen(view: RunView) -> frozenset[int]:
     for unit in view.units("triton"):
         groups.setdefault(compiles_key(unit), []).append(unit)
     tuned, time = autotune_times(view), read_time(view)
-    launched = set(time.units) if time is not None else set()
+    # a launch joined to the first of several alike compiles shows no choice
+    launched = {k.unit_id for k in time.kernels if k.unit_id is not None and k.candidates == 1
+                } if time is not None else set()
     out: set[int] = set(autotune_lost(view))
     for units in groups.values():
         if len(units) < 2:

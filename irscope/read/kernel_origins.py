@@ -67,6 +67,18 @@ class KernelOrigins:
             parts.append(f"{len(self.no_graph)} linked to no graph: {names}{more}")
         return "; ".join(parts) if len(parts) > 1 or self.undecided else ""
 
+    def brief(self) -> str:
+        """What ``text`` says in a few words, for the TUI's tree (``14 by graphs · 22 not
+        chosen · 2 no graph``, ``11 by graphs · choice not recorded for 5``); "" where it
+        says nothing."""
+        if not self.launched or not (self.undecided or self.candidates or self.no_graph):
+            return ""
+        parts = [f"{self.launched} by graphs"]
+        parts += [f"choice not recorded for {self.undecided}"] if self.undecided else []
+        parts += [f"{self.candidates} not chosen"] if self.candidates else []
+        parts += [f"{len(self.no_graph)} no graph"] if self.no_graph else []
+        return " · ".join(parts)
+
     def to_json(self) -> dict[str, Any]:
         return {**asdict(self), "no_graph": list(self.no_graph), "units": self.units}
 

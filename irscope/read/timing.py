@@ -8,7 +8,8 @@ launch signatures and each is joined by identity, never by a name alone:
   artifact holding that key, with the same compile id), the launch's place in that graph
   call names the very line of ``call()`` (its ``launch_sequence``); a Triton kernel then joins
   the Triton unit the graph is linked to under that kernel name, the compiled configuration
-  told apart by the launch's block, registers and shared memory; an extern kernel (a cuBLAS
+  told apart by the launch's block, registers and shared memory, else by the autotuner's
+  record, else by the launch's grid (``analysis/grids.py``); an extern kernel (a cuBLAS
   GEMM, attention, an aten op, a collective) stays under its graph and line;
 - a Triton kernel launched outside a graph (a user's kernel) by its name and resources;
 - an XLA launch by its module (the jax unit of that name, the XLA program id where the unit
@@ -25,17 +26,20 @@ from __future__ import annotations
 import json
 import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from irscope.analysis.figures import unit_figures
+from irscope.analysis.grids import (block_grid, block_sizes, element_counts, launch_grid,
+                                    passed_arguments)
 from irscope.analysis.launches import Signature, decode_table, held_by, signatures
 from irscope.analysis.op_names import launch_name, profiler_op, recorded_launch
 from irscope.parsers._profile import CpuContext
 from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
 from irscope.ingest.profile import PROBLEMS as TRACE_PROBLEMS
+from irscope.parsers.ptx import program_strides
 from irscope.read.autotune import autotune_times
 from irscope.read.provenance import Hit, kernel_sources, launch_sources, op_sources
 from irscope.read.view import RunView
@@ -262,9 +266,10 @@ class _Joiner:
         self.view = view
         self.memo: dict[tuple, _Target] = {}
         self.thunk_tables: dict[int, tuple[dict[int, str], dict[int, str]]] = {}
+        self.blocks: dict[int, dict[str, int]] = {}
 
     def target(self, sig: Signature, rank: int | None) -> _Target:
-        key = (sig.kind, sig.name, sig.context, sig.block, sig.registers, sig.shared,
+        key = (sig.kind, sig.name, sig.context, sig.grid, sig.block, sig.registers, sig.shared,
                sig.hlo_module, sig.hlo_op, sig.program_id, sig.graph_node, rank)
         found = self.memo.get(key)
         if found is None:
@@ -312,7 +317,8 @@ class _Joiner:
             name = launch.name  # unique kernel names off: every kernel's symbol is `triton_`
         if sig.kind == "kernel" and name in defined:
             kernel = defined[name]
-            line = launch.line if launch is not None and launch.name == name else \
+            here = launch if launch is not None and launch.name == name else None
+            line = here.line if here is not None else \
                 next((l.line for l in code.launch_sequence if l.name == name), None)
             units = graph.triton_units(self.view).get(name, [])
             work = inductor_estimates(kernel.source)
@@ -320,7 +326,8 @@ class _Joiner:
                 return _Target("triton", "graph call -> output code kernel (its Triton compile "
                                          "is not in the run)", graph.unit, line=line,
                                work=work, **base)
-            unit, candidates, how = _pick(units, sig, self.tuned)
+            unit, candidates, how = _pick(units, sig, self.tuned, lambda alike: self._by_grid(
+                alike, sig, graph, kernel, here))
             return _Target("triton", "graph call -> output code kernel -> Triton unit" + how,
                            unit, line=line, work=work, candidates=candidates,
                            nodes=line_nodes.get(line, ()), **base)
@@ -333,6 +340,40 @@ class _Joiner:
         return _Target("extern", "graph call -> call() line", graph.unit, line=launch.line,
                        work=work if sig.kind == "kernel" else None,
                        nodes=line_nodes.get(launch.line, ()), **op, **base)
+
+    def _by_grid(self, units: list[Unit], sig: Signature, graph: _Graph, kernel,
+                 launch) -> list[Unit]:
+        """Those of ``units`` (one kernel's compiles, alike in their resources) whose grid over
+        the element counts the output code passes (at the launch's line, else at each line
+        launching the kernel) is the grid the launch recorded; none where any compile's grid
+        cannot be worked out."""
+        if sig.grid is None or not block_grid(kernel.source):
+            return []
+        lines = graph.lines(self.view)
+        runs = [launch] if launch is not None else [
+            l for l in graph.code.launch_sequence if l.name == kernel.name]
+        counts = [element_counts(passed_arguments(kernel.source, lines[run.line - 1],
+                                                  kernel.name))
+                  for run in runs if 0 < run.line <= len(lines)]
+        if not counts or None in counts:
+            return []
+        found = []
+        for unit in units:
+            grids = {launch_grid(c, self.block_sizes(unit)) for c in counts}
+            if None in grids:
+                return []
+            if tuple(sig.grid) in grids:
+                found.append(unit)
+        return found
+
+    def block_sizes(self, unit: Unit) -> dict[str, int]:
+        """A Triton compile's block size on each grid axis: its constexprs', else what its
+        PTX shows each program moves on."""
+        if unit.id not in self.blocks:
+            ptx = [s for s in self.view.stages(unit.id) if s.kind == "ptx"]
+            strides = program_strides(self.view.read_text(ptx[0])) if ptx else {}
+            self.blocks[unit.id] = block_sizes(unit.attrs.get("constexprs"), strides)
+        return self.blocks[unit.id]
 
     # -- outside any graph ---------------------------------------------------------------
     @cached_property
@@ -424,6 +465,7 @@ class _Graph:
     code: object  # parsers.inductor.OutputCode
     kernels: dict[str, list[Unit]] | None = field(default=None, repr=False)
     work: dict[int, Work] | None = field(default=None, repr=False)
+    text: list[str] | None = field(default=None, repr=False)
 
     @property
     def role(self) -> str | None:
@@ -442,6 +484,11 @@ class _Graph:
                 if unit.framework == "triton" and code in (None, self.stage.name):
                     self.kernels[HASH_SUFFIX.sub("", unit.name)].append(unit)
         return self.kernels
+
+    def lines(self, view: RunView) -> list[str]:
+        if self.text is None:
+            self.text = view.read_text(self.stage).splitlines()
+        return self.text
 
     def extern_work(self, view: RunView) -> dict[int, Work]:
         if self.work is None:
@@ -509,11 +556,15 @@ def _compiles_as(kernel, symbol: str) -> bool:
         re.search(rf"^def {re.escape(symbol)}\(", kernel.source, re.MULTILINE) is not None
 
 
-def _pick(units: list[Unit], sig: Signature, tuned: Mapping) -> tuple[Unit, int, str]:
+def _pick(units: list[Unit], sig: Signature, tuned: Mapping,
+          by_grid: Callable[[list[Unit]], list[Unit]] | None = None) -> tuple[Unit, int, str]:
     """The compiled configuration among ``units`` (one kernel's) that the launch ran: the one
     whose block (num_warps x 32 threads), registers and shared memory are the launch's, else
     among those the one the autotuner chose (once it has chosen, the kernel launches that
-    configuration alone), else the first. Returns it, how many remain alike, and how."""
+    configuration alone), else the one whose grid the launch's is (``by_grid``: those of
+    them), else the first, a guess the count of those alike says is one (no record of the
+    choice: ``irscope.read.autotune.unchosen_candidates``). Returns it, how many remain alike,
+    and how."""
     fitting = [u for u in units if _fits(u, sig)] or units
     if len(fitting) == 1:
         return fitting[0], 1, ""
@@ -521,6 +572,10 @@ def _pick(units: list[Unit], sig: Signature, tuned: Mapping) -> tuple[Unit, int,
             if u.attrs.get("autotune_best") or (u.id in tuned and tuned[u.id].best)]
     if len(best) == 1:
         return best[0], 1, f" (of {len(fitting)} alike, the autotuner's choice)"
+    gridded = by_grid(fitting) if by_grid is not None else []
+    if len(gridded) == 1:
+        return gridded[0], 1, f" (of {len(fitting)} alike, the one whose block sizes give " \
+                              "the launch's grid)"
     return fitting[0], len(fitting), f" ({len(fitting)} configurations alike: the first taken)"
 
 
