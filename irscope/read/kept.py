@@ -21,27 +21,38 @@ _FIGURE_CODE = ("analysis", "parsers", "read", "reports")
 _FIGURE_MODULES = ("store.py",)
 
 
-def kept_json(run: RunView, name: str, build: Callable[[], Any],
-              valid: Callable[[Any], bool]) -> Any:
-    """``build()``'s plain JSON value for ``run``, kept in the run under ``name``: read back
-    when the run has not changed since and ``valid`` accepts it, else built and kept (when the
-    run can be written)."""
-    key = f"{name}:{code_digest()}"
+def kept(run: RunView, key: str, build: Callable[[], Any], encode: Callable[[Any], bytes | None],
+         decode: Callable[[bytes | None], Any]) -> Any:
+    """What ``build()`` derives from ``run``, kept in the run under ``key``: ``decode`` reads
+    it back (None: nothing kept, damaged or crafted) while the run is unchanged, else it is
+    built and kept as ``encode`` writes it (when the run can be written and it encodes)."""
     generation = run.generation()
-    data = run.rollup(key, generation)
-    if data is not None:
-        try:
-            value = json.loads(data)
-        except (ValueError, RecursionError):  # damaged or crafted: built again
-            value = None
-        if value is not None and valid(value):
-            return value
+    found = decode(run.rollup(key, generation))
+    if found is not None:
+        return found
     value = build()
-    run.keep_rollup(key, generation, json.dumps(value, separators=(",", ":")).encode())
+    data = encode(value)
+    if data is not None:
+        run.keep_rollup(key, generation, data)
     return value
 
 
-@lru_cache(maxsize=1)
+def kept_json(run: RunView, name: str, build: Callable[[], Any],
+              valid: Callable[[Any], bool]) -> Any:
+    """``build()``'s plain JSON value for ``run``, kept under ``name`` (``kept``): read back
+    when ``valid`` accepts it."""
+    def decode(data: bytes | None) -> Any:
+        try:
+            value = json.loads(data) if data is not None else None
+        except (ValueError, RecursionError):  # damaged or crafted: built again
+            return None
+        return value if value is not None and valid(value) else None
+
+    return kept(run, f"{name}:{code_digest()}", build,
+                lambda value: json.dumps(value, separators=(",", ":")).encode(), decode)
+
+
+@lru_cache(maxsize=None)  # once for each set of record classes
 def code_digest(*record_classes: type) -> str:
     """A digest of the code that computes a run's figures (and of ``record_classes``' fields,
     where what is kept holds them)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from irscope.analysis.passes import PassRow
 from irscope.reports.records import StageRecord, UnitRecord
-from irscope.read.kept import code_digest, kept_json
+from irscope.read.kept import code_digest, kept, kept_json
 from irscope.read.view import RunView
 
 KIND = "report"
@@ -37,16 +37,7 @@ def kept_or_built(run: RunView, filters: tuple, build: Callable[[], Records]) ->
     """The records of ``run`` for these report ``filters``: those kept in the run when nothing
     changed since they were, else ``build()``'s, which are then kept (when the run can be
     written)."""
-    key = _key(filters)
-    generation = run.generation()
-    kept = decode(run.rollup(key, generation))
-    if kept is not None:
-        return kept
-    records = build()
-    data = encode(*records)
-    if data is not None:
-        run.keep_rollup(key, generation, data)
-    return records
+    return kept(run, _key(filters), build, lambda records: encode(*records), decode)
 
 
 def kept_rows(run: RunView, name: str, build: Callable[[], list[dict]]) -> list[dict]:
