@@ -12,6 +12,7 @@ pytest.importorskip("textual")
 
 from kernels import SCRIPTS  # noqa: E402
 from rich.console import Console  # noqa: E402
+from textual.widgets import Tree  # noqa: E402
 from tui_helpers import build_run, remove_blob, shown, synchronous, until  # noqa: E402
 
 from irscope.store import Run  # noqa: E402
@@ -146,6 +147,28 @@ async def test_follow_a_load_from_ttir_down_to_ptx(run_path):
         await pilot.press("left_square_bracket")
         await until(pilot, lambda: app.shown.kind == "llir")
         assert "!dbg" in app.viewer.current_line
+
+
+@synchronous
+async def test_a_highlight_in_flight_does_not_undo_a_followed_stage(run_path):
+    """The tree highlights the stage under its cursor again whenever it re-lays its lines
+    (kernels added above it): a choice posted that way, still on its way when a follow opens
+    the next stage, must not reopen the old stage over it (a failure seen under load)."""
+    app = IrscopeApp(run_path)
+    async with app.run_test(size=SIZE) as pilot:
+        ttir = await open_stage(app, pilot, "softmax_kernel", "ttir")
+        with Run.open(run_path) as run:
+            ttgir = run.stage(run.unit("softmax_kernel"), "ttgir")
+        tree = app.navigator.stage_tree
+        await until(pilot, lambda: tree.cursor_node is not None
+                    and tree.cursor_node.data.id == ttir.id)
+        # the navigator handles the re-highlight, then the app follows before it reads it
+        app.navigator._highlighted(Tree.NodeHighlighted(tree.cursor_node))
+        app._go(ttgir, 3, (3,))
+        await until(pilot, lambda: app.shown.id == ttgir.id and tree.cursor_node.data.id
+                    == ttgir.id)
+        await pilot.pause()
+        assert (app.current.id, app.shown.id, app.viewer.marks) == (ttgir.id, ttgir.id, {3})
 
 
 @synchronous

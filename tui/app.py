@@ -571,6 +571,8 @@ class IrscopeApp(App[None]):
 
     @on(Navigator.StageChosen)
     def _stage_chosen(self, message: Navigator.StageChosen) -> None:
+        if message.selections != self.navigator.selections:
+            return  # highlighted before the app selected a stage since: that stage stays
         if self.current is None or message.stage.id != self.current.id:
             self.open_stage(message.stage)
 

@@ -381,9 +381,13 @@ class Navigator(Vertical):
     MIN_WIDTH, MAX_WIDTH = 20, 120
 
     class StageChosen(Message):
-        def __init__(self, stage: Stage) -> None:
+        """``stage`` was highlighted; ``selections``: how many stages the app had selected
+        then (a highlight still in flight when the app selects another is stale)."""
+
+        def __init__(self, stage: Stage, selections: int) -> None:
             super().__init__()
             self.stage = stage
+            self.selections = selections
 
     class StageSelected(Message):
         """Enter on a stage: the reader wants to read it (focus moves to the viewer)."""
@@ -414,6 +418,7 @@ class Navigator(Vertical):
         self._target: tuple[int, bool] | None = None
         # a stage chosen before its unit's stages were read: chosen once they are
         self._awaited: tuple[Stage, bool] | None = None
+        self.selections = 0  # how many times the app selected a stage (select_stage)
 
     def compose(self) -> ComposeResult:
         yield self.filter
@@ -468,6 +473,7 @@ class Navigator(Vertical):
     def select_stage(self, stage: Stage, quiet: bool = False) -> None:
         """Move the tree's cursor to ``stage``, which is then chosen; ``quiet``: the app opened
         it already (at a line, with marks) and the late highlight must not reopen it plain."""
+        self.selections += 1
         node = self.stage_tree.node_for_stage(stage)
         self._awaited = (stage, quiet) if node is None else None  # update_groups tries again
         if node is not None:  # the node has a line only once the tree has re-rendered
@@ -485,7 +491,7 @@ class Navigator(Vertical):
     def _reached(self, stage: Stage) -> None:
         target, self._target = self._target, None
         if target is not None and not target[1]:
-            self.post_message(self.StageChosen(stage))
+            self.post_message(self.StageChosen(stage, self.selections))
 
     @on(Input.Changed, "#filter")
     def _filter(self, event: Input.Changed) -> None:
@@ -547,4 +553,4 @@ class Navigator(Vertical):
                 self._reached(data)
             return  # on the way to the target
         if isinstance(data, Stage):
-            self.post_message(self.StageChosen(data))
+            self.post_message(self.StageChosen(data, self.selections))
