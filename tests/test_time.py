@@ -172,6 +172,42 @@ def test_an_op_is_named_alike_in_the_time_report_where_the_tui_and_the_export(to
     assert {op for (op,) in exported} == {k.op for k in externs}
 
 
+def test_fx_nodes_a_kernel_counts_for_are_those_that_compute(torch_run):
+    """A GEMM's or attention's call() line names the views it reads through (`view_39`,
+    `permute_19`) among its Source Nodes: its time counts for the op's node, not for them.
+    Each node left out is a view where the graphs define it, read from the graphs' text."""
+    from irscope.read.view import RunView
+
+    view = RunView(torch_run)
+    defined: dict[tuple[int, str], set[str]] = {}  # (unit, node) -> the ops defining it
+    for unit in view.units("torch"):
+        for stage in view.stages(unit.id, kinds=("fx_graph", "aot_graph")):
+            # `permute_19: "f32[..]" = torch.ops.aten.permute.default(` (ATen graphs),
+            # `split = x_1.split(128, dim = 2)` (Dynamo's), `getitem_24: ".." = sdpa_bwd[0]`
+            for name, aten, call, item in re.findall(
+                    r'^\s+(\w+)(?:: "[^"]*")? = (?:torch\.ops\.aten\.(\w+)\.\w+\(|[\w.]*?(\w+)\('
+                    r'|\w+(\[))', view.read_text(stage), re.M):
+                defined.setdefault((unit.id, name), set()).add(aten or call or "getitem")
+    views = {"view", "permute", "t", "transpose", "expand", "unsqueeze", "squeeze",
+             "_unsafe_view", "reshape", "slice", "select", "split", "getitem"}
+    left_out = 0
+    for kernel in (k for k in read_time(view).kernels if k.nodes):
+        code = torch_run.parsed(torch_run.stage(view.unit(kernel.graph), kernel.output_code))
+        named = code.line_nodes[kernel.line]
+        dropped = set(named) - set(kernel.nodes)
+        assert set(kernel.nodes) <= set(named) and (dropped or kernel.nodes == named)
+        for node in dropped:
+            assert defined[(kernel.graph_id, node)] <= views, (kernel.name, node)
+        left_out += len(dropped)
+        if kernel.op in ("aten.mm", "aten._scaled_dot_product_efficient_attention_backward"):
+            assert not any(defined.get((kernel.graph_id, n), set()) & views
+                           for n in kernel.nodes), kernel
+    assert left_out > 50
+    attention = [k for k in read_time(view).kernels if k.op and k.op.endswith("attention_backward")]
+    assert attention and all(not any(n.startswith(("view_", "permute_")) for n in k.nodes)
+                             for k in attention)
+
+
 def test_the_xla_fusions_of_the_flax_step(tmp_path):
     target = tmp_path / "jax_profile"
     shutil.copytree(GPU_SAMPLES / "jax_profile", target)

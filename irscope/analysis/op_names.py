@@ -51,3 +51,19 @@ def recorded_launch(launch: Launch) -> str:
     """The launch as its output code writes it: ``extern_kernels.mm``,
     ``aten._scaled_dot_product_efficient_attention.default``, a kernel's name."""
     return f"extern_kernels.{launch.name}" if launch.kind == "extern" else launch.name
+
+
+# Ops that return a view of their input, moving no data (PyTorch's "Tensor Views" list, with
+# the spellings Dynamo and the ATen graphs give them), and a tuple's item of a several-output op
+VIEW_OPS = frozenset({
+    "view", "_unsafe_view", "view_as", "reshape", "_reshape_alias", "flatten", "unflatten",
+    "permute", "t", "transpose", "swapaxes", "swapdims", "movedim", "adjoint", "expand",
+    "expand_as", "squeeze", "unsqueeze", "as_strided", "alias", "slice", "select", "narrow",
+    "diagonal", "detach", "unfold", "unbind", "split", "split_with_sizes", "chunk",
+    "tensor_split", "real", "imag", "view_as_real", "view_as_complex", "getitem"})
+
+
+def is_view(target: str) -> bool:
+    """Whether an FX node's call target (``torch.ops.aten.view.default``, ``Tensor.view``,
+    ``torch.permute``, ``operator.getitem``) only views its input."""
+    return fx_op(target).rsplit(".", 1)[-1] in VIEW_OPS

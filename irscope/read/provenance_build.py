@@ -135,8 +135,7 @@ class _Build:
         role = parsed.role or ""
         graph.roles[code.id] = role
         self.codes += 1
-        if post is None and role in AOT_ROLES:  # no post-grad dump: the AOT graph of its role
-            post = _first_named([s for s in ordered if s.kind == "aot_graph"], (AOT_ROLES[role],))
+        post = post_graph(ordered, post, role)
         post_nodes = self.fx_nodes(unit, post)
         if post is not None:
             graph.post_of[code.id] = post.id
@@ -386,6 +385,25 @@ def torch_layout(stages) -> TorchLayout:
     return TorchLayout(ordered, _first_named(fx, PRE_GRAD),
                        tuple(s for s in fx if base_name(s) in PRE_LINEAGE),
                        tuple(s for s in fx if base_name(s) in JOINT_LINEAGE), tuple(groups))
+
+
+def post_graph(ordered, post: Stage | None, role: str) -> Stage | None:
+    """The post-grad graph of an output code of ``role``: ``post``, the one filed for it, else
+    (no post-grad dump) the AOT graph of its role."""
+    if post is None and role in AOT_ROLES:
+        post = _first_named([s for s in ordered if s.kind == "aot_graph"], (AOT_ROLES[role],))
+    return post
+
+
+def source_node_graphs(stages, code: Stage, role: str) -> tuple[Stage, ...]:
+    """The graphs whose nodes the Source Nodes of output code ``code`` name, in the order a
+    name is looked up there: a backward's own post-grad graph first, then the pre-grad graph
+    (a node it recomputes); the other way round for a forward."""
+    layout = torch_layout(stages)
+    group = next((g for g in layout.groups if g.code.id == code.id), None)
+    post = post_graph(layout.ordered, group.post if group else None, role)
+    found = (post, layout.pre) if role == "backward" else (layout.pre, post)
+    return tuple(stage for stage in found if stage is not None)
 
 
 def base_name(stage: Stage) -> str:

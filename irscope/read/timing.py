@@ -34,7 +34,7 @@ from irscope.analysis.figures import unit_figures
 from irscope.analysis.grids import (block_grid, block_sizes, element_counts, launch_grid,
                                     passed_arguments)
 from irscope.analysis.launches import Signature, decode_table, held_by, signatures
-from irscope.analysis.op_names import launch_name, profiler_op, recorded_launch
+from irscope.analysis.op_names import is_view, launch_name, profiler_op, recorded_launch
 from irscope.parsers._profile import CpuContext
 from irscope.analysis.timing import UNJOINED, KernelTime, RunTime, UnitTime
 from irscope.analysis.work import Work, extern_work, inductor_estimates
@@ -42,6 +42,7 @@ from irscope.ingest.profile import PROBLEMS as TRACE_PROBLEMS
 from irscope.parsers.ptx import program_strides
 from irscope.read.autotune import autotune_times
 from irscope.read.provenance import Hit, kernel_sources, launch_sources, op_sources
+from irscope.read.provenance_build import source_node_graphs
 from irscope.read.view import RunView
 from irscope.store import Run, Stage, Unit
 
@@ -330,7 +331,7 @@ class _Joiner:
                 alike, sig, graph, kernel, here))
             return _Target("triton", "graph call -> output code kernel -> Triton unit" + how,
                            unit, line=line, work=work, candidates=candidates,
-                           nodes=line_nodes.get(line, ()), **base)
+                           nodes=graph.computing(self.view, line_nodes.get(line, ())), **base)
         if launch is None:
             return _Target("extern", "graph call (its place in call() not known)", graph.unit,
                            **_profiled_op(held_by(context)), **base)
@@ -339,7 +340,8 @@ class _Joiner:
             op=launch_name(launch), recorded_op=recorded_launch(launch))
         return _Target("extern", "graph call -> call() line", graph.unit, line=launch.line,
                        work=work if sig.kind == "kernel" else None,
-                       nodes=line_nodes.get(launch.line, ()), **op, **base)
+                       nodes=graph.computing(self.view, line_nodes.get(launch.line, ())),
+                       **op, **base)
 
     def _by_grid(self, units: list[Unit], sig: Signature, graph: _Graph, kernel,
                  launch) -> list[Unit]:
@@ -466,6 +468,7 @@ class _Graph:
     kernels: dict[str, list[Unit]] | None = field(default=None, repr=False)
     work: dict[int, Work] | None = field(default=None, repr=False)
     text: list[str] | None = field(default=None, repr=False)
+    targets: dict[str, str] | None = field(default=None, repr=False)
 
     @property
     def role(self) -> str | None:
@@ -489,6 +492,21 @@ class _Graph:
         if self.text is None:
             self.text = view.read_text(self.stage).splitlines()
         return self.text
+
+    def computing(self, view: RunView, nodes: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of ``nodes`` (a call() line's Source Nodes) that compute: the views its
+        kernel reads through (``view``, ``permute``, ``getitem``) left out, as their graph's
+        targets say, unless nothing else is left (a kernel that only copies)."""
+        if self.targets is None:
+            self.targets = {}
+            for stage in reversed(source_node_graphs(view.stages(self.unit.id), self.stage,
+                                                     self.role or "")):
+                try:
+                    self.targets.update(getattr(view.parsed(stage), "node_targets", {}))
+                except Exception:  # noqa: BLE001  an unreadable graph leaves its nodes as named
+                    continue
+        kept = tuple(n for n in nodes if not is_view(self.targets.get(n, "")))
+        return kept or nodes
 
     def extern_work(self, view: RunView) -> dict[int, Work]:
         if self.work is None:
