@@ -340,8 +340,8 @@ class _Joiner:
             op=launch_name(launch), recorded_op=recorded_launch(launch))
         return _Target("extern", "graph call -> call() line", graph.unit, line=launch.line,
                        work=work if sig.kind == "kernel" else None,
-                       nodes=graph.computing(self.view, line_nodes.get(launch.line, ())),
-                       **op, **base)
+                       nodes=graph.computing(self.view, line_nodes.get(launch.line, ()),
+                                             generated=launch.kind == "kernel"), **op, **base)
 
     def _by_grid(self, units: list[Unit], sig: Signature, graph: _Graph, kernel,
                  launch) -> list[Unit]:
@@ -493,10 +493,13 @@ class _Graph:
             self.text = view.read_text(self.stage).splitlines()
         return self.text
 
-    def computing(self, view: RunView, nodes: tuple[str, ...]) -> tuple[str, ...]:
+    def computing(self, view: RunView, nodes: tuple[str, ...],
+                  generated: bool = True) -> tuple[str, ...]:
         """Those of ``nodes`` (a call() line's Source Nodes) that compute: the views its
         kernel reads through (``view``, ``permute``, ``getitem``) left out, as their graph's
-        targets say, unless nothing else is left (a kernel that only copies)."""
+        targets say. Where only views are named, a ``generated`` kernel copies them (they are
+        its nodes); an extern call's op is then left unnamed by Inductor's record (`[view_28,
+        permute_9, ]` of an addmm), and none is its node."""
         if self.targets is None:
             self.targets = {}
             for stage in reversed(source_node_graphs(view.stages(self.unit.id), self.stage,
@@ -506,7 +509,7 @@ class _Graph:
                 except Exception:  # noqa: BLE001  an unreadable graph leaves its nodes as named
                     continue
         kept = tuple(n for n in nodes if not is_view(self.targets.get(n, "")))
-        return kept or nodes
+        return kept or (nodes if generated else ())
 
     def extern_work(self, view: RunView) -> dict[int, Work]:
         if self.work is None:
