@@ -17,7 +17,7 @@ from textual.worker import Worker, WorkerState
 
 from irscope.errors import IrscopeError, UsageError
 from irscope.parsers import registry
-from irscope.parsers.base import Diagnostic, ParseResult
+from irscope.parsers.base import ParseResult
 from irscope.read.figures import read_run_figures, unit_figures_of
 from irscope.read.autotune import autotune_times
 from irscope.read.kernel_origins import kernel_origins, origin_counts

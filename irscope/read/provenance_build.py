@@ -139,11 +139,10 @@ class _Build:
         post_nodes = self.fx_nodes(unit, post)
         if post is not None:
             graph.post_of[code.id] = post.id
-        first, second = (post_nodes, pre_nodes) if role == "backward" else (pre_nodes, post_nodes)
+        first, second = lookup_order(role, post_nodes, pre_nodes)
 
         def resolve(name: str) -> Node | None:
-            """A Source Nodes name: a backward's own graph node, else a pre-grad node (one a
-            backward recomputes), the other way round for a forward."""
+            """A Source Nodes name, looked up in ``lookup_order``."""
             return first.get(name) or second.get(name)
 
         lines = self.lines(code)
@@ -395,15 +394,20 @@ def post_graph(ordered, post: Stage | None, role: str) -> Stage | None:
     return post
 
 
+def lookup_order(role: str, post: Any, pre: Any) -> tuple[Any, Any]:
+    """Where an output code's Source Nodes names are looked up, first place first (the post-
+    and pre-grad graphs, or their nodes): a backward's own post-grad graph, then the pre-grad
+    graph (a node it recomputes); the other way round for a forward."""
+    return (post, pre) if role == "backward" else (pre, post)
+
+
 def source_node_graphs(stages, code: Stage, role: str) -> tuple[Stage, ...]:
-    """The graphs whose nodes the Source Nodes of output code ``code`` name, in the order a
-    name is looked up there: a backward's own post-grad graph first, then the pre-grad graph
-    (a node it recomputes); the other way round for a forward."""
+    """The graphs whose nodes the Source Nodes of output code ``code`` name, in
+    ``lookup_order``."""
     layout = torch_layout(stages)
     group = next((g for g in layout.groups if g.code.id == code.id), None)
     post = post_graph(layout.ordered, group.post if group else None, role)
-    found = (post, layout.pre) if role == "backward" else (layout.pre, post)
-    return tuple(stage for stage in found if stage is not None)
+    return tuple(s for s in lookup_order(role, post, layout.pre) if s is not None)
 
 
 def base_name(stage: Stage) -> str:

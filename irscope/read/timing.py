@@ -467,7 +467,8 @@ class _Graph:
     code: object  # parsers.inductor.OutputCode
     kernels: dict[str, list[Unit]] | None = field(default=None, repr=False)
     work: dict[int, Work] | None = field(default=None, repr=False)
-    text: list[str] | None = field(default=None, repr=False)
+    text: str | None = field(default=None, repr=False)
+    split: list[str] | None = field(default=None, repr=False)
     targets: dict[str, str] | None = field(default=None, repr=False)
 
     @property
@@ -488,10 +489,15 @@ class _Graph:
                     self.kernels[HASH_SUFFIX.sub("", unit.name)].append(unit)
         return self.kernels
 
-    def lines(self, view: RunView) -> list[str]:
+    def source(self, view: RunView) -> str:
         if self.text is None:
-            self.text = view.read_text(self.stage).splitlines()
+            self.text = view.read_text(self.stage)
         return self.text
+
+    def lines(self, view: RunView) -> list[str]:
+        if self.split is None:
+            self.split = self.source(view).splitlines()
+        return self.split
 
     def computing(self, view: RunView, nodes: tuple[str, ...],
                   generated: bool = True) -> tuple[str, ...]:
@@ -513,7 +519,7 @@ class _Graph:
 
     def extern_work(self, view: RunView) -> dict[int, Work]:
         if self.work is None:
-            self.work = extern_work(view.read_text(self.stage))
+            self.work = extern_work(self.source(view))
         return self.work
 
 
