@@ -12,7 +12,8 @@
 # (python with TORCH_TRACE set: what PyTorch's own structured trace costs, the floor),
 # `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1), `irscope`, whose line also
 # prints where its own time went (run.json's phases_s: start, child_start, script,
-# child_exit, filing), and `profile` (`irscope inspect --profile`, a window of 3 steps after
+# child_exit, filing; and filing_phases_s: the watch's work left at the end, ingest, record),
+# and `profile` (`irscope inspect --profile`, a window of 3 steps after
 # the first). Each arm keeps its own caches, emptied before its cold run, so every arm sees
 # the same cache state. Each arm's line gives its median over the plain and trace arms' and
 # the median of its per-round ratios to them (each round against the same round's run).
@@ -64,7 +65,7 @@ run_arm() {  # workload arm round
       plain-1t) TORCHINDUCTOR_COMPILE_THREADS=1 timed "$w-$arm-$state-r$r" python3 $cmd ;;
       irscope)
         timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace -o "$runs/$w-$state" --name "$w-$state" $cmd
-        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'))" "$runs/$w-$state/run.json" 2>/dev/null | tee -a "$out/times.txt" ;;
+        python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('  filing_s', m.get('filing_s'), 'phases_s', m.get('phases_s'), 'filing_phases_s', m.get('filing_phases_s'))" "$runs/$w-$state/run.json" 2>/dev/null | tee -a "$out/times.txt" ;;
       profile)
         timed "$w-$arm-$state-r$r" python3 -m irscope inspect --replace --profile -o "$runs/$w-profile-$state" --name "$w-profile-$state" $cmd ;;
     esac

@@ -98,6 +98,7 @@ class Session:
         filing_started = time.time()
         progress = Passes(progress)
         prepared = self._watch.finish(progress) if self._watch is not None else {}
+        watched = time.time()
         ranks = self.staging.ranks()  # a multi-process run: each rank's folder in rank order
         notes, complete = [], True
         # Where the script pointed TORCH_TRACE or a cache itself: followed there.
@@ -113,6 +114,7 @@ class Session:
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []
+        filed_at = time.time()
         code = int(status.get("exit_status", 0) or 0)
         self.run.update_meta({
             "exit_status": code,
@@ -125,6 +127,11 @@ class Session:
             "duration_s": round(time.time() - self.started, 3),
             "filing_s": round(time.time() - filing_started, 3),
             "phases_s": phases(self.started, status, filing_started),
+            # filing's own parts: the watch's work left at the script's end, then the staged
+            # folders filed (ingest), then this record
+            "filing_phases_s": {"watch": round(watched - filing_started, 3),
+                                "ingest": round(filed_at - watched, 3),
+                                "record": round(time.time() - filed_at, 3)},
             "finished": environment.now(),
             "notes": notes,
             **({"ranks": [rank for rank, _ in ranks]} if ranks else {}),
