@@ -222,17 +222,24 @@ def analyse_cubin(cubin: bytes, ptx: str | None = None, metadata: Mapping[str, A
 
     ``ptxas``: `ptxas -v` figures already in hand (a compile's own log), else ptxas is
     asked about ``ptx``; with neither, the entries carry no spill figures.
+    The three tools run at once (one cubin's analysis is what filing waits on when the
+    program's last kernel came too late to be analysed while it ran).
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     from irscope.analysis.kernels import kernel_entries, kernel_records
     from irscope.parsers import registry, sass
 
-    text = nvtools.disassemble(cubin)
-    if text is None:
-        return CubinAnalysis(None)
-    if ptxas is None:
-        ptxas = nvtools.ptxas_usage(ptx) if ptx else {}
-    parsed = sass.parse(text)
-    records = kernel_records(parsed, nvtools.resource_usage(cubin), ptxas, metadata or {})
+    with ThreadPoolExecutor(2, thread_name_prefix="irscope-tools") as tools:
+        usage = tools.submit(nvtools.resource_usage, cubin)
+        logged = tools.submit(nvtools.ptxas_usage, ptx) if ptxas is None and ptx else None
+        text = nvtools.disassemble(cubin)
+        if text is None:
+            return CubinAnalysis(None)
+        parsed = sass.parse(text)
+        if ptxas is None:
+            ptxas = logged.result() if logged is not None else {}
+        records = kernel_records(parsed, usage.result(), ptxas, metadata or {})
     histograms = [("sass", digest(text.encode("utf-8")), dict(parsed.histogram))]
     if ptx:
         histograms.append(("ptx", digest(ptx.encode("utf-8")),
