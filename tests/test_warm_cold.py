@@ -296,7 +296,8 @@ def test_a_kernel_a_compile_worker_makes_is_analysed_while_the_program_runs(tmp_
                                                                             monkeypatch):
     """Inductor's compile workers compile out of the program's hooks, and its output code may
     name a kernel before they are done: the watch looks again until Triton's cache holds the
-    compile whole, and analyses it while the program runs (not all at its end)."""
+    compile whole, and analyses it while the program runs (not all at its end); and again
+    after, for autotuning's other configurations, which finish later."""
     import triton
     from kernels import kernels_module
     from triton.backends.compiler import GPUTarget
@@ -324,13 +325,18 @@ def test_a_kernel_a_compile_worker_makes_is_analysed_while_the_program_runs(tmp_
     signature, constexprs = kernels.SIGNATURES["add_kernel"]
     source = ASTSource(fn=kernels.add_kernel, constexprs=constexprs,
                        signature={**signature, **{c: "constexpr" for c in constexprs}})
-    compiled = triton.compile(source, target=GPUTarget("cuda", 80, 32), options={"num_warps": 4})
-    cubin = compiled.asm["cubin"]
-    assert stored_while_running(run, cubin), "the worker's kernel was not analysed while running"
+    compiles = []
+    for warps in (4, 8):  # the second configuration once the first was analysed
+        compiles.append(triton.compile(source, target=GPUTarget("cuda", 80, 32),
+                                       options={"num_warps": warps}))
+        assert stored_while_running(run, compiles[-1].asm["cubin"]), \
+            f"the worker's kernel (num_warps={warps}) was not analysed while running"
     prepared = watch.finish()[staging.root]
+    assert len(prepared.analyses) == 2
     notes, complete = file_staging(run, staging, environ=environ, prepared=prepared)
     assert complete, notes
-    [kernel] = run.units("triton")
-    assert kernel.attrs["hash"] == compiled.metadata.hash
-    assert kernel.attrs["cache_hit"] is False  # written while the program ran
-    assert {"ttir", "ptx", "cubin", "sass"} <= {s.kind for s in run.stages(kernel.id)}
+    kernels = run.units("triton")
+    assert sorted(k.attrs["hash"] for k in kernels) == sorted(c.metadata.hash for c in compiles)
+    for kernel in kernels:
+        assert kernel.attrs["cache_hit"] is False  # written while the program ran
+        assert {"ttir", "ptx", "cubin", "sass"} <= {s.kind for s in run.stages(kernel.id)}

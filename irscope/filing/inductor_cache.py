@@ -112,13 +112,16 @@ class CacheIndex:
 
 
 def find_entries(name: str, kernel_path: str, environ: dict[str, str],
-                 index: CacheIndex | None = None) -> list[Path]:
+                 index: CacheIndex | None = None, skip: set[Path] = frozenset()) -> list[Path]:
     """Triton cache folders holding ``name`` compiled from ``kernel_path`` (one per config);
-    ``index``: the cache folders as listed before (default: listed now)."""
+    ``index``: the cache folders as listed before (default: listed now); ``skip``: entries
+    not to read again (found before)."""
     index = index or CacheIndex()
     matches = []
     for folder in cache_dirs(kernel_path, environ):
         for entry in index.entries(folder, name):
+            if entry in skip:
+                continue
             for ir in (entry / f"{name}.ttir", entry / f"{name}.source"):
                 try:
                     if ir.is_file() and kernel_path in ir.read_text(errors="replace"):

@@ -226,6 +226,7 @@ class _Folder:
         # named kernels whose compiles may still come: a compile worker's, out of the hooks
         self._pending: dict[tuple[str, str], tuple[float, float]] = {}  # -> (when, interval)
         self._cache_index = CacheIndex()  # Triton's cache folders as listed
+        self._entries: set[Path] = set()  # the cache entries started on (or a hook's)
 
     def prepared(self, stored: set[str]) -> Prepared:
         return Prepared(stored=stored,
@@ -289,25 +290,24 @@ class _Folder:
         for key, (due, interval) in list(self._pending.items()):
             if final or due > now:
                 continue  # (what is left at the end is filing's)
-            if self._start_cached(watch, *key):
-                del self._pending[key]
-            else:
-                self._pending[key] = (now + interval, min(2.0, interval * 2))
+            # looked for again after an entry is found: autotuning's other configurations
+            # may finish later, each an entry of its own
+            self._start_cached(watch, *key)
+            self._pending[key] = (now + interval, min(2.0, interval * 2))
 
-    def _start_cached(self, watch: StagingWatch, name: str, path: str) -> bool:
-        """Start on each whole cache entry of ``name``; whether there was any."""
+    def _start_cached(self, watch: StagingWatch, name: str, path: str) -> None:
+        """Start on each whole cache entry of ``name`` not started on before."""
         from irscope.filing.inductor_cache import find_entries, staged_name, written_since
 
-        found = False
-        for entry in find_entries(name, path, watch.environ, self._cache_index):
+        for entry in find_entries(name, path, watch.environ, self._cache_index,
+                                  skip=self._entries):
             staged = staged_name(entry, name)
-            if staged in self._kernels:
-                found = True
+            if staged in self._kernels:  # a compile hook's
+                self._entries.add(entry)
             elif (not written_since(entry, watch.started)
                   or (entry / f"__grp__{name}.json").is_file()):  # Triton writes it last
                 self._kernels[staged] = watch.submit(_analyse, watch, entry)
-                found = True
-        return found
+                self._entries.add(entry)
 
 
 class OutputCodeKernels:
