@@ -12,7 +12,7 @@
 # (python with TORCH_TRACE set: what PyTorch's own structured trace costs, the floor),
 # `plain-1t` (python with TORCHINDUCTOR_COMPILE_THREADS=1), `irscope`, whose line also
 # prints where its own time went (run.json's phases_s: start, child_start, script,
-# child_exit, filing; and filing_phases_s: the watch's work left at the end, ingest, record),
+# child_exit, filing; and filing_phases_s: the watch's work left at the end, then ingest),
 # and `profile` (`irscope inspect --profile`, a window of 3 steps after
 # the first). Each arm keeps its own caches, emptied before its cold run, so every arm sees
 # the same cache state. Each arm's line gives its median over the plain and trace arms' and

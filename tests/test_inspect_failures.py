@@ -43,8 +43,8 @@ def test_sys_exit_status_is_returned_and_the_empty_run_says_so(tmp_path):
     with Run.open(tmp_path / "run") as run:  # where the time went, filing's parts within it
         phases, filing = run.meta["phases_s"], run.meta["filing_phases_s"]
     assert list(phases) == ["start", "child_start", "script", "child_exit", "filing"]
-    assert list(filing) == ["watch", "ingest", "record"]
-    assert sum(filing.values()) == pytest.approx(phases["filing"], abs=0.01)
+    assert list(filing) == ["watch", "ingest"]
+    assert sum(filing.values()) == pytest.approx(phases["filing"], abs=0.002)
     text = inspect(script, run=tmp_path / "run", options=["--replace"]).stderr
     assert "empty run: the program imported none of torch, jax, triton" in text
     assert "partial run: exit status 3" in text

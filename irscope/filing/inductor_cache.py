@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import time
+from collections.abc import Container
 from pathlib import Path
 
 from irscope.collectors.staging import Staging
@@ -112,7 +113,8 @@ class CacheIndex:
 
 
 def find_entries(name: str, kernel_path: str, environ: dict[str, str],
-                 index: CacheIndex | None = None, skip: set[Path] = frozenset()) -> list[Path]:
+                 index: CacheIndex | None = None,
+                 skip: Container[Path] = frozenset()) -> list[Path]:
     """Triton cache folders holding ``name`` compiled from ``kernel_path`` (one per config);
     ``index``: the cache folders as listed before (default: listed now); ``skip``: entries
     not to read again (found before)."""

@@ -114,7 +114,7 @@ class Session:
             file_kernels(self.run, staging, rank)  # Pallas and jax_triton kernels of jits
             notes += [f"rank {rank}: {note}" if rank is not None else note for note in filed]
             complete, extra = complete and whole, []
-        filed_at = time.time()
+        ended = time.time()
         code = int(status.get("exit_status", 0) or 0)
         self.run.update_meta({
             "exit_status": code,
@@ -124,14 +124,13 @@ class Session:
             "frameworks": status.get("frameworks", []),
             "versions": {**self.run.meta.get("versions", {}), **status.get("versions", {})},
             "missing_frameworks": status.get("missing", []),
-            "duration_s": round(time.time() - self.started, 3),
-            "filing_s": round(time.time() - filing_started, 3),
-            "phases_s": phases(self.started, status, filing_started),
+            "duration_s": round(ended - self.started, 3),
+            "filing_s": round(ended - filing_started, 3),
+            "phases_s": phases(self.started, status, filing_started, ended),
             # filing's own parts: the watch's work left at the script's end, then the staged
-            # folders filed (ingest), then this record
+            # folders filed (ingest)
             "filing_phases_s": {"watch": round(watched - filing_started, 3),
-                                "ingest": round(filed_at - watched, 3),
-                                "record": round(time.time() - filed_at, 3)},
+                                "ingest": round(ended - watched, 3)},
             "finished": environment.now(),
             "notes": notes,
             **({"ranks": [rank for rank, _ in ranks]} if ranks else {}),
@@ -173,7 +172,8 @@ class Session:
         self._lock.release()
 
 
-def phases(started: float, status: dict[str, Any], filing_started: float) -> dict[str, float]:
+def phases(started: float, status: dict[str, Any], filing_started: float,
+           ended: float) -> dict[str, float]:
     """Where a collection's time went, in seconds: irscope's start until it started the
     script's process (``start``), that process's interpreter and irscope's hooks until the
     script began (``child_start``), the script (``script``), the process's exit after the
@@ -184,7 +184,7 @@ def phases(started: float, status: dict[str, Any], filing_started: float) -> dic
              ("child_start", status.get("spawned"), status.get("script_started")),
              ("script", status.get("script_started"), status.get("script_ended")),
              ("child_exit", status.get("script_ended"), status.get("exited")),
-             ("filing", filing_started, time.time())]
+             ("filing", filing_started, ended)]
     return {name: round(end - begin, 3) for name, begin, end in marks
             if isinstance(begin, (int, float)) and isinstance(end, (int, float)) and end >= begin}
 
