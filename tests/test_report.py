@@ -114,6 +114,31 @@ def test_a_second_report_reads_the_run_figures_back(run_path, report, monkeypatc
     assert again.figures() == replace(again, unit_rollup=None).figures() == report.figures()
 
 
+@pytest.mark.parametrize("filters", [{}, {"stages": ["ptx"], "unit_pattern": "kernel"}])
+def test_a_second_report_reads_no_unit(run_path, report, monkeypatch, filters):
+    """The count of stages and the kernels by origin of an unchanged run's report are kept
+    with its records: a second report (of the same filters) lists no unit but the profiler
+    traces it asks for, and says what the first said. A report of other filters counts its
+    own."""
+    with Run.open(run_path) as run:
+        first = build_report(run, **filters)
+    units = Run.units
+
+    def profiles_only(run, framework=None):
+        assert framework == "profile", "the units were read"
+        return units(run, framework)
+
+    monkeypatch.setattr(Run, "units", profiles_only)
+    with Run.open(run_path) as run:
+        again = build_report(run, **filters)
+    assert (again.stage_count, again.kernels) == (first.stage_count, first.kernels)
+    assert first.stage_count.units == len(first.units) > 0
+    if filters:
+        assert first.stage_count.left_out > 0 and first.stage_count != report.stage_count
+    else:
+        assert first.stage_count == report.stage_count and first.kernels == report.kernels
+
+
 def test_json_follows_the_schema_and_reads_back(run_path, cli, tmp_path):
     result = cli("report", run_path, "--format", "json")
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,7 @@ from dataclasses import replace
 from irscope.analysis.lint import lint_counts
 from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
-from irscope.read.kernel_origins import kernel_origins, origin_counts
+from irscope.read.kernel_origins import KernelOrigins, kernel_origins, origin_counts
 from irscope.read.lint import read_findings
 from irscope.read.compile_time import run_compile_times
 from irscope.read.problems import Problem, run_problems
@@ -19,7 +19,7 @@ from irscope.read.ranks import rank_totals
 from irscope.store.units import shown_units
 from irscope.read.view import RunView
 from irscope.reports.passes import with_passes
-from irscope.read.stage_counts import count_stages, is_reported, stage_selected
+from irscope.read.stage_counts import StageCount, count_stages, is_reported, stage_selected
 from irscope.reports.records import (Report, SourceLineRecord, StageRecord, UnitRecord,
                                      plain_meta, stage_record, unit_headline, unit_problems,
                                      unit_selected)
@@ -45,13 +45,9 @@ def build_report(run: RunView | Run, stages: Iterable[str] | None = None,
     problems = problem_records(run, candidates)
     names = {u.name for u in units}
     lines, note = source_line_records(run)
-    keys = {u.key for u in units}
-    listed = [u for u in run.units() if (u.framework, u.name) in keys]
-    hidden = shown_units(run.units(), show_all)[1]
+    stage_count, kernels = listing_records(run, report, unit_pattern, show_all, candidates)
     return replace(report, time=time_section(run, units), source_lines=lines,
-                   kernels=origin_counts(run, listed),
-                   stage_count=count_stages(run, listed, len(hidden), report.stages),
-                   source_lines_note=note,
+                   kernels=kernels, stage_count=stage_count, source_lines_note=note,
                    problems=unit_problems(problems, units) if unit_pattern else problems,
                    compile_time=tuple(row for row in compile_time_records(run)
                                       if row.get("unit") in names))
@@ -75,6 +71,41 @@ def report_records(run: RunView | Run, stages: Iterable[str] | None = None,
     units, totals, rollup = kept_or_built(run, (wanted, unit_pattern, show_all, candidates),
                                           build)
     return replace(report, units=units, totals=totals, unit_rollup=rollup)
+
+
+def listing_records(run: RunView, report: Report, unit_pattern: str | None, show_all: bool,
+                    candidates: bool) -> tuple[StageCount, tuple[KernelOrigins, ...]]:
+    """The count of ``report``'s units and their stages, and their kernels by origin, kept in
+    the run between reports like the unit records: a cached report reads no unit again."""
+    def listing() -> tuple[StageCount, tuple[KernelOrigins, ...]]:
+        keys = {u.key for u in report.units}
+        listed = [u for u in run.units() if (u.framework, u.name) in keys]
+        hidden = shown_units(run.units(), show_all)[1]
+        return (count_stages(run, listed, len(hidden), report.stages),
+                origin_counts(run, listed))
+
+    def build() -> list[dict]:
+        count, kernels = listing()
+        return [{"stage_count": json.dumps(count.to_json())},
+                *({"kernels": json.dumps(k.to_json())} for k in kernels)]
+
+    filters = [report.stages, unit_pattern, show_all, candidates]
+    rows = kept_rows(run, f"listing:{json.dumps(filters)}", build)
+    counts = [StageCount.from_json(_loaded(row["stage_count"])) for row in rows
+              if "stage_count" in row]
+    kernels = [KernelOrigins.from_json(_loaded(row["kernels"])) for row in rows
+               if "kernels" in row]
+    if len(counts) != 1 or None in counts or None in kernels:  # kept rows of another shape
+        return listing()
+    return counts[0], tuple(kernels)
+
+
+def _loaded(text: object) -> object:
+    """A kept row's JSON document; None for one that is no JSON text."""
+    try:
+        return json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        return None
 
 
 def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:
