@@ -39,12 +39,16 @@ SIZE = (120, 40)
 REPEATS = 3
 
 
-async def wait_for(pilot, condition, step: float = 0.002, timeout: float = 30.0) -> None:
+async def wait_for(condition, step: float = 0.002, timeout: float = 30.0) -> None:
+    """Wait until ``condition()`` holds, looking every ``step`` seconds. A plain sleep, not
+    ``pilot.pause``: that waits on a message to every widget of the screen each time, work
+    of the main thread a user's app never does, which on a busy screen took longer than
+    the open being timed."""
     deadline = time.perf_counter() + timeout
     while not condition():
         if time.perf_counter() > deadline:
             raise TimeoutError("benchmark condition never held")
-        await pilot.pause(step)
+        await asyncio.sleep(step)
 
 
 async def idle(app) -> None:
@@ -77,9 +81,9 @@ async def time_open(path: Path) -> float:
 
     start = time.perf_counter()
     app = IrscopeApp(path)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE):
         probe = first_render_probe(app.viewer, lambda: app.viewer.lines)
-        await wait_for(pilot, lambda: app.units and probe["at"] is not None)
+        await wait_for(lambda: app.units and probe["at"] is not None)
         assert len(app.units) >= UNITS
         return probe["at"] - start
 
@@ -90,13 +94,13 @@ async def time_big_stage(path: Path, stage) -> float:
 
     app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.viewer.lines)
+        await wait_for(lambda: app.viewer.lines)
         await idle(app)
         await pilot.pause(0.2)
         probe = first_render_probe(app.viewer, lambda: len(app.viewer.lines) >= BIG_LINES)
         start = time.perf_counter()
         app.navigator.select_stage(stage)
-        await wait_for(pilot, lambda: probe["at"] is not None
+        await wait_for(lambda: probe["at"] is not None
                        and len(app.viewer.lines) >= BIG_LINES)
         return probe["at"] - start
 
@@ -108,17 +112,17 @@ async def time_diff(path: Path, left, right) -> float:
 
     app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.viewer.lines)
+        await wait_for(lambda: app.viewer.lines)
         app.navigator.select_stage(left)
-        await wait_for(pilot, lambda: app.shown and app.shown.id == left.id)
+        await wait_for(lambda: app.shown and app.shown.id == left.id)
         app.action_mark()
         app.navigator.select_stage(right)
-        await wait_for(pilot, lambda: app.shown and app.shown.id == right.id)
+        await wait_for(lambda: app.shown and app.shown.id == right.id)
         await idle(app)
         await pilot.pause(0.2)
         start = time.perf_counter()
         app.action_compare()
-        await wait_for(pilot, lambda: isinstance(app.screen, CompareScreen)
+        await wait_for(lambda: isinstance(app.screen, CompareScreen)
                        and app.screen.rows and len(app.screen.viewer(1).lines) >= DIFF_LINES)
         await pilot.pause()  # the frame that draws it
         return time.perf_counter() - start
@@ -132,16 +136,16 @@ async def time_side_by_side(path: Path, stage) -> float:
 
     app = IrscopeApp(path)
     async with app.run_test(size=(200, 40)) as pilot:
-        await wait_for(pilot, lambda: app.viewer.lines)
+        await wait_for(lambda: app.viewer.lines)
         app.navigator.select_stage(stage)
-        await wait_for(pilot, lambda: app.shown and app.shown.id == stage.id)
+        await wait_for(lambda: app.shown and app.shown.id == stage.id)
         await idle(app)
         await pilot.pause(0.2)
         app.viewer.cursor = next(i for i, line in enumerate(app.viewer.lines)
                                  if "tt.load" in line and i > len(app.viewer.lines) // 2)
         start = time.perf_counter()
         app.action_side_by_side()
-        await wait_for(pilot, lambda: isinstance(app.screen, SideBySideScreen)
+        await wait_for(lambda: isinstance(app.screen, SideBySideScreen)
                        and app.screen.is_mounted and len(app.screen.panes) == 4
                        and len(app.screen.viewer(3).lines) >= DIFF_LINES
                        and all(app.screen.viewer(i).marks for i in (1, 2, 3)))
@@ -180,15 +184,15 @@ async def time_grouped_open(path: Path) -> tuple[float, float]:
 
     start = time.perf_counter()
     app = IrscopeApp(path)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE):
         probe = first_render_probe(app.viewer, lambda: app.viewer.lines)
-        await wait_for(pilot, lambda: app.units and probe["at"] is not None, timeout=120)
+        await wait_for(lambda: app.units and probe["at"] is not None, timeout=120)
         tree = app.navigator.stage_tree
-        await wait_for(pilot, lambda: tree.kernels, timeout=120)
+        await wait_for(lambda: tree.kernels, timeout=120)
         grouped = time.perf_counter() - start
         assert len(app.units) >= MANY_UNITS and len(tree.kernels) > MANY_UNITS // 20
         # the checks read after the badges run out before the next open starts
-        await wait_for(pilot, lambda: app.checked, timeout=120)
+        await wait_for(lambda: app.checked, timeout=120)
         return probe["at"] - start, grouped
 
 
@@ -213,7 +217,7 @@ async def time_filter_keys(path: Path, typed: str = FILTER,
     app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
         navigator, tree = app.navigator, app.navigator.stage_tree
-        await wait_for(pilot, lambda: app.viewer.lines and tree.badges, timeout=120)
+        await wait_for(lambda: app.viewer.lines and tree.badges, timeout=120)
         await idle(app)
         assert len(app.units) >= MANY_UNITS
         navigator.filter.focus()
@@ -244,12 +248,12 @@ async def time_textarea(text: str) -> float:
             yield TextArea(read_only=True, show_line_numbers=True, id="ta")
 
     app = Baseline()
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=SIZE):
         area = app.query_one(TextArea)
         probe = first_render_probe(area, lambda: area.document.line_count > 1)
         start = time.perf_counter()
         area.load_text(text)
-        await wait_for(pilot, lambda: probe["at"] is not None)
+        await wait_for(lambda: probe["at"] is not None)
         return probe["at"] - start
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
 from collections import Counter
 
 import pytest
 from conftest import SAMPLES
 
+from irscope.read.view import RunView, SharedReads
 from irscope.reports.build import build_report
 from irscope.store import Run
 
@@ -35,3 +37,47 @@ def test_a_report_lists_each_table_once(name, tmp_path):
     assert report.units
     assert listings["units"] == 1 and listings["events"] == 1 and listings["relations"] == 1
     assert len(kinds_listed) == len(set(kinds_listed))  # no stage kind listed twice
+
+
+def test_views_in_several_threads_read_each_table_once_between_them(tmp_path, monkeypatch):
+    """The TUI's workers each read through a view of their own thread (SQLite handles stay
+    in theirs): with one SharedReads, the run's units, stages, events and relations are read
+    once between them, the same to each, and again once the run has changed."""
+    with Run.create(tmp_path / "run") as run, run.transaction() as writer:
+        graph = writer.add_unit("[0/0] forward", "torch")
+        kernel = writer.add_unit("triton_poi_fused_relu_0", "triton")
+        writer.add_stage(kernel, "ptx", ".version 8.4\n.target sm_90a\n")
+        writer.add_relation(graph, "launches", kernel)
+        writer.add_event("graph_break", {"reason": "print"}, graph)
+    reads: Counter = Counter()
+    for table in ("units", "stages", "events", "relations"):
+        def whole_read(run, *args, _table=table, _read=getattr(Run, table), **kwargs):
+            reads[_table] += not args and not kwargs
+            return _read(run, *args, **kwargs)
+
+        monkeypatch.setattr(Run, table, whole_read)
+    shared = SharedReads()
+
+    def read_in_threads() -> list[tuple]:
+        seen: list[tuple] = []
+
+        def read() -> None:
+            with Run.open(tmp_path / "run", read_only=True) as run:
+                view = RunView(run, shared)
+                seen.append((view.units(), view.stages(), view.events(), view.relations()))
+
+        threads = [threading.Thread(target=read) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return seen
+
+    seen = read_in_threads()
+    assert len(seen) == 4 and all(tables == seen[0] for tables in seen) and seen[0][0]
+    assert reads == {"units": 1, "stages": 1, "events": 1, "relations": 1}
+    with Run.open(tmp_path / "run") as run, run.transaction() as writer:
+        writer.add_event("note", {"text": "written after the first reads"})
+    after = read_in_threads()
+    assert reads == {"units": 2, "stages": 2, "events": 2, "relations": 2}
+    assert len(after[0][2]) == len(seen[0][2]) + 1

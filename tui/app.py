@@ -22,7 +22,7 @@ from irscope.read.figures import read_run_figures, unit_figures_of
 from irscope.read.autotune import autotune_times
 from irscope.read.kernel_origins import kernel_origins, origin_counts
 from irscope.read.timing import read_time, time_share
-from irscope.read.view import RunView
+from irscope.read.view import RunView, SharedReads
 from irscope.store import Run, Stage
 from irscope.tui import messages as msg
 from irscope.tui.analysis_panel import AnalysisPanel
@@ -86,6 +86,7 @@ class IrscopeApp(App[None]):
         self.other_path = Path(compare_with) if compare_with else None  # `--compare OTHER`
         self.sub_title = self.run_path.name
         self._local = threading.local()
+        self._shared_reads = SharedReads()  # what every thread's view reads in whole, read once
         self._locations: dict[tuple[str, str], LineLocations] = {}
         self.current: Stage | None = None  # the stage chosen
         self.shown: Stage | None = None  # the stage whose text (or failure) is on screen
@@ -135,7 +136,7 @@ class IrscopeApp(App[None]):
         """This thread's view of the run (SQLite handles stay in their thread)."""
         view = getattr(self._local, "view", None)
         if view is None:
-            view = self._local.view = RunView(Run.open(self.run_path))
+            view = self._local.view = RunView(Run.open(self.run_path), self._shared_reads)
         return view
 
     # whether the source view may read the user's files from this machine (not when served)

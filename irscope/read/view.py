@@ -9,6 +9,7 @@ again through a new view.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -23,11 +24,35 @@ if TYPE_CHECKING:
 PARSED_KEPT = 4096  # parse results kept in memory; more are read again from the run's cache
 
 
-class RunView:
-    """The read side of one open run; see the module docstring."""
+class SharedReads:
+    """What the views of one run in several threads read once: its units, all its stages,
+    its events and relations. The first view to ask reads them, under a lock; the others are
+    handed the same, never changed, while the run's generation stays the same. (SQLite
+    handles stay in their thread, so each thread has a view of its own.)"""
 
-    def __init__(self, run: Run):
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._held: dict[str, tuple[int, Any]] = {}
+
+    def read(self, run: Run, name: str, read: Callable[[], Any]) -> Any:
+        """``read()``'s value for ``run``, read by the first view to ask for ``name``."""
+        with self._lock:
+            generation = run.generation()
+            if generation is None:  # a run that does not count its changes: never shared
+                return read()
+            held = self._held.get(name)
+            if held is None or held[0] != generation:
+                held = self._held[name] = (generation, read())
+            return held[1]
+
+
+class RunView:
+    """The read side of one open run; see the module docstring. Views of one run in several
+    threads may share what they read in whole (``shared``)."""
+
+    def __init__(self, run: Run, shared: SharedReads | None = None):
         self.run = run
+        self._shared = shared
         self._units: list[Unit] | None = None
         self._by_id: dict[int, Unit] = {}
         self._of_framework: dict[str, list[Unit]] = {}  # asked for before all units were
@@ -70,7 +95,7 @@ class RunView:
                 self._of_framework[framework] = self.run.units(framework)
             return list(self._of_framework[framework])
         if self._units is None:
-            self._units = self.run.units()
+            self._units = self._whole("units", self.run.units)
             self._by_id = {u.id: u for u in self._units}
         if framework is None:
             return list(self._units)
@@ -102,7 +127,7 @@ class RunView:
         if kinds is None:
             if not self._every_kind:
                 self._kinds, self._of_unit = {}, {}
-                for stage in self.run.stages():
+                for stage in self._whole("stages", self.run.stages):
                     self._kinds.setdefault(stage.kind, []).append(stage)
                     self._of_unit.setdefault(stage.unit_id, []).append(stage)
                 self._every_kind = True
@@ -171,12 +196,12 @@ class RunView:
     # -- events and relations --------------------------------------------------------
     def events(self, kind: str | None = None) -> list[Event]:
         if self._events is None:
-            self._events = self.run.events()
+            self._events = self._whole("events", self.run.events)
         return [e for e in self._events if kind is None or e.kind == kind]
 
     def relations(self, kind: str | None = None) -> list[Relation]:
         if self._relations is None:
-            self._relations = self.run.relations()
+            self._relations = self._whole("relations", self.run.relations)
         return [r for r in self._relations if kind is None or r.kind == kind]
 
     def relations_from(self, kind: str, sources: Iterable[int]) -> list[Relation]:
@@ -186,6 +211,11 @@ class RunView:
             return self.run.relations(kind, sources)
         wanted = set(sources)
         return [r for r in self._relations if r.kind == kind and r.src in wanted]
+
+    def _whole(self, name: str, read: Callable[[], list]) -> list:
+        """All the run's units, stages, events or relations: ``read()``'s, or another
+        thread's view's of the same run."""
+        return self._shared.read(self.run, name, read) if self._shared else read()
 
     # -- contents ----------------------------------------------------------------------
     def parsed(self, stage: Stage) -> ParseResult:
