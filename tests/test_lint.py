@@ -353,3 +353,23 @@ def test_diff_gate_on_a_lint_figure(matmul_sweep, tmp_path):
     assert "lint.spills 0 -> 2" in worse.stderr and "(run total)" in worse.stderr
     better = run_cli("diff", matmul_sweep.path, base, "--fail-on", "lint.spills increased")
     assert better.returncode == 0 and "neither side reports" not in better.stderr
+
+
+def test_the_whole_runs_findings_are_linted_once_per_view(monkeypatch):
+    """A report, its export and the problems they list each ask for the whole run's
+    findings: one view lints each unit once; findings of chosen units are their own."""
+    import irscope.read.lint as read_lint
+    from irscope.read.view import RunView
+
+    view = RunView(sample("torch_cuda"))
+    linted = []
+    lint = read_lint.lint_unit
+    monkeypatch.setattr(read_lint, "lint_unit", lambda *a: linted.append(1) or lint(*a))
+    first = read_findings(view)
+    once = len(linted)
+    assert read_findings(view) == first and len(linted) == once > 0 and first
+    units = [u for u in view.units() if u.framework == "triton"]
+    chosen = read_findings(view, units)
+    assert len(linted) == once + len(units)
+    assert {f.unit for f in chosen} <= {u.name for u in units}
+    assert read_findings(view, candidates=True) and len(linted) > once + len(units)
