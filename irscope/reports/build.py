@@ -12,6 +12,7 @@ from irscope.analysis.lint import lint_counts
 from irscope.parsers import registry
 from irscope.read.figures import read_run_figures
 from irscope.read.kernel_origins import KernelOrigins, kernel_origins, origin_counts
+from irscope.read.kept import kept_json
 from irscope.read.lint import read_findings
 from irscope.read.compile_time import run_compile_times
 from irscope.read.problems import Problem, run_problems
@@ -84,28 +85,18 @@ def listing_records(run: RunView, report: Report, unit_pattern: str | None, show
         return (count_stages(run, listed, len(hidden), report.stages),
                 origin_counts(run, listed))
 
-    def build() -> list[dict]:
+    def document() -> dict:
         count, kernels = listing()
-        return [{"stage_count": json.dumps(count.to_json())},
-                *({"kernels": json.dumps(k.to_json())} for k in kernels)]
+        return {"stage_count": count.to_json(), "kernels": [k.to_json() for k in kernels]}
 
     filters = [report.stages, unit_pattern, show_all, candidates]
-    rows = kept_rows(run, f"listing:{json.dumps(filters)}", build)
-    counts = [StageCount.from_json(_loaded(row["stage_count"])) for row in rows
-              if "stage_count" in row]
-    kernels = [KernelOrigins.from_json(_loaded(row["kernels"])) for row in rows
-               if "kernels" in row]
-    if len(counts) != 1 or None in counts or None in kernels:  # kept rows of another shape
+    kept = kept_json(run, f"listing:{json.dumps(filters)}", document,
+                     lambda doc: isinstance(doc, dict) and isinstance(doc.get("kernels"), list))
+    count = StageCount.from_json(kept.get("stage_count"))
+    kernels = [KernelOrigins.from_json(k) for k in kept["kernels"]]
+    if count is None or None in kernels:  # kept of another shape
         return listing()
-    return counts[0], tuple(kernels)
-
-
-def _loaded(text: object) -> object:
-    """A kept row's JSON document; None for one that is no JSON text."""
-    try:
-        return json.loads(text) if isinstance(text, str) else None
-    except (ValueError, RecursionError):
-        return None
+    return count, tuple(kernels)
 
 
 def problem_records(run: RunView, candidates: bool = False) -> tuple[Problem, ...]:
