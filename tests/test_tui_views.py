@@ -53,6 +53,28 @@ def test_every_stage_maps_to_the_kernels_own_lines(softmax):
         assert lines <= body and len(lines) >= 5, (kind, lines)
 
 
+def test_a_follower_parses_a_stage_for_its_locations_only_where_they_come_from_it(gpu_run):
+    """PTX's locations are read from its text: following never asks for its parse (a large
+    module's takes long); a TTIR, TTGIR or LLVM IR stage's come from its parse, asked for
+    once, and equal those of a parse of its own."""
+    from irscope.browse.follow import Follower
+    from irscope.read.view import RunView
+
+    view = RunView(gpu_run("triton_kernels"))
+    asked = []
+    parsed = view.parsed
+    view.parsed = lambda stage: asked.append(stage.kind) or parsed(stage)
+    follower = Follower.of(view)
+    unit = view.run.unit("softmax_kernel")
+    stages = {s.kind: s for s in view.stages(unit.id)}
+    for kind in ("ptx", "ttir", "ttgir", "llir"):
+        found = follower.locations_of(stages[kind])
+        text = view.read_text(stages[kind])
+        assert found == line_locations(kind, text), kind
+        assert len(found.lines) == len(text.splitlines()) and found.index, kind
+    assert asked == ["ttir", "ttgir", "llir"]
+
+
 def test_ptx_locations_agree_with_the_loc_comments(softmax):
     text = softmax["ptx"]
     locations = line_locations("ptx", text)

@@ -471,7 +471,7 @@ class Follower:
         key = (stage.blob, stage.kind)
         if key not in self.locations:
             self.locations[key] = line_locations(stage.kind, self.view.read_text(stage),
-                                                 parsed_quietly(self.view, stage))
+                                                 lambda: parsed_quietly(self.view, stage))
         return self.locations[key]
 
     def python_locations(self, stage: Stage) -> LineLocations:

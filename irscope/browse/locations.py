@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -23,6 +23,9 @@ NOT_IR = frozenset({"metadata", "raw", "guards", "torch_log", "cost_analysis",
                     "buffer_assignment", "memory_usage", "text"})
 
 
+EMPTY: frozenset[str] = frozenset()
+
+
 @dataclass(frozen=True)
 class LineLocations:
     """Per line (0-based) the source locations it comes from: "path:line" or "node NAME"."""
@@ -31,7 +34,7 @@ class LineLocations:
     index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def at(self, line: int) -> frozenset[str]:
-        return self.lines[line] if 0 <= line < len(self.lines) else frozenset()
+        return self.lines[line] if 0 <= line < len(self.lines) else EMPTY
 
     def same_source(self, line: int) -> frozenset[str]:
         """The line's keys plus those of every line sharing one with it: a `# File:` comment
@@ -55,29 +58,38 @@ def normal_key(key: str) -> str:
     return f"{os.path.basename(path)}:{line}"
 
 
-def line_locations(kind: str, text: str, parsed: ParseResult | None = None
-                   ) -> LineLocations:
+def line_locations(kind: str, text: str,
+                   parse: Callable[[], ParseResult] | None = None) -> LineLocations:
     """Source locations of every line of a stage, as its parser read them from the IR.
 
-    ``parsed`` is the parser's result for ``text`` (``run.parsed(stage)``, cached in the run);
+    ``parse`` gives the parser's result for ``text`` (``run.parsed(stage)``, cached in the
+    run), asked for only where the locations come from it (PTX's are read from the text);
     without it the text is parsed here.
     """
-    lines = text.splitlines()
     module = registry.get(kind).module
     if module == "ptx":  # read from the text: a large module's parse result holds no lines
         from irscope.parsers import ptx  # lazy: with it comes Pygments's PTX lexer
 
         by_line = {line: {where} for line, where in ptx.locations(text).items()}
     else:
-        if parsed is None:
-            parsed = registry.parse(kind, text)
+        parsed = parse() if parse is not None else registry.parse(kind, text)
         by_line = _PARSED_READERS.get(module, _file_lines)(parsed)
-    per_line = tuple(frozenset(by_line.get(number, ())) for number in range(1, len(lines) + 1))
+    # lines with the same keys share one set, and each key is normalised once
+    shared: dict[frozenset[str], frozenset[str]] = {}
+    normal: dict[str, str] = {}
+    per_line = [EMPTY] * len(text.splitlines())
     index: dict[str, list[int]] = defaultdict(list)
-    for number, keys in enumerate(per_line):
+    for number in sorted(n for n in by_line if type(n) is int and 0 < n <= len(per_line)):
+        keys = frozenset(by_line[number])
+        if not keys:
+            continue
+        per_line[number - 1] = shared.setdefault(keys, keys)
         for key in keys:
-            index[normal_key(key)].append(number)
-    return LineLocations(per_line, {k: tuple(v) for k, v in index.items()})
+            found = normal.get(key)
+            if found is None:
+                found = normal[key] = normal_key(key)
+            index[found].append(number - 1)
+    return LineLocations(tuple(per_line), {k: tuple(v) for k, v in index.items()})
 
 
 def _file_lines(parsed: ParseResult) -> dict[int, set[str]]:

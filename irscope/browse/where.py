@@ -211,7 +211,7 @@ def _kernel_lines(view: RunView, unit: Unit, path: str, line: int, hit: Hit
             continue
         try:
             text = view.read_text(stage)
-            locations = line_locations(stage.kind, text, view.parsed(stage))
+            locations = line_locations(stage.kind, text, lambda: view.parsed(stage))
         except Exception:  # noqa: BLE001  an odd stage shows no lines
             continue
         lines = _located(locations, key if own else None)
