@@ -350,6 +350,39 @@ async def test_problems_view_opens_a_graph_break_at_its_reason_and_shows_its_hin
 
 
 @synchronous
+async def test_side_by_side_panes_draw_lines_only_where_they_open(triton_run, monkeypatch):
+    """Each pane is laid out before its lines are drawn: none is drawn from the top first
+    and then again at its cursor's source (four 10k-line panes drew every line twice)."""
+    from irscope.tui.screens import SideBySideScreen
+    from irscope.tui.viewer import IrViewer
+
+    drawn = []
+    render = IrViewer.render_line
+
+    def recording(self, y):
+        strip = render(self, y)
+        if (self.id or "").startswith("side-") and strip.text.strip():
+            drawn.append((self.id, int(self.scroll_y)))
+        return strip
+
+    monkeypatch.setattr(IrViewer, "render_line", recording)
+    app = IrscopeApp(triton_run)
+    async with app.run_test(size=(160, 30)) as pilot:
+        await open_stage(app, pilot, "softmax_kernel", "ttir")
+        app.viewer.cursor = max(i for i, line in enumerate(app.viewer.lines) if "tt.load" in line)
+        await pilot.press("v")
+        await until(pilot, lambda: shown(app, SideBySideScreen) and drawn)
+        await pilot.pause()
+        viewers = [app.screen.viewer(i) for i in range(len(app.screen.panes))]
+        assert any(v.scroll_y > 0 for v in viewers)  # opened away from the top
+        for viewer in viewers:
+            assert {scroll for pane, scroll in drawn if pane == viewer.id} == {
+                int(viewer.scroll_y)}, viewer.id
+            top = int(viewer.scroll_y)
+            assert top <= viewer.cursor < top + viewer.size.height
+
+
+@synchronous
 async def test_side_by_side_links_the_cursor_by_source(triton_run):
     """At 160 columns three panes from the TTIR's cursor on: each opens at that line's
     source; moving the cursor moves the others."""

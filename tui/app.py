@@ -375,8 +375,9 @@ class IrscopeApp(App[None]):
         texts, locations = [], []
         for this in stages:
             try:
-                texts.append(readable_text(this.kind, run.read_text(this)).splitlines())
-                locations.append(follower.locations_of(this))
+                text = run.read_text(this)
+                texts.append(readable_text(this.kind, text).splitlines())
+                locations.append(follower.locations_of(this, text))
             except IrscopeError as exc:
                 texts.append([f"⚠ {self._without_run_path(exc)}"])
                 locations.append(LineLocations())

@@ -77,6 +77,7 @@ class IrViewer(ScrollView, can_focus=True):
         self.mark_runs: list[int] = []  # first line of each run of marked lines
         self._chunks: dict[int, list[list[Segment]]] = {}
         self._styles: dict[Any, Style] | None = None
+        self._unplaced = False  # shown before being laid out: drawn once placed
 
     # -- content -----------------------------------------------------------------------
     def show(self, lines: list[str], lexer: Any, cursor: int = 0,
@@ -93,8 +94,17 @@ class IrViewer(ScrollView, can_focus=True):
         self.set_reactive(IrViewer.cursor, -1)
         self.cursor = min(max(cursor, 0), max(len(lines) - 1, 0))
         self._show_cursor()
-        if not self.size.height:  # a screen being mounted: scroll once it is laid out
-            self.call_after_refresh(self._show_cursor)
+        if not self.size.height:  # a screen being mounted: placed once it is laid out
+            self._unplaced = True
+            self.call_after_refresh(self._place)
+        self.refresh()
+
+    def _place(self) -> None:
+        """Scroll to the cursor now that the height is known, then draw the lines: until
+        then the listing draws blank, not lines at a scroll about to change (four panes
+        side by side drew each listing twice)."""
+        self._unplaced = False
+        self._show_cursor()
         self.refresh()
 
     def _show_cursor(self) -> None:
@@ -219,6 +229,8 @@ class IrViewer(ScrollView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
+        if self._unplaced:
+            return Strip.blank(width, self.rich_style)
         if not self.lines:
             if y == 0 and self.message:
                 style = self.get_component_rich_style("ir-viewer--message")

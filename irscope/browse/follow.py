@@ -465,13 +465,15 @@ class Follower:
     def fx_parsed(self, stage: Stage) -> ParseResult:
         return parsed_quietly(self.view, stage)
 
-    def locations_of(self, stage: Stage) -> LineLocations:
+    def locations_of(self, stage: Stage, text: str | None = None) -> LineLocations:
+        """Where each line of ``stage`` comes from; ``text``: the stage's, when already read."""
         if stage.kind == "python_source":
             return self.python_locations(stage)
         key = (stage.blob, stage.kind)
         if key not in self.locations:
-            self.locations[key] = line_locations(stage.kind, self.view.read_text(stage),
-                                                 lambda: parsed_quietly(self.view, stage))
+            self.locations[key] = line_locations(
+                stage.kind, self.view.read_text(stage) if text is None else text,
+                lambda: parsed_quietly(self.view, stage))
         return self.locations[key]
 
     def python_locations(self, stage: Stage) -> LineLocations:
