@@ -15,7 +15,7 @@ from .ptx_listing import CollapsedLine, LineCursor, collapse, expand
 from .ptx_ops import (ESTIMATE_KEYS, by_count, fold, has_block_comment, opcode_histogram,
                       split_opcode, strip_block_comments)
 
-VERSION = 3
+VERSION = 4
 # the totals a result may hold (docs/figures.md: a stage's figures are named after them)
 TOTALS = ("instructions", "kernels", "functions", "shared_bytes", "local_bytes", "const_bytes",
           "virtual_registers", "blocks", "loops", *ESTIMATE_KEYS)

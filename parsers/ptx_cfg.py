@@ -24,6 +24,9 @@ ITEM_RE = re.compile(
     r"|[$\w]++:(?!:)"
     r"|(?:\.(?:extern|visible|weak)[ \t]++)*+\.(?:reg|shared|local|global|const)(?=[ \t.])[^;]*+;)"
     r"(?:(?<=[:;])|[^;]*+;)")
+# What a branch may jump to: "bra.uni \t$L__BB0_4;" -> "$L__BB0_4", and each label of a
+# `.branchtargets` list (the table of a `brx.idx`); "bra" in a comment only adds a label
+TARGET_RE = re.compile(r"bra(?:(?:\.uni)?[ \t]+([$\w]+)[ \t]*;|nchtargets[ \t]+([^;]*);)")
 # A block-ending statement: "bra.uni \t$L__BB0_4;" -> "bra.uni", "$L__BB0_4"
 ENDER_RE = re.compile(r"([a-z][a-z0-9_.]*+)[ \t]*+([$\w]*+)")
 
@@ -84,13 +87,18 @@ class PtxLoop:
 def split_blocks(text: str, start: int, end: int, first_line: int) -> Body:
     """Cut the kernel body ``text[start:end]`` into basic blocks.
 
-    ``first_line`` is the line of ``start``. A block starts at a label or after a branch or
-    return and ends before the next one; labels that follow each other name the same block.
-    One ITEM_RE pass lists the body's statements; Python then runs once per mark (label,
-    block end, declaration), never per instruction, and finds each mark's line by searching
-    for its text on from the previous mark.
+    ``first_line`` is the line of ``start``. A block starts at a label a branch may jump to
+    or after a branch or return, and ends before the next one; labels that follow each other
+    name the same block. A label no branch names (the `$L__tmp` labels debug info places
+    between instructions) starts no block and names none, as in the SASS. One ITEM_RE
+    pass lists the body's statements; Python then runs once per mark (label, block end,
+    declaration), never per instruction, and finds each mark's line by searching for its
+    text on from the previous mark.
     """
     items = ITEM_RE.findall(text, start, end)
+    targets = set()
+    for label, listed in TARGET_RE.findall(text, start, end):
+        targets.update([label + ":"] if label else [t.strip() + ":" for t in listed.split(",")])
     find, count = text.find, text.count
     built: list[tuple] = []  # closed blocks: (name, first_line, last_line, ops, end, labelled)
     aliases: dict[str, str] = {}
@@ -104,6 +112,10 @@ def split_blocks(text: str, start: int, end: int, first_line: int) -> Body:
             continue
         if mark[0] == ".":
             decls.append(mark)
+            ops += items[previous + 1:i]
+            previous = i
+            continue
+        if mark[-1] == ":" and mark not in targets:  # no jump lands here: read on
             ops += items[previous + 1:i]
             previous = i
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -134,9 +135,12 @@ def test_nvcc_rotated_loop_in_the_corpus(corpus):
     (kernel,) = [k for k in ptx.parse(text).kernels
                  if any(b.name == "$L__BB39_2" for b in k.blocks)]
     (loop,) = kernel.loops
-    # counted by hand: $L__BB39_4 5, $L__BB39_2 2, $L__tmp798 3 and its fall-through 6
+    # counted by hand: $L__BB39_4 5, $L__BB39_2 5 (past $L__tmp797 and $L__tmp798, labels
+    # no branch names) and its fall-through 6
     assert (loop.head, loop.depth, loop.instructions) == ("$L__BB39_2", 1, 16)
-    assert loop.blocks == ("$L__BB39_4", "$L__BB39_2", "$L__tmp798", "$L__tmp798+1")
+    assert loop.blocks == ("$L__BB39_4", "$L__BB39_2", "$L__BB39_2+1")
+    ops = {block.name: len(block.ops) for block in kernel.blocks}
+    assert [ops[name] for name in loop.blocks] == [5, 5, 6]
     assert (loop.first_line, loop.last_line) == (9744, 9777)
 
 
@@ -353,3 +357,70 @@ def test_a_module_of_more_kernels_than_kept_counts_them_all(monkeypatch):
     assert len(whole.kernels) == 12 and len(kept.kernels) == 5
     assert kept.totals == whole.totals and kept.histogram == whole.histogram
     assert any("12 kernels and functions" in d.message for d in kept.diagnostics)
+
+
+# -- basic blocks against the leader rule ------------------------------------------------------
+LABEL_LINE_RE = re.compile(r"([$\w]+):$")
+INSTRUCTION_RE = re.compile(r"(?:@!?%?\w+\s+)?[a-z]")
+ENDS_BLOCK_RE = re.compile(r"(?:@!?%?\w+\s+)?(?:bra|brx|ret|exit|trap)\b")
+
+
+def leader_blocks(lines: list[str]) -> int:
+    """Basic blocks of a kernel body by the textbook rule, read line by line: a block starts
+    at the first instruction, at one under a label a `bra` names, and after a branch or
+    return; any other label (debug info's `$L__tmp`) starts none."""
+    targets = set(re.findall(r"\bbra(?:\.uni)?\s+([$\w]+)\s*;", "\n".join(lines)))
+    blocks, starts = 0, True
+    for line in lines:
+        statement = line.split("//")[0].strip()
+        label = LABEL_LINE_RE.match(statement)
+        if label:
+            starts = starts or label[1] in targets
+        elif INSTRUCTION_RE.match(statement):
+            blocks += starts
+            starts = bool(ENDS_BLOCK_RE.match(statement))
+    return blocks
+
+
+def gpu_sample_ptx() -> list[tuple[str, str]]:
+    """The PTX of every kernel the committed H100 runs hold."""
+    from irscope.store import Run
+
+    found = []
+    for folder in sorted((SAMPLES / "gpu").iterdir()):
+        if (folder / "index.sqlite").is_file():
+            run = Run.open(folder, read_only=True)
+            found += [(f"{folder.name}/{unit.name}", run.read_text(stage))
+                      for unit in run.units() for stage in run.stages(unit.id)
+                      if stage.kind == "ptx"]
+    return found
+
+
+def test_blocks_follow_the_leader_rule_not_debug_labels():
+    """Each kernel of the committed H100 runs has the blocks the leader rule counts, so a
+    straight-line Triton kernel is one block whatever its `$L__tmp` labels; a kernel that
+    branches has as many as LLVM's IR says where the backend kept its blocks."""
+    modules = gpu_sample_ptx()
+    assert len(modules) >= 50
+    straight = 0
+    for name, text in modules:
+        lines = text.splitlines()
+        for kernel in ptx.parse(text).kernels:
+            body = lines[kernel.first_line - 1:kernel.last_line]
+            assert len(kernel.blocks) == leader_blocks(body), (name, kernel.name)
+            if not any(ENDS_BLOCK_RE.match(line.strip()) and "bra" in line for line in body):
+                assert len(kernel.blocks) == 1, (name, kernel.name)
+                straight += 1
+    assert straight >= 20
+    add = ptx.parse((SAMPLES / "ptx" / "add_kernel.sm80.ptx").read_text()).kernels[0]
+    assert [b.name for b in add.blocks] == ["entry"] and len(add.blocks[0].ops) == 100
+
+
+@pytest.mark.parametrize("path", corpus_files("ptx"), ids=lambda p: p.name)
+def test_corpus_blocks_follow_the_leader_rule(path):
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.splitlines()
+    for kernel in ptx.parse(text).kernels:
+        if not kernel.truncated:
+            body = lines[kernel.first_line - 1:kernel.last_line]
+            assert len(kernel.blocks) == leader_blocks(body), kernel.name
