@@ -321,6 +321,28 @@ def test_parsed_figures_are_cached_by_blob(tmp_path, monkeypatch):
     assert Run.open(run.path).parsed(second) == figures  # same blob: from the index
 
 
+def test_a_parse_result_is_written_out_when_saved_not_when_parsed(tmp_path, monkeypatch):
+    """A reader waits on the parse alone: the result becomes the cache's JSON when the
+    results are saved (in a batch, or at close), and a run that never saves them writes
+    none; read back, it equals the parse."""
+    from irscope.parsers import base
+
+    run = Run.create(tmp_path / "run")
+    with run.transaction() as w:
+        w.add_stage(w.add_unit("a", "jax"), "hlo_after_opt", HLO)
+    (stage,) = run.stages()
+    written = []
+    to_jsonable = base.to_jsonable
+    monkeypatch.setattr(base, "to_jsonable",
+                        lambda value: written.append(value) or to_jsonable(value))
+    figures = run.parsed(stage)
+    assert not written
+    run.save_stats()
+    assert [value for value in written if value is figures] == [figures]
+    written.clear()
+    assert Run.open(run.path).parsed(stage) == figures and not written
+
+
 def test_a_stage_read_from_its_row_is_the_stage_written():
     """Rows as irscope writes them (a committed GPU run's) become stages without the
     dataclass's __init__: the same fields, equality, hash and frozenness as one built by it."""

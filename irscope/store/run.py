@@ -83,9 +83,10 @@ class Run:
         self.compressed = schema >= COMPRESSED_FROM_SCHEMA
         self._blob_root = os.path.join(path, BLOBS)
         self._blob_table = True  # until a look-up finds no blob_data table
-        self._stored: set[str] = set()
+        self._stored: set[str] = set()  # digests known to be on disk, to skip a stat each
         self._wal_at_close = False  # made by create(durable=False): WAL once it is closed
-        self._unsaved_stats: list[tuple] = []  # parse results not yet cached (save_stats)  # digests known to be on disk, to skip a stat each
+        # parse results not yet cached (save_stats): (blob, kind, parser version, result)
+        self._unsaved_stats: list[tuple] = []
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -657,11 +658,13 @@ class Run:
         result = registry.parse(stage.kind, self.read_text(stage))
         if self.read_only or stage.size > STATS_CACHE_MAX_BYTES:
             return result
-        row = (stage.blob, stage.kind, version, json.dumps(to_jsonable(result)))
         if self.db.in_transaction:  # inside a writer's transaction: cached with its writes
-            self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)", row)
+            self.db.execute("INSERT OR REPLACE INTO stats VALUES (?, ?, ?, ?)",
+                            (stage.blob, stage.kind, version, json.dumps(to_jsonable(result))))
             return result
-        self._unsaved_stats.append(row)
+        # written out when saved, not here: a reader waiting on this result (a stage being
+        # followed, four side by side) does not wait on its JSON too
+        self._unsaved_stats.append((stage.blob, stage.kind, version, result))
         if len(self._unsaved_stats) >= STATS_BATCH:
             self.save_stats()
         return result
@@ -669,9 +672,13 @@ class Run:
     def save_stats(self) -> None:
         """Cache the parse results made since the last save, in one transaction (600 kernels
         parsed for the first time cost one commit, not 600); ``close`` saves them too."""
-        rows, self._unsaved_stats = self._unsaved_stats, []
-        if not rows or self.db.in_transaction:
+        from irscope.parsers.base import to_jsonable
+
+        unsaved, self._unsaved_stats = self._unsaved_stats, []
+        if not unsaved or self.db.in_transaction:
             return
+        rows = [(blob, kind, version, json.dumps(to_jsonable(result)))
+                for blob, kind, version, result in unsaved]
         try:
             self.db.execute(f"PRAGMA busy_timeout = {CACHE_WAIT_MS}")
             self.db.execute("BEGIN IMMEDIATE")
