@@ -69,7 +69,7 @@ async def time_rank_keys(path: Path) -> tuple[list[float], float]:
     app = IrscopeApp(path)
     async with app.run_test(size=SIZE) as pilot:
         navigator, tree = app.navigator, app.navigator.stage_tree
-        await wait_for(pilot, lambda: app.viewer.lines and tree.badges, timeout=120)
+        await wait_for(lambda: app.viewer.lines and tree.badges, timeout=120)
         await idle(app)
         drawn = frame_probes(navigator)
         tree.focus()
