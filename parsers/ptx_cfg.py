@@ -90,10 +90,10 @@ def split_blocks(text: str, start: int, end: int, first_line: int) -> Body:
     ``first_line`` is the line of ``start``. A block starts at a label a branch may jump to
     or after a branch or return, and ends before the next one; labels that follow each other
     name the same block. A label no branch names (the `$L__tmp` labels debug info places
-    between instructions) starts no block and names none, as in the SASS. One ITEM_RE
-    pass lists the body's statements; Python then runs once per mark (label, block end,
-    declaration), never per instruction, and finds each mark's line by searching for its
-    text on from the previous mark.
+    between instructions) starts no block and names none. One ITEM_RE pass lists the
+    body's statements; Python then runs once per mark (label, block end, declaration),
+    never per instruction, and finds each mark's line by searching for its text on from
+    the previous mark.
     """
     items = ITEM_RE.findall(text, start, end)
     targets = set()
