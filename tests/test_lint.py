@@ -356,20 +356,33 @@ def test_diff_gate_on_a_lint_figure(matmul_sweep, tmp_path):
 
 
 def test_the_whole_runs_findings_are_linted_once_per_view(monkeypatch):
-    """A report, its export and the problems they list each ask for the whole run's
-    findings: one view lints each unit once; findings of chosen units are their own."""
+    """A report (of the units it shows), its export and the problems they list each ask
+    for findings: one view lints each unit once, whichever asks first; chosen units get
+    their own findings, the same as in the whole run's."""
     import irscope.read.lint as read_lint
+    from irscope.read.figures import read_run_figures
     from irscope.read.view import RunView
 
-    view = RunView(sample("torch_cuda"))
     linted = []
     lint = read_lint.lint_unit
     monkeypatch.setattr(read_lint, "lint_unit", lambda *a: linted.append(1) or lint(*a))
+    view = RunView(sample("torch_cuda"))
     first = read_findings(view)
     once = len(linted)
     assert read_findings(view) == first and len(linted) == once > 0 and first
-    units = [u for u in view.units() if u.framework == "triton"]
+    flagged = {f.unit for f in first}
+    units = [u for u in view.units() if u.framework == "triton" or u.name in flagged][1:]
+    names = {u.name for u in units}
     chosen = read_findings(view, units)
-    assert len(linted) == once + len(units)
-    assert {f.unit for f in chosen} <= {u.name for u in units}
-    assert read_findings(view, candidates=True) and len(linted) > once + len(units)
+    assert len(linted) == once  # kept from the whole run's
+    facts = lambda found: sorted((f.unit, f.rule, f.message) for f in found)  # noqa: E731
+    assert facts(chosen) == facts(f for f in first if f.unit in names) and chosen
+
+    linted.clear()
+    view = RunView(sample("torch_cuda"))  # a report's units first, then the whole run
+    assert facts(read_findings(view, units)) == facts(chosen)
+    assert read_findings(view) == first and len(linted) == once
+    lost = sum(f.autotune_lost for f in read_run_figures(view).units)
+    assert read_findings(view, candidates=True) and len(linted) == once + lost
+
+

@@ -52,12 +52,20 @@ def _findings(run: RunView, chosen: list[Unit], rules: tuple[Rule, ...],
             events.setdefault(event.unit_id, []).append((event.kind, event.data))
     findings: list[Finding] = []
     read = _Recent()
+    # a unit's findings depend on it alone (its figures are its own, whichever units are
+    # read with it): the view keeps them, so the report's units and then the whole run's
+    # (its export, the problems) lint each unit once
+    done: dict[int, list[Finding]] = run.derived("lint findings by unit", dict) \
+        if rules == RULES else {}
     for unit, unit_figures in zip(chosen, figures.units):
         if unit_figures.autotune_lost and not candidates:
             continue
-        inputs = tuple(read.input(run, s) for s in stages.get(unit.id, ()))
-        findings += lint_unit(LintInput(unit_figures, unit.attrs, tuple(
-            s for s in inputs if s is not None), tuple(events.get(unit.id, ()))), rules)
+        found = done.get(unit.id)
+        if found is None:
+            inputs = tuple(read.input(run, s) for s in stages.get(unit.id, ()))
+            found = done[unit.id] = lint_unit(LintInput(unit_figures, unit.attrs, tuple(
+                s for s in inputs if s is not None), tuple(events.get(unit.id, ()))), rules)
+        findings += found
     if events.get(None):
         orphan = LintInput(UnitFigures(0, RUN_WIDE, ""), {}, (), tuple(events[None]))
         findings += lint_unit(orphan, rules)
