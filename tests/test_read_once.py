@@ -81,3 +81,33 @@ def test_views_in_several_threads_read_each_table_once_between_them(tmp_path, mo
     after = read_in_threads()
     assert reads == {"units": 2, "stages": 2, "events": 2, "relations": 2}
     assert len(after[0][2]) == len(seen[0][2]) + 1
+
+
+def test_a_view_reads_each_units_figures_once_while_the_run_is_unchanged(tmp_path, monkeypatch):
+    """A report reads the figures of the units it shows, its export those of the whole run:
+    one view computes each unit's once, the same whichever units they are read with; a
+    new view computes them anew."""
+    import irscope.read.figures as read_figures
+
+    made = []
+    unit_figures = read_figures._unit
+    monkeypatch.setattr(read_figures, "_unit", lambda run, unit, *a: made.append(unit.id)
+                        or unit_figures(run, unit, *a))
+    with Run.create(tmp_path / "run") as run:
+        with Run.open(SAMPLES / "gpu" / "torch_cuda", read_only=True) as source, \
+                run.transaction() as writer:
+            for unit in source.units():
+                writer.add_unit(unit.name, unit.framework, unit.source_file,
+                                unit.source_line, unit.attrs)
+        view = RunView(run)
+        units = view.units()
+        some = units[::2]
+        first = read_figures.read_run_figures(view, some)
+        whole = read_figures.read_run_figures(view)
+        assert sorted(made) == [u.id for u in units] and len(units) > 4
+        by_id = {f.unit_id: f for f in whole.units}
+        assert list(first.units) == [by_id[u.id] for u in some]
+        made.clear()
+        fresh = RunView(run)  # a view reads the run as it is when first asked
+        assert read_figures.read_run_figures(fresh) == whole
+        assert sorted(made) == [u.id for u in units]

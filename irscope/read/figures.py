@@ -30,10 +30,18 @@ def read_run_figures(run: RunView | Run, units: Iterable[Unit] | None = None) ->
     parsed: dict[str, object] = {}
     lost = unchosen_candidates(run)  # as every count of the run's kernels leaves them out
     launches = run.derived("kernel launches", lambda: kernel_launches(run))
-    return RunFigures(tuple(_unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
-                                  links.get(u.id, 0), parsed, u.id in lost,
-                                  launches.get(u.id, 0)) for u in chosen),
-                      events.get(None, {}))
+    # a unit's figures are its own, whichever units are read with it: the view keeps them
+    # for the next reader (a report's units, then its export's whole run)
+    done: dict[int, UnitFigures] = run.derived("unit figures", dict)
+    found = []
+    for u in chosen:
+        figures = done.get(u.id)
+        if figures is None:
+            figures = done[u.id] = _unit(run, u, codes.get(u.id, ()), events.get(u.id, {}),
+                                         links.get(u.id, 0), parsed, u.id in lost,
+                                         launches.get(u.id, 0))
+        found.append(figures)
+    return RunFigures(tuple(found), events.get(None, {}))
 
 
 def kernel_name(unit: Unit) -> str:
