@@ -22,7 +22,9 @@ from irscope.read.view import RunView
 from irscope.reports.tables import COLUMNS, SCHEMA, run_id, run_tables
 
 SCHEMA_FILE = "_schema.json"
-BATCH_ROWS = 50_000
+# rows turned into one Arrow table (a row group) at a time: the export of 12,000 units peaked
+# at 505 MB with 50,000 (each row is a dict until written), at 420 MB with 20,000, no slower
+BATCH_ROWS = 20_000
 _TYPES = {"string": "string", "int64": "int64", "float64": "float64", "bool": "bool_"}
 
 
