@@ -27,19 +27,11 @@ def read_findings(run: RunView | Run, units: Iterable[Unit] | None = None,
     """Findings of ``rules`` on every unit of ``run`` (or ``units``, whose ``figures`` the
     caller may have read already), then on events of no unit (a graph break the trace could
     not place). Autotuning candidates that lost (which never run) only with ``candidates``.
-    A stage held by many units is read and parsed once; the whole run's findings once per
-    view (a report and its export, and the problems they list, all ask for them)."""
+    A stage held by many units is read and parsed once, and a view lints each unit once
+    (a report and its export, and the problems they list, all ask for its findings)."""
     run = RunView.of(run)
-    if units is None and rules is RULES and figures is None:
-        return list(run.derived(f"lint findings:{candidates}", lambda: _findings(
-            run, run.units(), RULES, None, candidates, whole_run=True)))
-    return _findings(run, list(run.units() if units is None else units), tuple(rules), figures,
-                     candidates, whole_run=units is None)
-
-
-def _findings(run: RunView, chosen: list[Unit], rules: tuple[Rule, ...],
-              figures: RunFigures | None, candidates: bool, whole_run: bool) -> list[Finding]:
-    """read_findings' work; ``whole_run``: events of no unit are linted too."""
+    chosen = list(run.units() if units is None else units)
+    rules = tuple(rules)
     figures = figures or read_run_figures(run, chosen)
     wanted = {u.id for u in chosen}
     stages: dict[int, list] = {}
@@ -48,7 +40,7 @@ def _findings(run: RunView, chosen: list[Unit], rules: tuple[Rule, ...],
             stages.setdefault(stage.unit_id, []).append(stage)
     events: dict[int | None, list] = {}
     for event in run.events():
-        if event.unit_id in wanted or (whole_run and event.unit_id is None):
+        if event.unit_id in wanted or (units is None and event.unit_id is None):
             events.setdefault(event.unit_id, []).append((event.kind, event.data))
     findings: list[Finding] = []
     read = _Recent()
